@@ -1,0 +1,12 @@
+// Each subcommand of the strata executable registers itself on the CLI11 app. A command parses its
+// flags, calls the core, and prints; it holds no logic of its own.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace strata::host {
+
+void register_plugins_command(CLI::App& app);
+void register_inspect_command(CLI::App& app);
+
+}  // namespace strata::host

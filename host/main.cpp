@@ -1,0 +1,31 @@
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+
+#include "core/util/error.hpp"
+#include "core/util/log.hpp"
+#include "host/commands/commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"strata: mixture-of-experts inference engine"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "debug, info, warn, error or off")->capture_default_str();
+  app.parse_complete_callback([&] { strata::set_log_level(log_level); });
+
+  strata::host::register_plugins_command(app);
+  strata::host::register_inspect_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const strata::Error& e) {
+    std::cerr << "strata: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "strata: unexpected error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,101 @@
+/* Strata plugin ABI, version 1.
+ *
+ * Only C types cross this boundary. A plugin exports one symbol, strata_plugin_query, which returns a
+ * descriptor. The first three fields of the descriptor (struct_size, abi_major, abi_minor) are frozen
+ * for every ABI version, so a host can always read them and refuse a plugin it cannot speak to.
+ *
+ * Compatibility: a host accepts a plugin whose abi_major equals its own and whose abi_minor is not newer
+ * than its own. Tables only grow by appending fields; struct_size tells which fields a plugin has, so a
+ * newer host reads an older plugin's shorter table and treats the missing tail as absent (NULL / 0).
+ */
+#ifndef STRATA_PLUGIN_H
+#define STRATA_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STRATA_ABI_MAJOR 1
+#define STRATA_ABI_MINOR 0
+
+#define STRATA_PLUGIN_QUERY_SYMBOL "strata_plugin_query"
+
+#if defined(_WIN32)
+#define STRATA_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define STRATA_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* Status codes. Every call that can fail returns one and, on failure, writes a message into the
+ * caller's strata_error buffer. */
+typedef int32_t strata_status;
+enum {
+  STRATA_OK = 0,
+  STRATA_E_INVALID_ARGUMENT = 1, /* the caller passed something the callee cannot accept */
+  STRATA_E_UNSUPPORTED = 2,      /* cannot run here (missing CPU feature, no GPU) or not implemented */
+  STRATA_E_OUT_OF_MEMORY = 3,
+  STRATA_E_IO = 4,
+  STRATA_E_INTERNAL = 5          /* a bug in the plugin */
+};
+
+/* A message buffer owned by the caller. The callee writes a NUL-terminated message of at most
+ * capacity-1 bytes. */
+typedef struct strata_error {
+  char* message;
+  size_t capacity;
+} strata_error;
+
+/* What a plugin provides; selects the type of descriptor->table. */
+enum {
+  STRATA_PLUGIN_KIND_QUANT = 1,   /* table: const strata_quant_table* (strata/quant.h) */
+  STRATA_PLUGIN_KIND_BACKEND = 2, /* reserved for the backend table */
+  STRATA_PLUGIN_KIND_CVEC = 3,    /* reserved */
+  STRATA_PLUGIN_KIND_VISION = 4   /* reserved */
+};
+
+enum {
+  STRATA_LOG_DEBUG = 0,
+  STRATA_LOG_INFO = 1,
+  STRATA_LOG_WARN = 2,
+  STRATA_LOG_ERROR = 3
+};
+
+/* Services the host offers a plugin; valid from init until shutdown. */
+typedef struct strata_host_services {
+  uint32_t struct_size;
+  void* context;
+  /* Writes one line into the host's log. */
+  void (*log)(void* context, int32_t level, const char* message);
+} strata_host_services;
+
+typedef struct strata_plugin_descriptor {
+  /* Frozen for every ABI version: */
+  uint32_t struct_size;
+  uint16_t abi_major;
+  uint16_t abi_minor;
+  /* ABI 1.0: */
+  uint32_t kind;           /* STRATA_PLUGIN_KIND_* */
+  const char* name;        /* unique among the loaded plugins, e.g. "quant-iq3" */
+  const char* version;     /* the plugin's own version, free text */
+  const void* table;       /* the kind's function table */
+  /* Can this plugin run on this machine? On success sets *score (> 0; among providers of the same
+   * thing that the manifest does not rank, the higher score wins). A plugin that cannot run here returns
+   * STRATA_E_UNSUPPORTED with the reason; the host then skips it. May be NULL: always runs, score 1. */
+  strata_status (*probe)(int32_t* score, strata_error* error);
+  /* Called once after a successful probe. options_json is the manifest's "options" object for this
+   * plugin as JSON text ("{}" when none). May be NULL. */
+  strata_status (*init)(const strata_host_services* host, const char* options_json, strata_error* error);
+  /* Called once before the library is unloaded. May be NULL. */
+  void (*shutdown)(void);
+} strata_plugin_descriptor;
+
+typedef const strata_plugin_descriptor* (*strata_plugin_query_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STRATA_PLUGIN_H */

@@ -1,0 +1,133 @@
+// Header-only C++ helpers for writing a Strata plugin against the C ABI in plugin.h / quant.h.
+// Everything here stays inside the plugin: only the C structs cross the boundary.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "strata/plugin.h"
+#include "strata/quant.h"
+
+namespace strata::sdk {
+
+// Throw inside a plugin to return a specific status; any other exception becomes STRATA_E_INTERNAL.
+class Failure : public std::runtime_error {
+ public:
+  Failure(strata_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  strata_status status() const noexcept { return status_; }
+
+ private:
+  strata_status status_;
+};
+
+inline void write_error(strata_error* error, const char* message) noexcept {
+  if (error == nullptr || error->message == nullptr || error->capacity == 0) return;
+  std::size_t length = std::strlen(message);
+  if (length >= error->capacity) length = error->capacity - 1;
+  std::memcpy(error->message, message, length);
+  error->message[length] = '\0';
+}
+
+// Runs body and turns any exception into a status plus message: exceptions never cross the boundary.
+template <class Body>
+strata_status guarded(strata_error* error, Body&& body) noexcept {
+  try {
+    body();
+    return STRATA_OK;
+  } catch (const Failure& failure) {
+    write_error(error, failure.what());
+    return failure.status();
+  } catch (const std::bad_alloc&) {
+    write_error(error, "out of memory");
+    return STRATA_E_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    write_error(error, e.what());
+    return STRATA_E_INTERNAL;
+  } catch (...) {
+    write_error(error, "unknown exception");
+    return STRATA_E_INTERNAL;
+  }
+}
+
+// A block codec written as a plain C++ class becomes a strata_quant_type. A Codec provides
+//   static constexpr uint32_t type_id, block_elements, block_bytes;
+//   static constexpr const char* name;
+//   static void dequantize(const uint8_t* blocks, float* out, int64_t n_blocks);
+//   static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);
+// quantize_row may throw Failure; importance is nullptr or n_per_row weights.
+template <class Codec>
+struct QuantTypeAdapter {
+  static strata_status dequantize(const void* blocks, float* out, int64_t n_blocks, strata_error* error) {
+    return guarded(error, [&] { Codec::dequantize(static_cast<const uint8_t*>(blocks), out, n_blocks); });
+  }
+  static strata_status quantize(const float* src, void* blocks, int64_t n_rows, int64_t n_per_row,
+                                const float* importance, strata_error* error) {
+    return guarded(error, [&] {
+      if (n_rows < 0 || n_per_row <= 0 || n_per_row % Codec::block_elements != 0) {
+        throw Failure(STRATA_E_INVALID_ARGUMENT, std::string(Codec::name) + ": a row of " +
+                                                     std::to_string(n_per_row) + " values is not a multiple of " +
+                                                     std::to_string(Codec::block_elements));
+      }
+      auto* out = static_cast<uint8_t*>(blocks);
+      const int64_t row_bytes = n_per_row / Codec::block_elements * Codec::block_bytes;
+      for (int64_t row = 0; row < n_rows; ++row) {
+        Codec::quantize_row(src + row * n_per_row, out + row * row_bytes, n_per_row, importance);
+      }
+    });
+  }
+};
+
+template <class Codec>
+constexpr strata_quant_type make_quant_type() {
+  return strata_quant_type{sizeof(strata_quant_type), Codec::type_id,   Codec::name,
+                           Codec::block_elements,      Codec::block_bytes, &QuantTypeAdapter<Codec>::dequantize,
+                           &QuantTypeAdapter<Codec>::quantize};
+}
+
+template <class Codec>
+inline constexpr strata_quant_type quant_type_v = make_quant_type<Codec>();
+
+template <class... Codecs>
+struct QuantTable {
+  static inline const strata_quant_type* const types[] = {&quant_type_v<Codecs>...};
+  static inline const strata_quant_table table = {sizeof(strata_quant_table),
+                                                  static_cast<uint32_t>(sizeof...(Codecs)), types};
+};
+
+struct DescriptorHooks {
+  strata_status (*probe)(int32_t* score, strata_error* error) = nullptr;
+  strata_status (*init)(const strata_host_services* host, const char* options_json, strata_error* error) = nullptr;
+  void (*shutdown)() = nullptr;
+};
+
+constexpr strata_plugin_descriptor make_descriptor(uint32_t kind, const char* name, const char* version,
+                                                   const void* table, DescriptorHooks hooks = {}) {
+  return strata_plugin_descriptor{sizeof(strata_plugin_descriptor),
+                                  STRATA_ABI_MAJOR,
+                                  STRATA_ABI_MINOR,
+                                  kind,
+                                  name,
+                                  version,
+                                  table,
+                                  hooks.probe,
+                                  hooks.init,
+                                  hooks.shutdown};
+}
+
+}  // namespace strata::sdk
+
+// Defines the one exported symbol of a plugin from a descriptor expression.
+#define STRATA_PLUGIN_QUERY(descriptor_expression)                                                \
+  extern "C" STRATA_PLUGIN_EXPORT const strata_plugin_descriptor* strata_plugin_query(void) {     \
+    static const strata_plugin_descriptor descriptor = descriptor_expression;                     \
+    return &descriptor;                                                                           \
+  }
+
+// A whole quant plugin in one line: STRATA_QUANT_PLUGIN("quant-x", "1.0.0", CodecA, CodecB).
+#define STRATA_QUANT_PLUGIN(plugin_name, plugin_version, ...)                                      \
+  STRATA_PLUGIN_QUERY(::strata::sdk::make_descriptor(STRATA_PLUGIN_KIND_QUANT, plugin_name, plugin_version, \
+                                                     &::strata::sdk::QuantTable<__VA_ARGS__>::table))

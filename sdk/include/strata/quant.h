@@ -1,0 +1,43 @@
+/* Quantization types, ABI version 1 (see strata/plugin.h for the compatibility rules).
+ *
+ * A quant plugin's descriptor->table points to a strata_quant_table. Each type is identified by its GGUF
+ * (ggml) type id and describes one block format: block_elements values stored in block_bytes bytes.
+ * Tensors are stored as rows; a row holds a whole number of blocks.
+ */
+#ifndef STRATA_QUANT_H
+#define STRATA_QUANT_H
+
+#include "strata/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct strata_quant_type {
+  uint32_t struct_size;
+  uint32_t type_id;         /* GGUF type id, e.g. 21 for IQ3_S */
+  const char* name;         /* GGUF name, e.g. "IQ3_S" */
+  uint32_t block_elements;  /* values per block */
+  uint32_t block_bytes;     /* bytes per block */
+  /* Exact reference dequantization of n_blocks consecutive blocks into n_blocks*block_elements floats. */
+  strata_status (*dequantize)(const void* blocks, float* out, int64_t n_blocks, strata_error* error);
+  /* Quantizes n_rows rows of n_per_row values (n_per_row a multiple of block_elements) into
+   * n_rows * n_per_row / block_elements blocks. importance is NULL or n_per_row non-negative weights
+   * saying how much each column's error matters (an importance matrix); the quantizer minimizes the
+   * weighted squared error. May be NULL when the type cannot be produced. */
+  strata_status (*quantize)(const float* src, void* blocks, int64_t n_rows, int64_t n_per_row,
+                            const float* importance, strata_error* error);
+} strata_quant_type;
+
+typedef struct strata_quant_table {
+  uint32_t struct_size;
+  uint32_t type_count;
+  /* Pointers, not an array of structs, so that each type's struct_size can grow independently. */
+  const strata_quant_type* const* types;
+} strata_quant_table;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STRATA_QUANT_H */
