@@ -1,0 +1,16 @@
+// Q4_K (GGUF type 12): 256 values in 144 bytes. f16 d and dmin, eight 6-bit scale/min codes packed in 12
+// bytes, then 128 bytes of 4-bit levels; value = d * scale_code * level - dmin * min_code per 32 values.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::quant_k {
+
+struct Q4KCodec {
+  static constexpr uint32_t type_id = 12, block_elements = 256, block_bytes = 144;
+  static constexpr const char* name = "Q4_K";
+  static void dequantize(const uint8_t* blocks, float* out, int64_t n_blocks);
+  static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);
+};
+
+}  // namespace strata::quant_k

@@ -1,0 +1,16 @@
+// Q5_K (GGUF type 13): 256 values in 176 bytes. Q4_K's header (f16 d and dmin, 12 bytes of 6-bit
+// scale/min codes), then 32 bytes holding each level's fifth bit, then 128 bytes of its low 4 bits.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::quant_k {
+
+struct Q5KCodec {
+  static constexpr uint32_t type_id = 13, block_elements = 256, block_bytes = 176;
+  static constexpr const char* name = "Q5_K";
+  static void dequantize(const uint8_t* blocks, float* out, int64_t n_blocks);
+  static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);
+};
+
+}  // namespace strata::quant_k
