@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Configures and builds into build/ (the executable lands at build/bin/strata). Extra arguments go to cmake.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=${STRATA_BUILD_JOBS:-$(nproc)}
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+ninja -C build -j "$jobs"
