@@ -1,0 +1,20 @@
+// IQ3_S (GGUF type 21): 3.4375 bits per value.
+//
+// Block of 256 values, 110 bytes: f16 d; qs[64], the low 8 bits of each 9-bit grid index (one per 4 values,
+// into the 512-point grid); qh[8], bit k of qh[ib] the 9th bit of index k of sub-block ib; signs[32], one bit
+// per value; scales[4], the nibble l of sub-block ib in scales[ib / 2] (low nibble for even ib).
+// A value decodes to d * (1 + 2l) * grid_byte * sign.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::iq3 {
+
+struct Iq3SCodec {
+  static constexpr uint32_t type_id = 21, block_elements = 256, block_bytes = 110;
+  static constexpr const char* name = "IQ3_S";
+  static void dequantize(const uint8_t* blocks, float* out, int64_t n_blocks);
+  static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);
+};
+
+}  // namespace strata::iq3

@@ -1,0 +1,20 @@
+// IQ3_XXS (GGUF type 18): 3.0625 bits per value.
+//
+// Block of 256 values, 98 bytes: f16 d; 64 bytes of grid indices (one per 4 values, into the 256-point grid);
+// then per 32-value sub-block a little-endian uint32 holding four 7-bit sign indices (one per 8 values, into
+// the even-parity sign table) in bits 0..27 and the scale nibble l in bits 28..31.
+// A value decodes to d * (0.5 + l) * 0.5 * grid_byte * sign.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::iq3 {
+
+struct Iq3XxsCodec {
+  static constexpr uint32_t type_id = 18, block_elements = 256, block_bytes = 98;
+  static constexpr const char* name = "IQ3_XXS";
+  static void dequantize(const uint8_t* blocks, float* out, int64_t n_blocks);
+  static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);
+};
+
+}  // namespace strata::iq3
