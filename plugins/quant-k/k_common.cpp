@@ -63,14 +63,6 @@ void refine_sub_block(const float* x, const float* w, int nmax, float d, float d
 
 }  // namespace
 
-int round_clamp(float v, int lo, int hi) {
-  if (!(v > static_cast<float>(lo))) return lo;
-  if (v >= static_cast<float>(hi)) return hi;
-  // Adding 1.5 * 2^23 leaves no fraction bits, so the FPU rounds to nearest even; exact for |v| < 2^22.
-  constexpr float kMagic = 12582912.0f;
-  return static_cast<int>((v + kMagic) - kMagic);
-}
-
 void error_weights(const float* x, const float* importance, int group, float* w) {
   float sum_squares = 0.0f;
   for (int i = 0; i < kSuperBlock; ++i) sum_squares += x[i] * x[i];

@@ -18,7 +18,15 @@ inline uint16_t load_u16(const uint8_t* p) {
 inline void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
 // Rounds to the nearest integer (ties to even) and clamps to [lo, hi]; NaN goes to lo.
-int round_clamp(float v, int lo, int hi);
+inline int round_clamp(float v, int lo, int hi) {
+  // Selects rather than branches, so that the search loops vectorize; NaN fails the first test.
+  const float low = static_cast<float>(lo), high = static_cast<float>(hi);
+  v = v > low ? v : low;
+  v = v < high ? v : high;
+  // Adding 1.5 * 2^23 leaves no fraction bits, so the FPU rounds to nearest even; exact for |v| < 2^22.
+  constexpr float kMagic = 12582912.0f;
+  return static_cast<int>((v + kMagic) - kMagic);
+}
 
 // Fills w[0..255] with how much each value's squared error matters: sqrt(sigma^2 + x^2) (sigma^2 the
 // super-block's mean square), so large values count a little more, times importance[i] when given.
