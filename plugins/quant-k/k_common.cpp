@@ -10,8 +10,10 @@ namespace strata::quant_k {
 namespace {
 
 constexpr int kMaxGroup = 32;
-// Each search tries start scales that map the widest value to nmax + kFirstStep ... nmax + kFirstStep +
-// kSteps * kStepSize, then alternates "fit the scale to the levels" and "round to the new scale" a few times.
+constexpr int kMaxCode = 63;  // 6-bit sub-block scale and min codes
+// Each search tries start scales that map the widest value to the end of the level range plus kFirstStep,
+// kFirstStep + kStepSize, ... (up to one level beyond), then alternates "fit the scale to the levels" and
+// "round to the new scale" a few times from each.
 constexpr float kFirstStep = -1.0f;
 constexpr float kStepSize = 0.1f;
 constexpr int kSteps = 20;
@@ -40,7 +42,6 @@ uint16_t quantize_codes(const float* v, const float* w, int n, int max_code, uin
 // best) and keeps the pair, and levels, of least weighted error.
 void refine_sub_block(const float* x, const float* w, int nmax, float d, float dmin, uint8_t& scale_code,
                       uint8_t& min_code, uint8_t* levels) {
-  constexpr int kMaxCode = 63;
   uint8_t trial[kMaxGroup];
   float best_error = std::numeric_limits<float>::infinity();
   const int scale_center = scale_code, min_center = min_code;
@@ -93,8 +94,8 @@ float fit_scale(const float* x, const float* w, int n, int lo, int hi, int* leve
   // For the best scale sum(w*l*x)/sum(w*l^2) the error is sum(w*x^2) - sum(w*l*x)^2/sum(w*l^2), so the
   // levels with the largest sum(w*l*x)^2/sum(w*l^2) win.
   float best_gain = 0.0f, best_scale = 0.0f;
-  for (int step = -kSteps / 2; step <= kSteps / 2; ++step) {
-    float inverse = (static_cast<float>(reach) + kStepSize * static_cast<float>(step)) / peak;
+  for (int step = 0; step <= kSteps; ++step) {
+    float inverse = (static_cast<float>(reach) + kFirstStep + kStepSize * static_cast<float>(step)) / peak;
     for (int round = 0; round < kRefinements; ++round) {
       float sum_lx = 0.0f, sum_ll = 0.0f;
       bool moved = false;
@@ -208,8 +209,8 @@ void quantize_scale_min_block(const float* x, const float* importance, int nmax,
     for (int i = start; i < start + kScaleMinSubBlockSize; ++i) sub_weights[j] += w[i];
   }
   // A sub-block's scale and min matter in proportion to the weight of its values.
-  out.d_bits = quantize_codes(scales, sub_weights, kScaleMinSubBlocks, 63, out.codes.scale);
-  out.dmin_bits = quantize_codes(mins, sub_weights, kScaleMinSubBlocks, 63, out.codes.min);
+  out.d_bits = quantize_codes(scales, sub_weights, kScaleMinSubBlocks, kMaxCode, out.codes.scale);
+  out.dmin_bits = quantize_codes(mins, sub_weights, kScaleMinSubBlocks, kMaxCode, out.codes.min);
   const float d = sdk::fp16_to_fp32(out.d_bits);
   const float dmin = sdk::fp16_to_fp32(out.dmin_bits);
   for (int j = 0; j < kScaleMinSubBlocks; ++j) {
