@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -21,6 +22,12 @@ constexpr int kMaxArrayDepth = 8;        // real files nest at most once; deeper
 constexpr uint32_t kMaxDims = 4;         // ggml's GGML_MAX_DIMS
 // Bounds element counts so that products and byte sizes cannot overflow 64 bits.
 constexpr uint64_t kMaxElements = uint64_t{1} << 60;
+constexpr size_t kMaxTensorName = 63;  // ggml keeps names in 64-byte fields
+
+// Keys are ASCII by the GGUF specification; a damaged key shows up here first.
+bool is_valid_key(const std::string& key) {
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+}
 
 // Smallest encoding of one value of each type, used to reject counts the remaining bytes cannot hold
 // before anything is allocated.
@@ -269,6 +276,7 @@ void File::parse_image() {
   metadata_.reserve(kv_count);
   for (uint64_t i = 0; i < kv_count; ++i) {
     std::string key = cursor.read_string("metadata key");
+    if (!is_valid_key(key)) cursor.fail("metadata key " + std::to_string(i) + " is not printable ASCII (damaged file?)");
     const uint32_t raw_type = cursor.read<uint32_t>("metadata value type");
     if (!is_known_value_type(raw_type)) {
       cursor.fail("metadata '" + key + "' has unknown value type " + std::to_string(raw_type));
@@ -291,6 +299,10 @@ void File::parse_image() {
   for (uint64_t i = 0; i < tensor_count; ++i) {
     TensorInfo tensor;
     tensor.name = cursor.read_string("tensor name");
+    if (tensor.name.empty() || tensor.name.size() > kMaxTensorName) {
+      cursor.fail("tensor " + std::to_string(i) + " has a name of " + std::to_string(tensor.name.size()) +
+                  " bytes (1 to " + std::to_string(kMaxTensorName) + " allowed)");
+    }
     if (tensor_names.contains(tensor.name)) cursor.fail("tensor '" + tensor.name + "' appears twice");
     const uint32_t n_dims = cursor.read<uint32_t>("tensor dimension count");
     if (n_dims == 0 || n_dims > kMaxDims) {
@@ -321,12 +333,25 @@ void File::parse_image() {
   if (tensors_.empty()) return;  // a metadata-only file (e.g. a vocabulary) may end right after its header
   if (data_offset_ > size_) cursor.fail("truncated file: the tensor data section starts past the end");
   const uint64_t data_size = size_ - data_offset_;
+  // Tensors are laid out back to back in declaration order, each padded to the alignment, as every GGUF
+  // writer does and the peer requires: a damaged offset, shape or type breaks this chain.
+  uint64_t expected_offset = 0;
   for (auto& tensor : tensors_) {
+    if (tensor.offset != expected_offset) {
+      throw Error(name + ": tensor '" + tensor.name + "' has data offset " + std::to_string(tensor.offset) + ", expected " +
+                  std::to_string(expected_offset) + " from the sizes of the tensors before it (damaged header?)");
+    }
     if (tensor.offset > data_size || tensor.bytes > data_size - tensor.offset) {
       throw Error(name + ": tensor '" + tensor.name + "' (" + std::to_string(tensor.bytes) + " bytes at data offset " +
                   std::to_string(tensor.offset) + ") runs past the end of the file (truncated?)");
     }
     tensor.data = bytes_ + data_offset_ + tensor.offset;
+    expected_offset = (tensor.offset + tensor.bytes + alignment_ - 1) / alignment_ * alignment_;
+  }
+  // Writers pad the last tensor too; a file shorter than that was cut off.
+  if (expected_offset > data_size) {
+    throw Error(name + ": the tensor data section ends " + std::to_string(expected_offset - data_size) +
+                " bytes short of its padded size (truncated?)");
   }
 }
 

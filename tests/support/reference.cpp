@@ -1,0 +1,24 @@
+#include "support/reference.hpp"
+
+#include <algorithm>
+
+namespace strata::test {
+
+std::filesystem::path reference_dir() { return STRATA_REFERENCE_DIR; }
+
+std::vector<std::string> reference_model_names() {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(reference_dir() / "models", error)) {
+    if (entry.path().extension() == ".gguf") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  if (names.empty()) names.push_back("reference-data-missing");
+  return names;
+}
+
+std::filesystem::path strata_executable() { return std::filesystem::path(STRATA_BIN_DIR) / "strata"; }
+
+std::filesystem::path default_manifest_path() { return std::filesystem::path(STRATA_BIN_DIR) / "strata-manifest.json"; }
+
+}  // namespace strata::test
