@@ -1,0 +1,186 @@
+#include "core/plugin/plugin_host.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <boost/dll/shared_library.hpp>
+#include <cstddef>
+
+#include "core/plugin/abi_call.hpp"
+#include "core/util/error.hpp"
+#include "core/util/log.hpp"
+#include "strata/quant.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int32_t kScoreWithoutProbe = 1;
+constexpr const char* kCoreProvider = "core";
+
+// Bytes a descriptor must have before a field may be read: struct_size says which fields a plugin has.
+constexpr std::size_t kDescriptorVersionBytes =
+    offsetof(strata_plugin_descriptor, abi_minor) + sizeof(strata_plugin_descriptor::abi_minor);
+constexpr std::size_t kDescriptorAbi1_0Bytes =
+    offsetof(strata_plugin_descriptor, shutdown) + sizeof(strata_plugin_descriptor::shutdown);
+constexpr std::size_t kQuantTableAbi1_0Bytes =
+    offsetof(strata_quant_table, types) + sizeof(strata_quant_table::types);
+
+bool host_speaks(uint16_t major, uint16_t minor) { return major == STRATA_ABI_MAJOR && minor <= STRATA_ABI_MINOR; }
+
+spdlog::level::level_enum log_level_of(int32_t plugin_level) {
+  switch (plugin_level) {
+    case STRATA_LOG_DEBUG: return spdlog::level::debug;
+    case STRATA_LOG_WARN: return spdlog::level::warn;
+    case STRATA_LOG_ERROR: return spdlog::level::err;
+    default: return spdlog::level::info;
+  }
+}
+
+// The host services' log callback; context is the plugin's name. Nothing may throw into a plugin.
+void log_from_plugin(void* context, int32_t level, const char* message) noexcept {
+  try {
+    log().log(log_level_of(level), "[{}] {}", *static_cast<const std::string*>(context), message ? message : "");
+  } catch (...) {
+  }
+}
+
+// Boost.DLL drops dlerror()'s text, which is what tells a user why (bad ELF header, missing dependency):
+// ask dlopen once more for it.
+std::string load_failure_reason(const fs::path& file) {
+  if (void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+    ::dlclose(handle);
+    return "loading failed once and then succeeded";
+  }
+  const char* text = ::dlerror();
+  std::string reason = text ? text : "unknown reason";
+  const std::string file_prefix = file.string() + ": ";
+  if (reason.starts_with(file_prefix)) reason.erase(0, file_prefix.size());
+  return reason;
+}
+
+// Checks the fields every ABI 1.x descriptor has; throws Error with the reason to skip the plugin.
+void check_descriptor(const strata_plugin_descriptor* descriptor) {
+  if (descriptor == nullptr) throw Error(std::string(STRATA_PLUGIN_QUERY_SYMBOL) + " returned no descriptor (NULL)");
+  const std::size_t size = descriptor->struct_size;
+  if (size < kDescriptorVersionBytes) {
+    throw Error("its descriptor is " + std::to_string(size) + " bytes, too small to hold even the ABI version");
+  }
+  if (!host_speaks(descriptor->abi_major, descriptor->abi_minor)) {
+    throw Error("built for plugin ABI " + abi_version_text(descriptor->abi_major, descriptor->abi_minor) +
+                ", this host speaks " + abi_version_text(STRATA_ABI_MAJOR, STRATA_ABI_MINOR));
+  }
+  if (size < kDescriptorAbi1_0Bytes) {
+    throw Error("its descriptor is " + std::to_string(size) + " bytes, too small for the ABI 1.0 fields (" +
+                std::to_string(kDescriptorAbi1_0Bytes) + " bytes)");
+  }
+  if (descriptor->kind != STRATA_PLUGIN_KIND_QUANT) {
+    throw Error("unknown plugin kind " + std::to_string(descriptor->kind) + "; this host loads quant plugins (kind " +
+                std::to_string(STRATA_PLUGIN_KIND_QUANT) + ")");
+  }
+  if (descriptor->name == nullptr || descriptor->name[0] == '\0') throw Error("its descriptor has no name");
+  const auto* table = static_cast<const strata_quant_table*>(descriptor->table);
+  if (table == nullptr) throw Error("quant plugin without a quant table");
+  if (table->struct_size < kQuantTableAbi1_0Bytes) {
+    throw Error("its quant table is " + std::to_string(table->struct_size) + " bytes, too small for the ABI 1.0 fields");
+  }
+}
+
+}  // namespace
+
+std::string abi_version_text(uint16_t major, uint16_t minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+struct PluginHost::OpenLibrary {
+  boost::dll::shared_library library;
+  const strata_plugin_descriptor* descriptor = nullptr;
+  std::string name;  // the host services' context, so that the plugin's log lines carry its name
+  strata_host_services services{};
+  bool initialized = false;  // init succeeded, so shutdown is owed before unloading
+
+  ~OpenLibrary() {
+    if (initialized && descriptor->shutdown != nullptr) descriptor->shutdown();
+  }
+};
+
+std::unique_ptr<PluginHost> PluginHost::open(const Manifest& manifest) {
+  std::unique_ptr<PluginHost> host(new PluginHost());
+  host->manifest_path_ = manifest.path;
+  host->quants_.offer(kCoreProvider, base_quant_table());
+  for (const auto& entry : manifest.plugins) host->load(entry);
+  host->problems_ = host->quants_.resolve(manifest.prefer);
+  for (const auto& problem : host->problems_) log().warn("{}: {}", manifest.path.string(), problem);
+  return host;
+}
+
+PluginHost::~PluginHost() {
+  // Last loaded first: a plugin may rely on one loaded before it.
+  while (!libraries_.empty()) libraries_.pop_back();
+}
+
+void PluginHost::load(const ManifestPlugin& entry) {
+  if (!entry.enabled) {
+    skipped_.push_back({entry.path, "disabled in the manifest"});
+    log().info("plugin {}: disabled in the manifest", entry.path.string());
+    return;
+  }
+  try {
+    auto library = open_library(entry);
+    LoadedPlugin record{library->name, "quant", library->descriptor->version ? library->descriptor->version : "",
+                        library->descriptor->abi_major, library->descriptor->abi_minor, entry.path, kScoreWithoutProbe};
+    start(*library, entry, record);
+    libraries_.push_back(std::move(library));
+    loaded_.push_back(std::move(record));
+    log().debug("plugin {}: loaded {} {} (ABI {})", entry.path.string(), loaded_.back().name, loaded_.back().version,
+                abi_version_text(loaded_.back().abi_major, loaded_.back().abi_minor));
+  } catch (const Error& error) {
+    skipped_.push_back({entry.path, error.what()});
+    log().warn("plugin {}: {}; skipped", entry.path.string(), error.what());
+  }
+}
+
+std::unique_ptr<PluginHost::OpenLibrary> PluginHost::open_library(const ManifestPlugin& entry) const {
+  if (!fs::exists(entry.path)) throw Error("no such file");
+  auto opened = std::make_unique<OpenLibrary>();
+  boost::dll::fs::error_code error;
+  // rtld_now: an unresolved symbol fails here, with a reason, instead of crashing at the first call.
+  opened->library.load(boost::dll::fs::path(entry.path.string()),
+                       boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, error);
+  if (error) throw Error("not a loadable shared library: " + load_failure_reason(entry.path));
+  if (!opened->library.has(STRATA_PLUGIN_QUERY_SYMBOL)) {
+    throw Error(std::string("no ") + STRATA_PLUGIN_QUERY_SYMBOL + " symbol: not a Strata plugin");
+  }
+  const auto query = opened->library.get<const strata_plugin_descriptor*()>(STRATA_PLUGIN_QUERY_SYMBOL);
+  const strata_plugin_descriptor* descriptor = query();
+  check_descriptor(descriptor);
+  opened->descriptor = descriptor;
+  opened->name = descriptor->name;
+  const auto same_name = std::find_if(loaded_.begin(), loaded_.end(),
+                                      [&](const LoadedPlugin& loaded) { return loaded.name == opened->name; });
+  if (same_name != loaded_.end()) {
+    throw Error("a plugin named '" + opened->name + "' is already loaded from " + same_name->file.string());
+  }
+  return opened;
+}
+
+void PluginHost::start(OpenLibrary& library, const ManifestPlugin& entry, LoadedPlugin& record) {
+  const strata_plugin_descriptor& descriptor = *library.descriptor;
+  if (descriptor.probe != nullptr) {
+    call_plugin("probe", [&](strata_error* error) { return descriptor.probe(&record.score, error); });
+    if (record.score <= 0) {
+      throw Error("probe gave score " + std::to_string(record.score) + "; a plugin that can run must score above 0");
+    }
+  }
+  library.services = {sizeof(strata_host_services), &library.name, &log_from_plugin};
+  if (descriptor.init != nullptr) {
+    call_plugin("init", [&](strata_error* error) {
+      return descriptor.init(&library.services, entry.options_json.c_str(), error);
+    });
+  }
+  library.initialized = true;
+  quants_.offer(library.name, *static_cast<const strata_quant_table*>(descriptor.table));
+}
+
+}  // namespace strata

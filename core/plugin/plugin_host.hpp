@@ -1,0 +1,68 @@
+// Loads the plugins a manifest lists, checks each against the plugin ABI, and builds the quant registry
+// from the core's base types and the quant plugins' tables. A plugin that cannot be used is skipped with
+// a reason and a log line; the host keeps running with the others.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/plugin/manifest.hpp"
+#include "core/quant/quant_registry.hpp"
+
+namespace strata {
+
+struct LoadedPlugin {
+  std::string name;
+  std::string kind;     // "quant"
+  std::string version;  // the plugin's own version text
+  uint16_t abi_major = 0;
+  uint16_t abi_minor = 0;
+  std::filesystem::path file;
+  int32_t score = 0;    // from the plugin's probe; 1 when it has none
+};
+
+struct SkippedPlugin {
+  std::filesystem::path file;
+  std::string reason;   // e.g. "built for plugin ABI 2.0, this host speaks 1.0"
+};
+
+class PluginHost {
+ public:
+  // Loads every enabled plugin of the manifest, then resolves the quant registry with its preferences.
+  static std::unique_ptr<PluginHost> open(const Manifest& manifest);
+
+  // Calls each plugin's shutdown (last loaded first), then unloads the libraries.
+  ~PluginHost();
+  PluginHost(const PluginHost&) = delete;
+  PluginHost& operator=(const PluginHost&) = delete;
+
+  const std::filesystem::path& manifest_path() const { return manifest_path_; }
+  const QuantRegistry& quants() const { return quants_; }
+  const std::vector<LoadedPlugin>& loaded() const { return loaded_; }
+  const std::vector<SkippedPlugin>& skipped() const { return skipped_; }
+  // What the registry could not decide (e.g. two providers of a type and no preference).
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  struct OpenLibrary;  // a loaded library with its descriptor and host services, defined in the .cpp
+
+  PluginHost() = default;
+  void load(const ManifestPlugin& entry);
+  std::unique_ptr<OpenLibrary> open_library(const ManifestPlugin& entry) const;
+  void start(OpenLibrary& library, const ManifestPlugin& entry, LoadedPlugin& record);
+
+  std::filesystem::path manifest_path_;
+  std::vector<std::unique_ptr<OpenLibrary>> libraries_;
+  QuantRegistry quants_;
+  std::vector<LoadedPlugin> loaded_;
+  std::vector<SkippedPlugin> skipped_;
+  std::vector<std::string> problems_;
+};
+
+// The version text "major.minor", e.g. "1.0".
+std::string abi_version_text(uint16_t major, uint16_t minor);
+
+}  // namespace strata
