@@ -25,6 +25,8 @@ void QuantRegistry::offer(const std::string& provider, const strata_quant_table&
   if (table.types == nullptr && table.type_count > 0) {
     throw Error("quant table of '" + provider + "' has " + std::to_string(table.type_count) + " types but no list");
   }
+  // Checks every entry before adding any: a rejected table leaves the registry as it was.
+  std::vector<const strata_quant_type*> accepted;
   for (uint32_t i = 0; i < table.type_count; ++i) {
     const strata_quant_type* type = table.types[i];
     if (type == nullptr || !has_codec_fields(*type) || type->dequantize == nullptr) {
@@ -37,8 +39,9 @@ void QuantRegistry::offer(const std::string& provider, const strata_quant_table&
                   " bytes, but GGUF defines " + std::to_string(known->block_elements) + " in " +
                   std::to_string(known->block_bytes));
     }
-    offers_[type->type_id].push_back({provider, type});
+    accepted.push_back(type);
   }
+  for (const auto* type : accepted) offers_[type->type_id].push_back({provider, type});
 }
 
 std::vector<std::string> QuantRegistry::resolve(const std::map<std::string, std::vector<std::string>>& preferences) {
