@@ -18,6 +18,7 @@ namespace fs = std::filesystem;
 
 constexpr int32_t kScoreWithoutProbe = 1;
 constexpr const char* kCoreProvider = "core";
+constexpr const char* kQuantKind = "quant";  // the one kind this host loads
 
 // Bytes a descriptor must have before a field may be read: struct_size says which fields a plugin has.
 constexpr std::size_t kDescriptorVersionBytes =
@@ -128,13 +129,13 @@ void PluginHost::load(const ManifestPlugin& entry) {
   }
   try {
     auto library = open_library(entry);
-    LoadedPlugin record{library->name, "quant", library->descriptor->version ? library->descriptor->version : "",
-                        library->descriptor->abi_major, library->descriptor->abi_minor, entry.path, kScoreWithoutProbe};
-    start(*library, entry, record);
+    const int32_t score = start(*library, entry);
+    const strata_plugin_descriptor& descriptor = *library->descriptor;
+    loaded_.push_back({library->name, kQuantKind, descriptor.version ? descriptor.version : "", descriptor.abi_major,
+                       descriptor.abi_minor, entry.path, score});
     libraries_.push_back(std::move(library));
-    loaded_.push_back(std::move(record));
-    log().debug("plugin {}: loaded {} {} (ABI {})", entry.path.string(), loaded_.back().name, loaded_.back().version,
-                abi_version_text(loaded_.back().abi_major, loaded_.back().abi_minor));
+    log().debug("plugin {}: loaded {} {} (ABI {})", entry.path.string(), descriptor.name, loaded_.back().version,
+                abi_version_text(descriptor.abi_major, descriptor.abi_minor));
   } catch (const Error& error) {
     skipped_.push_back({entry.path, error.what()});
     log().warn("plugin {}: {}; skipped", entry.path.string(), error.what());
@@ -165,13 +166,12 @@ std::unique_ptr<PluginHost::OpenLibrary> PluginHost::open_library(const Manifest
   return opened;
 }
 
-void PluginHost::start(OpenLibrary& library, const ManifestPlugin& entry, LoadedPlugin& record) {
+int32_t PluginHost::start(OpenLibrary& library, const ManifestPlugin& entry) {
   const strata_plugin_descriptor& descriptor = *library.descriptor;
+  int32_t score = kScoreWithoutProbe;
   if (descriptor.probe != nullptr) {
-    call_plugin("probe", [&](strata_error* error) { return descriptor.probe(&record.score, error); });
-    if (record.score <= 0) {
-      throw Error("probe gave score " + std::to_string(record.score) + "; a plugin that can run must score above 0");
-    }
+    call_plugin("probe", [&](strata_error* error) { return descriptor.probe(&score, error); });
+    if (score <= 0) throw Error("probe gave score " + std::to_string(score) + "; a plugin that can run must score above 0");
   }
   library.services = {sizeof(strata_host_services), &library.name, &log_from_plugin};
   if (descriptor.init != nullptr) {
@@ -181,6 +181,7 @@ void PluginHost::start(OpenLibrary& library, const ManifestPlugin& entry, Loaded
   }
   library.initialized = true;
   quants_.offer(library.name, *static_cast<const strata_quant_table*>(descriptor.table));
+  return score;
 }
 
 }  // namespace strata

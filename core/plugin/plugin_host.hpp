@@ -52,7 +52,8 @@ class PluginHost {
   PluginHost() = default;
   void load(const ManifestPlugin& entry);
   std::unique_ptr<OpenLibrary> open_library(const ManifestPlugin& entry) const;
-  void start(OpenLibrary& library, const ManifestPlugin& entry, LoadedPlugin& record);
+  // Probes, initializes and registers the plugin's table; returns its score.
+  int32_t start(OpenLibrary& library, const ManifestPlugin& entry);
 
   std::filesystem::path manifest_path_;
   std::vector<std::unique_ptr<OpenLibrary>> libraries_;
