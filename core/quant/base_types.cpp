@@ -1,5 +1,6 @@
 // The base tensor types every model uses, built into the core through the same SDK table that quant
-// plugins fill: F32, F16, BF16 and Q8_0.
+// plugins fill: F32, F16, BF16 and Q8_0, and Q8_K for activations.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -77,10 +78,55 @@ struct Q8_0Codec {
   }
 };
 
+// Q8_K: 256 values as int8 with a float scale and the sums of each 16 values. Not a weight format in
+// practice: the CPU converts activations to it before dot products with k-quant and IQ weights.
+struct Q8_KCodec {
+  static constexpr uint32_t type_id = gguf::type_id::Q8_K, block_elements = 256, block_bytes = 292;
+  static constexpr const char* name = "Q8_K";
+  static void dequantize(const uint8_t* blocks, float* out, int64_t n_blocks) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* block = blocks + b * block_bytes;
+      float d;
+      std::memcpy(&d, block, 4);
+      const auto* q = reinterpret_cast<const int8_t*>(block + 4);
+      for (int i = 0; i < 256; ++i) out[b * 256 + i] = d * static_cast<float>(q[i]);
+    }
+  }
+  static void quantize_row(const float* src, uint8_t* blocks, int64_t n, const float*) {
+    for (int64_t b = 0; b < n / 256; ++b) {
+      const float* x = src + b * 256;
+      uint8_t* block = blocks + b * block_bytes;
+      // The value of largest magnitude maps to -128, so the full int8 range is used.
+      float max = 0.0f, amax = 0.0f;
+      for (int i = 0; i < 256; ++i) {
+        if (std::fabs(x[i]) > amax) {
+          amax = std::fabs(x[i]);
+          max = x[i];
+        }
+      }
+      auto* q = reinterpret_cast<int8_t*>(block + 4);
+      int16_t sums[16] = {};
+      float d = 0.0f;
+      if (amax > 0.0f) {
+        const float inverse = -128.0f / max;
+        for (int i = 0; i < 256; ++i) {
+          q[i] = static_cast<int8_t>(std::min(127L, std::lround(inverse * x[i])));
+          sums[i / 16] = static_cast<int16_t>(sums[i / 16] + q[i]);
+        }
+        d = 1.0f / inverse;
+      } else {
+        std::memset(q, 0, 256);
+      }
+      std::memcpy(block, &d, 4);
+      std::memcpy(block + 260, sums, sizeof sums);
+    }
+  }
+};
+
 }  // namespace
 
 const strata_quant_table& base_quant_table() {
-  return sdk::QuantTable<F32Codec, F16Codec, BF16Codec, Q8_0Codec>::table;
+  return sdk::QuantTable<F32Codec, F16Codec, BF16Codec, Q8_0Codec, Q8_KCodec>::table;
 }
 
 }  // namespace strata

@@ -44,7 +44,7 @@ class QuantRegistry {
   std::map<uint32_t, Offer> chosen_;
 };
 
-// The core's own table: F32, F16, BF16 and Q8_0.
+// The core's own table: F32, F16, BF16, Q8_0, and Q8_K (the CPU's activation format for k-quant and IQ dots).
 const strata_quant_table& base_quant_table();
 
 }  // namespace strata

@@ -81,9 +81,10 @@ typedef struct strata_plugin_descriptor {
   const char* name;        /* unique among the loaded plugins, e.g. "quant-iq3" */
   const char* version;     /* the plugin's own version, free text */
   const void* table;       /* the kind's function table */
-  /* Can this plugin run on this machine? On success sets *score (> 0; among providers of the same
-   * thing that the manifest does not rank, the higher score wins). A plugin that cannot run here returns
-   * STRATA_E_UNSUPPORTED with the reason; the host then skips it. May be NULL: always runs, score 1. */
+  /* Can this plugin run on this machine? On success sets *score (> 0): how well it runs here (a GPU
+   * backend with a device scores above the CPU backend); among backends the manifest does not rank, the
+   * highest score is the default. A plugin that cannot run here returns STRATA_E_UNSUPPORTED with the
+   * reason; the host then skips it. May be NULL: always runs, score 1. */
   strata_status (*probe)(int32_t* score, strata_error* error);
   /* Called once after a successful probe. options_json is the manifest's "options" object for this
    * plugin as JSON text ("{}" when none). May be NULL. */

@@ -81,11 +81,23 @@ struct QuantTypeAdapter {
   }
 };
 
+// A Codec may also offer a CPU dot kernel:
+//   static constexpr uint32_t cpu_activation_type;   // e.g. 15 (Q8_K)
+//   static void cpu_dot_rows(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
+//                            const void* activation, float* out);
+template <class Codec>
+concept HasCpuDot = requires { Codec::cpu_activation_type; &Codec::cpu_dot_rows; };
+
 template <class Codec>
 constexpr strata_quant_type make_quant_type() {
-  return strata_quant_type{sizeof(strata_quant_type), Codec::type_id,   Codec::name,
-                           Codec::block_elements,      Codec::block_bytes, &QuantTypeAdapter<Codec>::dequantize,
-                           &QuantTypeAdapter<Codec>::quantize};
+  strata_quant_type type{sizeof(strata_quant_type), Codec::type_id,   Codec::name,
+                         Codec::block_elements,      Codec::block_bytes, &QuantTypeAdapter<Codec>::dequantize,
+                         &QuantTypeAdapter<Codec>::quantize, 0, nullptr};
+  if constexpr (HasCpuDot<Codec>) {
+    type.cpu_activation_type = Codec::cpu_activation_type;
+    type.cpu_dot_rows = &Codec::cpu_dot_rows;
+  }
+  return type;
 }
 
 template <class Codec>

@@ -27,6 +27,17 @@ typedef struct strata_quant_type {
    * weighted squared error. May be NULL when the type cannot be produced. */
   strata_status (*quantize)(const float* src, void* blocks, int64_t n_rows, int64_t n_per_row,
                             const float* importance, strata_error* error);
+
+  /* CPU kernels; optional (zero / NULL when absent: the CPU backend then dequantizes weight rows and
+   * multiplies in float32). */
+  /* The type the CPU backend converts an activation row to (with that type's quantize) before calling
+   * cpu_dot_rows, e.g. Q8_K (15) for k-quants and IQ3, Q8_0 (8) for Q8_0, F32 (0) for float weights. */
+  uint32_t cpu_activation_type;
+  /* out[r] = dot(weight row r, activation) for r < n_rows; each row has n values (whole blocks) and
+   * starts row_bytes after the previous one; activation is one row of n values in cpu_activation_type.
+   * Must be thread-safe: the backend calls it from several threads on disjoint rows. */
+  void (*cpu_dot_rows)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, const void* activation,
+                       float* out);
 } strata_quant_type;
 
 typedef struct strata_quant_table {

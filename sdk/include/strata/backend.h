@@ -1,0 +1,159 @@
+/* Compute backends, ABI version 1 (see strata/plugin.h for the compatibility rules).
+ *
+ * A backend plugin's descriptor->table points to a strata_backend_table. The core walks a model's layers
+ * and calls these ops; the backend owns its memory, threads and streams. Activations live in backend
+ * buffers as float32, row-major [rows][width]. Weights are GGUF tensors the backend may keep in place
+ * (the CPU reads the memory-mapped file) or copy (a GPU uploads them). Small host-side inputs (token
+ * ids, positions) are passed as host pointers. Ops run in call order; buffer_read waits for them.
+ *
+ * Every op computes the same function on every backend, up to float reassociation.
+ */
+#ifndef STRATA_BACKEND_H
+#define STRATA_BACKEND_H
+
+#include "strata/plugin.h"
+#include "strata/quant.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct strata_backend strata_backend; /* one backend instance */
+typedef struct strata_buffer strata_buffer;   /* float32 activations (or int32 ids) in backend memory */
+typedef struct strata_weight strata_weight;   /* one weight tensor, quantized or not */
+typedef struct strata_kv_cache strata_kv_cache;
+
+/* What the host gives a backend instance. */
+typedef struct strata_backend_config {
+  uint32_t struct_size;
+  int32_t n_threads;            /* CPU worker threads; <= 0: the backend's default (physical cores) */
+  const char* options_json;     /* backend-specific options as a JSON object text ("{}" when none) */
+  /* The quant types the host resolved (manifest preferences applied): the backend finds each weight
+   * type's codec and kernels here. Returns NULL for a type nothing provides. */
+  void* quant_context;
+  const strata_quant_type* (*find_quant_type)(void* quant_context, uint32_t type_id);
+} strata_backend_config;
+
+/* A weight tensor: ne0 values per row (the input dimension), ne1 rows (outputs), ne2 matrices (experts;
+ * 1 for a dense weight). Rows are contiguous and whole blocks of its type. */
+typedef struct strata_weight_desc {
+  uint32_t struct_size;
+  const char* name;             /* the GGUF tensor name, for messages */
+  uint32_t type;                /* GGUF type id */
+  int64_t ne0, ne1, ne2;
+  const void* data;             /* host bytes; valid until weight_free */
+} strata_weight_desc;
+
+enum {
+  STRATA_KV_F16 = 1,            /* keys and values stored as IEEE half */
+  STRATA_KV_INT8 = 2            /* int8 with one float scale per head per position */
+};
+
+typedef struct strata_kv_config {
+  uint32_t struct_size;
+  int32_t n_layers;
+  int32_t n_ctx;                /* positions per sequence */
+  int32_t n_head_kv;
+  int32_t head_dim;
+  int32_t kv_type;              /* STRATA_KV_* */
+} strata_kv_config;
+
+/* Attention over one sequence's cache: the ops store this step's keys and values at their positions,
+ * then attend causally (position p sees cache positions 0..p) with grouped query heads. */
+typedef struct strata_attention_params {
+  uint32_t struct_size;
+  int32_t layer;
+  int32_t n_tokens;
+  int32_t n_head;
+  int32_t n_head_kv;
+  int32_t head_dim;
+  float scale;                  /* usually 1/sqrt(head_dim) */
+  const int32_t* positions;     /* host, n_tokens entries */
+} strata_attention_params;
+
+enum {
+  STRATA_ROUTING_SOFTMAX_TOPK = 1,       /* softmax over all experts, then take the top k */
+  STRATA_ROUTING_SOFTMAX_TOPK_NORM = 2   /* as above, then the k weights renormalized to sum to 1 */
+};
+
+enum {
+  STRATA_UNARY_SILU = 1,
+  STRATA_UNARY_SIGMOID = 2
+};
+
+typedef struct strata_backend_table {
+  uint32_t struct_size;
+
+  /* Lifetime. */
+  strata_status (*create)(const strata_backend_config* config, strata_backend** out, strata_error* error);
+  void (*destroy)(strata_backend* backend);
+  /* One line describing the instance (device, threads, instruction set), for logs and benchmarks. */
+  const char* (*describe)(strata_backend* backend);
+
+  /* Memory. */
+  strata_status (*buffer_alloc)(strata_backend* backend, size_t bytes, strata_buffer** out, strata_error* error);
+  void (*buffer_free)(strata_backend* backend, strata_buffer* buffer);
+  strata_status (*buffer_write)(strata_backend* backend, strata_buffer* buffer, size_t offset, const void* src,
+                                size_t bytes, strata_error* error);
+  strata_status (*buffer_read)(strata_backend* backend, strata_buffer* buffer, size_t offset, void* dst,
+                               size_t bytes, strata_error* error);
+
+  strata_status (*weight_load)(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out,
+                               strata_error* error);
+  void (*weight_free)(strata_backend* backend, strata_weight* weight);
+
+  strata_status (*kv_create)(strata_backend* backend, const strata_kv_config* config, strata_kv_cache** out,
+                             strata_error* error);
+  void (*kv_free)(strata_backend* backend, strata_kv_cache* cache);
+
+  /* Ops. Shapes are given in rows x width; out may alias an input only where noted. */
+
+  /* out[t] = row ids[t] of table (dequantized); table ne2 == 1. */
+  strata_status (*get_rows)(strata_backend* backend, const strata_weight* table, const int32_t* ids, int32_t n_ids,
+                            strata_buffer* out, strata_error* error);
+  /* out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight (an F32 vector of width values). out may be x. */
+  strata_status (*rms_norm)(strata_backend* backend, const strata_buffer* x, const strata_weight* weight,
+                            int32_t rows, int32_t width, float eps, strata_buffer* out, strata_error* error);
+  /* out[t][o] = sum_i W[expert][o][i] * x[t][i] (+ bias[o] when bias is not NULL), o < ne1, i < ne0. */
+  strata_status (*matmul)(strata_backend* backend, const strata_weight* w, int32_t expert, const strata_buffer* x,
+                          int32_t n_tokens, const strata_weight* bias, strata_buffer* out, strata_error* error);
+  /* NEOX rotary embedding, in place, on x = [n_tokens][n_heads][head_dim]: the first n_rot dims of each
+   * head rotate in pairs (i, i + n_rot/2) by position * base^(-2i/n_rot). */
+  strata_status (*rope_neox)(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens,
+                             int32_t n_heads, int32_t head_dim, int32_t n_rot, float base, strata_error* error);
+  /* q = [n_tokens][n_head][head_dim], k and v = [n_tokens][n_head_kv][head_dim];
+   * out = [n_tokens][n_head][head_dim]. */
+  strata_status (*attention)(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,
+                             const strata_buffer* q, const strata_buffer* k, const strata_buffer* v,
+                             strata_buffer* out, strata_error* error);
+  /* Router: from logits [n_tokens][n_experts] picks n_used experts per token; ids (int32) and weights
+   * (float) are [n_tokens][n_used], best first. */
+  strata_status (*route)(strata_backend* backend, const strata_buffer* logits, int32_t n_tokens, int32_t n_experts,
+                         int32_t n_used, int32_t routing, strata_buffer* ids, strata_buffer* weights,
+                         strata_error* error);
+  /* Mixture of experts with SwiGLU experts: out[t] = sum_j weights[t][j] *
+   * down[e](silu(gate[e] x[t]) * up[e] x[t]), e = ids[t][j]. gate/up: ne0 = width, ne1 = ffn;
+   * down: ne0 = ffn, ne1 = width; ne2 = experts. */
+  strata_status (*moe_ffn)(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, int32_t n_used,
+                           const strata_buffer* ids, const strata_buffer* weights, const strata_weight* gate,
+                           const strata_weight* up, const strata_weight* down, strata_buffer* out,
+                           strata_error* error);
+  /* out = a + b, elementwise over n values. out may be a or b. */
+  strata_status (*add)(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n,
+                       strata_buffer* out, strata_error* error);
+  /* out = a * b, elementwise over n values. out may be a or b. */
+  strata_status (*mul)(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n,
+                       strata_buffer* out, strata_error* error);
+  /* out = f(x) elementwise (STRATA_UNARY_*). out may be x. */
+  strata_status (*unary)(strata_backend* backend, int32_t op, const strata_buffer* x, int64_t n, strata_buffer* out,
+                         strata_error* error);
+  /* x[r][c] *= scale[r] for rows x width, in place. */
+  strata_status (*scale_rows)(strata_backend* backend, strata_buffer* x, const strata_buffer* scale, int32_t rows,
+                              int32_t width, strata_error* error);
+} strata_backend_table;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STRATA_BACKEND_H */
