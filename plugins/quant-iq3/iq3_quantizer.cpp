@@ -138,15 +138,17 @@ Grid::Grid(std::span<const uint32_t> points, int byte_unit, int shells) {
     point_of_code[code] = static_cast<int>(p);
   }
 
+  // Squared level distances are at most 4 * 7^2, so a histogram finds the nearest distinct distances.
+  constexpr int kMaxDistance = kGroupValues * (kLevels - 1) * (kLevels - 1);
   first_.reserve(kCodes + 1);
   std::vector<int> distance(points.size());
-  std::vector<int> distinct;
   for (int code = 0; code < kCodes; ++code) {
     first_.push_back(static_cast<uint32_t>(candidates_.size()));
     if (point_of_code[code] >= 0) {
       candidates_.push_back(static_cast<uint16_t>(point_of_code[code]));
       continue;
     }
+    int histogram[kMaxDistance + 1] = {};
     for (size_t p = 0; p < points.size(); ++p) {
       int d2 = 0;
       for (int i = 0; i < kGroupValues; ++i) {
@@ -154,11 +156,12 @@ Grid::Grid(std::span<const uint32_t> points, int byte_unit, int shells) {
         d2 += diff * diff;
       }
       distance[p] = d2;
+      ++histogram[d2];
     }
-    distinct = distance;
-    std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    const int limit = distinct[std::min<size_t>(shells, distinct.size()) - 1];
+    int limit = 0;
+    for (int seen = 0; limit <= kMaxDistance; ++limit) {
+      if (histogram[limit] > 0 && ++seen == shells) break;
+    }
     for (size_t p = 0; p < points.size(); ++p) {
       if (distance[p] <= limit) candidates_.push_back(static_cast<uint16_t>(p));
     }

@@ -1,5 +1,7 @@
 #include "iq3_s.hpp"
 
+#include <cstring>
+
 #include "iq3_quantizer.hpp"
 #include "iq3_tables.hpp"
 #include "strata/half.hpp"

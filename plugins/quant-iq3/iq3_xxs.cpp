@@ -1,5 +1,7 @@
 #include "iq3_xxs.hpp"
 
+#include <cstring>
+
 #include "iq3_quantizer.hpp"
 #include "iq3_tables.hpp"
 #include "strata/half.hpp"
@@ -9,6 +11,7 @@ namespace {
 
 constexpr int kIndexBytes = kBlockValues / kGroupValues;  // 64
 constexpr int kSignBitsPerGroup = 7;
+constexpr int kSignGroupsPerSubBlock = kSubBlockValues / kSignGroupValues;
 constexpr int kNibbleShift = 28;
 
 const Grid& xxs_grid() {
@@ -29,7 +32,7 @@ void Iq3XxsCodec::dequantize(const uint8_t* blocks, float* out, int64_t n_blocks
       const uint32_t packed = load_u32(signs_and_scales + 4 * ib);
       // Same float operations, in the same order, as the reference decoder.
       const float sub_scale = d * (0.5f + static_cast<float>(packed >> kNibbleShift)) * 0.5f;
-      for (int sign_group = 0; sign_group < kSubBlockValues / kSignGroupValues; ++sign_group) {
+      for (int sign_group = 0; sign_group < kSignGroupsPerSubBlock; ++sign_group) {
         const uint8_t signs = kSignsIq2xs[(packed >> (kSignBitsPerGroup * sign_group)) & 127];
         for (int half = 0; half < 2; ++half) {
           const uint32_t point = kIq3XxsGrid[indices[8 * ib + 2 * sign_group + half]];
@@ -53,9 +56,10 @@ void Iq3XxsCodec::quantize_row(const float* src, uint8_t* blocks, int64_t n_per_
     for (int g = 0; g < kIndexBytes; ++g) indices[g] = static_cast<uint8_t>(plan.points[g]);
     for (int ib = 0; ib < kSubBlocks; ++ib) {
       uint32_t packed = static_cast<uint32_t>(plan.scale_nibbles[ib]) << kNibbleShift;
-      for (int sign_group = 0; sign_group < 4; ++sign_group) {
-        // Even parity: the 8th bit is implied by the other 7.
-        packed |= static_cast<uint32_t>(plan.sign_masks[4 * ib + sign_group] & 127) << (kSignBitsPerGroup * sign_group);
+      for (int sign_group = 0; sign_group < kSignGroupsPerSubBlock; ++sign_group) {
+        // The masks have even parity, so the 8th bit is implied by the other 7.
+        const uint32_t mask = plan.sign_masks[kSignGroupsPerSubBlock * ib + sign_group] & 127u;
+        packed |= mask << (kSignBitsPerGroup * sign_group);
       }
       std::memcpy(indices + kIndexBytes + 4 * ib, &packed, 4);
     }
