@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
 
   strata::host::register_plugins_command(app);
   strata::host::register_inspect_command(app);
+  strata::host::register_logits_command(app);
 
   try {
     app.parse(argc, argv);

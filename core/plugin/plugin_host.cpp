@@ -9,6 +9,7 @@
 #include "core/plugin/abi_call.hpp"
 #include "core/util/error.hpp"
 #include "core/util/log.hpp"
+#include "strata/backend.h"
 #include "strata/quant.h"
 
 namespace strata {
@@ -18,7 +19,6 @@ namespace fs = std::filesystem;
 
 constexpr int32_t kScoreWithoutProbe = 1;
 constexpr const char* kCoreProvider = "core";
-constexpr const char* kQuantKind = "quant";  // the one kind this host loads
 
 // Bytes a descriptor must have before a field may be read: struct_size says which fields a plugin has.
 constexpr std::size_t kDescriptorVersionBytes =
@@ -27,6 +27,16 @@ constexpr std::size_t kDescriptorAbi1_0Bytes =
     offsetof(strata_plugin_descriptor, shutdown) + sizeof(strata_plugin_descriptor::shutdown);
 constexpr std::size_t kQuantTableAbi1_0Bytes =
     offsetof(strata_quant_table, types) + sizeof(strata_quant_table::types);
+constexpr std::size_t kBackendTableAbi1_0Bytes =
+    offsetof(strata_backend_table, scale_rows) + sizeof(strata_backend_table::scale_rows);
+
+const char* kind_name(uint32_t kind) {
+  switch (kind) {
+    case STRATA_PLUGIN_KIND_QUANT: return "quant";
+    case STRATA_PLUGIN_KIND_BACKEND: return "backend";
+    default: return nullptr;
+  }
+}
 
 bool host_speaks(uint16_t major, uint16_t minor) { return major == STRATA_ABI_MAJOR && minor <= STRATA_ABI_MINOR; }
 
@@ -76,15 +86,19 @@ void check_descriptor(const strata_plugin_descriptor* descriptor) {
     throw Error("its descriptor is " + std::to_string(size) + " bytes, too small for the ABI 1.0 fields (" +
                 std::to_string(kDescriptorAbi1_0Bytes) + " bytes)");
   }
-  if (descriptor->kind != STRATA_PLUGIN_KIND_QUANT) {
-    throw Error("unknown plugin kind " + std::to_string(descriptor->kind) + "; this host loads quant plugins (kind " +
-                std::to_string(STRATA_PLUGIN_KIND_QUANT) + ")");
+  if (kind_name(descriptor->kind) == nullptr) {
+    throw Error("unknown plugin kind " + std::to_string(descriptor->kind) + "; this host loads quant (" +
+                std::to_string(STRATA_PLUGIN_KIND_QUANT) + ") and backend (" + std::to_string(STRATA_PLUGIN_KIND_BACKEND) +
+                ") plugins");
   }
   if (descriptor->name == nullptr || descriptor->name[0] == '\0') throw Error("its descriptor has no name");
-  const auto* table = static_cast<const strata_quant_table*>(descriptor->table);
-  if (table == nullptr) throw Error("quant plugin without a quant table");
-  if (table->struct_size < kQuantTableAbi1_0Bytes) {
-    throw Error("its quant table is " + std::to_string(table->struct_size) + " bytes, too small for the ABI 1.0 fields");
+  if (descriptor->table == nullptr) throw Error(std::string(kind_name(descriptor->kind)) + " plugin without a table");
+  // Both tables start with struct_size.
+  const uint32_t table_size = *static_cast<const uint32_t*>(descriptor->table);
+  const std::size_t needed = descriptor->kind == STRATA_PLUGIN_KIND_QUANT ? kQuantTableAbi1_0Bytes : kBackendTableAbi1_0Bytes;
+  if (table_size < needed) {
+    throw Error("its " + std::string(kind_name(descriptor->kind)) + " table is " + std::to_string(table_size) +
+                " bytes, too small for the ABI 1.0 fields (" + std::to_string(needed) + " bytes)");
   }
 }
 
@@ -112,6 +126,9 @@ std::unique_ptr<PluginHost> PluginHost::open(const Manifest& manifest) {
   host->quants_.offer(kCoreProvider, base_quant_table());
   for (const auto& entry : manifest.plugins) host->load(entry);
   host->problems_ = host->quants_.resolve(manifest.prefer);
+  if (const auto preference = manifest.prefer.find("backend"); preference != manifest.prefer.end()) {
+    host->backend_preference_ = preference->second;
+  }
   for (const auto& problem : host->problems_) log().warn("{}: {}", manifest.path.string(), problem);
   return host;
 }
@@ -131,7 +148,7 @@ void PluginHost::load(const ManifestPlugin& entry) {
     auto library = open_library(entry);
     const int32_t score = start(*library, entry);
     const strata_plugin_descriptor& descriptor = *library->descriptor;
-    loaded_.push_back({library->name, kQuantKind, descriptor.version ? descriptor.version : "", descriptor.abi_major,
+    loaded_.push_back({library->name, kind_name(descriptor.kind), descriptor.version ? descriptor.version : "", descriptor.abi_major,
                        descriptor.abi_minor, entry.path, score});
     libraries_.push_back(std::move(library));
     log().debug("plugin {}: loaded {} {} (ABI {})", entry.path.string(), descriptor.name, loaded_.back().version,
@@ -180,8 +197,37 @@ int32_t PluginHost::start(OpenLibrary& library, const ManifestPlugin& entry) {
     });
   }
   library.initialized = true;
-  quants_.offer(library.name, *static_cast<const strata_quant_table*>(descriptor.table));
+  if (descriptor.kind == STRATA_PLUGIN_KIND_QUANT) {
+    quants_.offer(library.name, *static_cast<const strata_quant_table*>(descriptor.table));
+  } else {
+    backends_.push_back({library.name, score, static_cast<const strata_backend_table*>(descriptor.table)});
+  }
   return score;
+}
+
+const BackendPlugin& PluginHost::choose_backend(const std::string& wanted) const {
+  if (backends_.empty()) {
+    throw Error(manifest_path_.string() + ": no backend plugin loaded (see `strata plugins` for skipped ones)");
+  }
+  auto named = [&](const std::string& name) {
+    return std::find_if(backends_.begin(), backends_.end(), [&](const BackendPlugin& backend) {
+      return backend.name == name || backend.name == "backend-" + name;
+    });
+  };
+  if (!wanted.empty()) {
+    const auto hit = named(wanted);
+    if (hit == backends_.end()) {
+      std::string names;
+      for (const auto& backend : backends_) names += (names.empty() ? "" : ", ") + backend.name;
+      throw Error("backend '" + wanted + "' is not loaded (loaded: " + names + ")");
+    }
+    return *hit;
+  }
+  for (const auto& preferred : backend_preference_) {
+    if (const auto hit = named(preferred); hit != backends_.end()) return *hit;
+  }
+  return *std::max_element(backends_.begin(), backends_.end(),
+                           [](const BackendPlugin& a, const BackendPlugin& b) { return a.score < b.score; });
 }
 
 }  // namespace strata

@@ -11,17 +11,24 @@
 
 #include "core/plugin/manifest.hpp"
 #include "core/quant/quant_registry.hpp"
+#include "strata/backend.h"
 
 namespace strata {
 
 struct LoadedPlugin {
   std::string name;
-  std::string kind;     // "quant"
+  std::string kind;     // "quant" or "backend"
   std::string version;  // the plugin's own version text
   uint16_t abi_major = 0;
   uint16_t abi_minor = 0;
   std::filesystem::path file;
   int32_t score = 0;    // from the plugin's probe; 1 when it has none
+};
+
+struct BackendPlugin {
+  std::string name;     // e.g. "backend-cpu"
+  int32_t score = 0;    // the probe's: the best-scoring backend is the default
+  const strata_backend_table* table = nullptr;
 };
 
 struct SkippedPlugin {
@@ -45,6 +52,11 @@ class PluginHost {
   const std::vector<SkippedPlugin>& skipped() const { return skipped_; }
   // What the registry could not decide (e.g. two providers of a type and no preference).
   const std::vector<std::string>& problems() const { return problems_; }
+  const std::vector<BackendPlugin>& backends() const { return backends_; }
+
+  // The backend to run on: wanted ("cpu", "cuda" or a plugin name) when given, else the first loaded of
+  // the manifest's "prefer": {"backend": [...]}, else the highest probe score. Throws when none fits.
+  const BackendPlugin& choose_backend(const std::string& wanted = "") const;
 
  private:
   struct OpenLibrary;  // a loaded library with its descriptor and host services, defined in the .cpp
@@ -61,6 +73,8 @@ class PluginHost {
   std::vector<LoadedPlugin> loaded_;
   std::vector<SkippedPlugin> skipped_;
   std::vector<std::string> problems_;
+  std::vector<BackendPlugin> backends_;
+  std::vector<std::string> backend_preference_;
 };
 
 // The version text "major.minor", e.g. "1.0".

@@ -8,5 +8,6 @@ namespace strata::host {
 
 void register_plugins_command(CLI::App& app);
 void register_inspect_command(CLI::App& app);
+void register_logits_command(CLI::App& app);
 
 }  // namespace strata::host

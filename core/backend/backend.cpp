@@ -1,0 +1,92 @@
+#include "core/backend/backend.hpp"
+
+#include <utility>
+
+namespace strata {
+namespace {
+
+const strata_quant_type* find_quant_type(void* context, uint32_t type_id) {
+  return static_cast<const QuantRegistry*>(context)->find(type_id);
+}
+
+}  // namespace
+
+Backend::Backend(std::string name, const strata_backend_table& table, const QuantRegistry& quants, int n_threads,
+                 const std::string& options_json)
+    : name_(std::move(name)), table_(table) {
+  strata_backend_config config{};
+  config.struct_size = sizeof config;
+  config.n_threads = n_threads;
+  config.options_json = options_json.c_str();
+  config.quant_context = const_cast<QuantRegistry*>(&quants);
+  config.find_quant_type = &find_quant_type;
+  call_plugin(name_ + ": create", [&](strata_error* error) { return table_.create(&config, &backend_, error); });
+}
+
+Backend::~Backend() {
+  if (backend_ != nullptr) table_.destroy(backend_);
+}
+
+std::string Backend::describe() const {
+  const char* text = table_.describe != nullptr ? table_.describe(backend_) : nullptr;
+  return text != nullptr ? text : name_;
+}
+
+void Backend::write(Buffer& buffer, const void* src, size_t bytes, size_t offset) {
+  run("buffer write", [&](strata_error* e) { return table_.buffer_write(backend_, buffer.get(), offset, src, bytes, e); });
+}
+
+void Backend::read(const Buffer& buffer, void* dst, size_t bytes, size_t offset) {
+  run("buffer read", [&](strata_error* e) { return table_.buffer_read(backend_, buffer.get(), offset, dst, bytes, e); });
+}
+
+Buffer::Buffer(Backend& backend, size_t bytes) : backend_(&backend), bytes_(bytes) {
+  backend.run("buffer alloc", [&](strata_error* e) { return backend.table().buffer_alloc(backend.get(), bytes, &buffer_, e); });
+}
+
+Buffer::~Buffer() {
+  if (buffer_ != nullptr) backend_->table().buffer_free(backend_->get(), buffer_);
+}
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : backend_(other.backend_), buffer_(std::exchange(other.buffer_, nullptr)), bytes_(other.bytes_) {}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    if (buffer_ != nullptr) backend_->table().buffer_free(backend_->get(), buffer_);
+    backend_ = other.backend_;
+    buffer_ = std::exchange(other.buffer_, nullptr);
+    bytes_ = other.bytes_;
+  }
+  return *this;
+}
+
+Weight::Weight(Backend& backend, const strata_weight_desc& desc) : backend_(&backend) {
+  call_plugin(backend.name() + ": loading weight " + (desc.name ? desc.name : "?"),
+              [&](strata_error* e) { return backend.table().weight_load(backend.get(), &desc, &weight_, e); });
+}
+
+Weight::~Weight() {
+  if (weight_ != nullptr) backend_->table().weight_free(backend_->get(), weight_);
+}
+
+Weight::Weight(Weight&& other) noexcept : backend_(other.backend_), weight_(std::exchange(other.weight_, nullptr)) {}
+
+Weight& Weight::operator=(Weight&& other) noexcept {
+  if (this != &other) {
+    if (weight_ != nullptr) backend_->table().weight_free(backend_->get(), weight_);
+    backend_ = other.backend_;
+    weight_ = std::exchange(other.weight_, nullptr);
+  }
+  return *this;
+}
+
+KvCache::KvCache(Backend& backend, const strata_kv_config& config) : backend_(backend), config_(config) {
+  backend.run("kv cache create", [&](strata_error* e) { return backend.table().kv_create(backend.get(), &config_, &cache_, e); });
+}
+
+KvCache::~KvCache() {
+  if (cache_ != nullptr) backend_.table().kv_free(backend_.get(), cache_);
+}
+
+}  // namespace strata

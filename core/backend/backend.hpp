@@ -1,0 +1,103 @@
+// The core's side of a compute backend: RAII handles over the C table of strata/backend.h, with plugin
+// failures turned into strata::Error. The model code talks to backends only through this class.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/quant/quant_registry.hpp"
+#include "strata/backend.h"
+
+namespace strata {
+
+class Backend;
+
+// Float32 activations (or int32 ids) in backend memory.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend& backend, size_t bytes);
+  ~Buffer();
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+
+  strata_buffer* get() const { return buffer_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Backend* backend_ = nullptr;
+  strata_buffer* buffer_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class Weight {
+ public:
+  Weight() = default;
+  Weight(Backend& backend, const strata_weight_desc& desc);
+  ~Weight();
+  Weight(Weight&& other) noexcept;
+  Weight& operator=(Weight&& other) noexcept;
+
+  const strata_weight* get() const { return weight_; }
+  explicit operator bool() const { return weight_ != nullptr; }
+
+ private:
+  Backend* backend_ = nullptr;
+  strata_weight* weight_ = nullptr;
+};
+
+class KvCache {
+ public:
+  KvCache(Backend& backend, const strata_kv_config& config);
+  ~KvCache();
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  strata_kv_cache* get() const { return cache_; }
+  const strata_kv_config& config() const { return config_; }
+
+ private:
+  Backend& backend_;
+  strata_kv_cache* cache_ = nullptr;
+  strata_kv_config config_;
+};
+
+class Backend {
+ public:
+  // name labels errors ("backend-cpu"); quants must outlive the backend (its kernels are looked up there).
+  Backend(std::string name, const strata_backend_table& table, const QuantRegistry& quants, int n_threads,
+          const std::string& options_json);
+  ~Backend();
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  const std::string& name() const { return name_; }
+  std::string describe() const;
+  const strata_backend_table& table() const { return table_; }
+  strata_backend* get() const { return backend_; }
+
+  void write(Buffer& buffer, const void* src, size_t bytes, size_t offset = 0);
+  void read(const Buffer& buffer, void* dst, size_t bytes, size_t offset = 0);
+
+  // Calls an op of the table: call(strata_error*) -> strata_status; what names it in errors.
+  template <class Call>
+  void run(const char* what, Call&& call);
+
+ private:
+  std::string name_;
+  const strata_backend_table& table_;
+  strata_backend* backend_ = nullptr;
+};
+
+}  // namespace strata
+
+#include "core/plugin/abi_call.hpp"
+
+namespace strata {
+template <class Call>
+void Backend::run(const char* what, Call&& call) {
+  call_plugin(name_ + ": " + what, std::forward<Call>(call));
+}
+}  // namespace strata

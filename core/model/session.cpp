@@ -1,0 +1,236 @@
+// The forward pass of the qwen3moe / qwen2moe family, written once over the backend op set:
+//   x = embed(tokens)
+//   per layer: x += Wo · attention(rope(norm_qk(Wq·n(x))), rope(norm_qk(Wk·n(x))), Wv·n(x))
+//              x += moe(n(x)) [+ sigmoid(g·n(x)) * shared_expert(n(x))]
+//   logits = Wout · n(x)
+// (n = RMSNorm with the layer's weight; the bracketed parts depend on the Architecture.)
+#include "core/model/session.hpp"
+
+#include <cmath>
+
+#include "core/util/error.hpp"
+
+namespace strata {
+namespace {
+
+size_t floats(int64_t rows, int64_t width) { return static_cast<size_t>(rows * width) * sizeof(float); }
+
+}  // namespace
+
+Model::Model(const gguf::Model& file, Backend& backend)
+    : backend_(backend), config_(ModelConfig::from_gguf(file)), weights_(load_weights(backend, file, config_)) {}
+
+struct Session::Scratch {
+  Scratch(Backend& backend, const ModelConfig& c, int32_t batch)
+      : x(backend, floats(batch, c.n_embd)),
+        normed(backend, floats(batch, c.n_embd)),
+        q(backend, floats(batch, int64_t{c.n_head} * c.head_dim)),
+        k(backend, floats(batch, int64_t{c.n_head_kv} * c.head_dim)),
+        v(backend, floats(batch, int64_t{c.n_head_kv} * c.head_dim)),
+        attention(backend, floats(batch, int64_t{c.n_head} * c.head_dim)),
+        projected(backend, floats(batch, c.n_embd)),
+        router_logits(backend, floats(batch, c.n_expert)),
+        expert_ids(backend, floats(batch, c.n_expert_used)),  // int32, the same size as float
+        expert_weights(backend, floats(batch, c.n_expert_used)),
+        last_row(backend, floats(1, c.n_embd)),
+        logits(backend, floats(batch, c.n_vocab)) {
+    if (c.architecture->shared_expert) {
+      shared_a = Buffer(backend, floats(batch, c.shared_ffn));
+      shared_b = Buffer(backend, floats(batch, c.shared_ffn));
+      shared_gate = Buffer(backend, floats(batch, 1));
+    }
+  }
+  Buffer x, normed, q, k, v, attention, projected, router_logits, expert_ids, expert_weights, last_row, logits;
+  Buffer shared_a, shared_b, shared_gate;
+};
+
+Session::Session(const Model& model, const SessionOptions& options)
+    : model_(model),
+      backend_(model.backend()),
+      options_(options),
+      cache_(model.backend(), strata_kv_config{sizeof(strata_kv_config), model.config().n_layer, options.n_ctx,
+                                               model.config().n_head_kv, model.config().head_dim, options.kv_type}) {
+  if (options.max_batch < 1) throw Error("max_batch must be at least 1");
+  scratch_ = std::make_shared<Scratch>(backend_, model.config(), options.max_batch);
+}
+
+void Session::rewind(int32_t position) {
+  if (position < 0 || position > position_) {
+    throw Error("cannot rewind to position " + std::to_string(position) + " (the sequence is at " +
+                std::to_string(position_) + ")");
+  }
+  position_ = position;
+}
+
+std::vector<float> Session::forward(std::span<const int32_t> tokens, bool all_logits) {
+  const ModelConfig& c = model_.config();
+  if (tokens.empty()) throw Error("forward needs at least one token");
+  if (position_ + static_cast<int64_t>(tokens.size()) > options_.n_ctx) {
+    throw Error("the sequence would reach position " + std::to_string(position_ + tokens.size()) +
+                ", past the context of " + std::to_string(options_.n_ctx) + " tokens (raise --ctx)");
+  }
+  for (const int32_t token : tokens) {
+    if (token < 0 || token >= c.n_vocab) {
+      throw Error("token id " + std::to_string(token) + " is outside the vocabulary of " + std::to_string(c.n_vocab));
+    }
+  }
+  std::vector<float> logits;
+  logits.reserve(static_cast<size_t>(all_logits ? tokens.size() : 1) * c.n_vocab);
+  for (size_t start = 0; start < tokens.size(); start += options_.max_batch) {
+    const size_t count = std::min<size_t>(options_.max_batch, tokens.size() - start);
+    const bool last_chunk = start + count == tokens.size();
+    step(tokens.subspan(start, count), all_logits || last_chunk, logits);
+  }
+  return logits;
+}
+
+void Session::step(std::span<const int32_t> tokens, bool wants_logits, std::vector<float>& logits) {
+  const ModelConfig& c = model_.config();
+  const ModelWeights& w = model_.weights();
+  const auto& t = backend_.table();
+  auto* b = backend_.get();
+  Scratch& s = *scratch_;
+  const auto n = static_cast<int32_t>(tokens.size());
+
+  std::vector<int32_t> positions(n);
+  for (int32_t i = 0; i < n; ++i) positions[i] = position_ + i;
+
+  backend_.run("get_rows", [&](strata_error* e) { return t.get_rows(b, w.token_embd.get(), tokens.data(), n, s.x.get(), e); });
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& layer = w.layers[il];
+    attention_block(layer, il, n, positions);
+    moe_block(layer, n);
+  }
+  position_ += n;
+  // Only the last chunk's logits are wanted for a prompt; earlier chunks only fill the cache.
+  if (wants_logits) output_logits(n, logits.capacity() > static_cast<size_t>(c.n_vocab), logits);
+}
+
+void Session::attention_block(const LayerWeights& layer, int32_t il, int32_t n, const std::vector<int32_t>& positions) {
+  const ModelConfig& c = model_.config();
+  const auto& t = backend_.table();
+  auto* b = backend_.get();
+  Scratch& s = *scratch_;
+
+  backend_.run("rms_norm", [&](strata_error* e) {
+    return t.rms_norm(b, s.x.get(), layer.attn_norm.get(), n, c.n_embd, c.rms_eps, s.normed.get(), e);
+  });
+  backend_.run("matmul q", [&](strata_error* e) {
+    return t.matmul(b, layer.attn_q.get(), 0, s.normed.get(), n, layer.attn_q_bias.get(), s.q.get(), e);
+  });
+  backend_.run("matmul k", [&](strata_error* e) {
+    return t.matmul(b, layer.attn_k.get(), 0, s.normed.get(), n, layer.attn_k_bias.get(), s.k.get(), e);
+  });
+  backend_.run("matmul v", [&](strata_error* e) {
+    return t.matmul(b, layer.attn_v.get(), 0, s.normed.get(), n, layer.attn_v_bias.get(), s.v.get(), e);
+  });
+  if (c.architecture->qk_norm) {
+    backend_.run("q norm", [&](strata_error* e) {
+      return t.rms_norm(b, s.q.get(), layer.attn_q_norm.get(), n * c.n_head, c.head_dim, c.rms_eps, s.q.get(), e);
+    });
+    backend_.run("k norm", [&](strata_error* e) {
+      return t.rms_norm(b, s.k.get(), layer.attn_k_norm.get(), n * c.n_head_kv, c.head_dim, c.rms_eps, s.k.get(), e);
+    });
+  }
+  backend_.run("rope q", [&](strata_error* e) {
+    return t.rope_neox(b, s.q.get(), positions.data(), n, c.n_head, c.head_dim, c.n_rot, c.rope_base, e);
+  });
+  backend_.run("rope k", [&](strata_error* e) {
+    return t.rope_neox(b, s.k.get(), positions.data(), n, c.n_head_kv, c.head_dim, c.n_rot, c.rope_base, e);
+  });
+  const strata_attention_params params{sizeof(strata_attention_params), il, n, c.n_head, c.n_head_kv, c.head_dim,
+                                       1.0f / std::sqrt(static_cast<float>(c.head_dim)), positions.data()};
+  backend_.run("attention", [&](strata_error* e) {
+    return t.attention(b, cache_.get(), &params, s.q.get(), s.k.get(), s.v.get(), s.attention.get(), e);
+  });
+  backend_.run("matmul attn_output", [&](strata_error* e) {
+    return t.matmul(b, layer.attn_output.get(), 0, s.attention.get(), n, nullptr, s.projected.get(), e);
+  });
+  backend_.run("residual", [&](strata_error* e) {
+    return t.add(b, s.x.get(), s.projected.get(), int64_t{n} * c.n_embd, s.x.get(), e);
+  });
+}
+
+void Session::moe_block(const LayerWeights& layer, int32_t n) {
+  const ModelConfig& c = model_.config();
+  const auto& t = backend_.table();
+  auto* b = backend_.get();
+  Scratch& s = *scratch_;
+
+  backend_.run("rms_norm", [&](strata_error* e) {
+    return t.rms_norm(b, s.x.get(), layer.ffn_norm.get(), n, c.n_embd, c.rms_eps, s.normed.get(), e);
+  });
+  backend_.run("router", [&](strata_error* e) {
+    return t.matmul(b, layer.router.get(), 0, s.normed.get(), n, nullptr, s.router_logits.get(), e);
+  });
+  backend_.run("route", [&](strata_error* e) {
+    return t.route(b, s.router_logits.get(), n, c.n_expert, c.n_expert_used, c.architecture->routing,
+                   s.expert_ids.get(), s.expert_weights.get(), e);
+  });
+  backend_.run("moe_ffn", [&](strata_error* e) {
+    return t.moe_ffn(b, s.normed.get(), n, c.n_expert_used, s.expert_ids.get(), s.expert_weights.get(),
+                     layer.gate_exps.get(), layer.up_exps.get(), layer.down_exps.get(), s.projected.get(), e);
+  });
+  backend_.run("residual", [&](strata_error* e) {
+    return t.add(b, s.x.get(), s.projected.get(), int64_t{n} * c.n_embd, s.x.get(), e);
+  });
+  if (!c.architecture->shared_expert) return;
+
+  // Shared expert: x += sigmoid(g · h) * down(silu(gate · h) * (up · h)), h = the normed input.
+  backend_.run("shared gate", [&](strata_error* e) {
+    return t.matmul(b, layer.shared_gate.get(), 0, s.normed.get(), n, nullptr, s.shared_a.get(), e);
+  });
+  backend_.run("shared up", [&](strata_error* e) {
+    return t.matmul(b, layer.shared_up.get(), 0, s.normed.get(), n, nullptr, s.shared_b.get(), e);
+  });
+  const int64_t shared_values = int64_t{n} * c.shared_ffn;
+  backend_.run("silu", [&](strata_error* e) {
+    return t.unary(b, STRATA_UNARY_SILU, s.shared_a.get(), shared_values, s.shared_a.get(), e);
+  });
+  backend_.run("mul", [&](strata_error* e) {
+    return t.mul(b, s.shared_a.get(), s.shared_b.get(), shared_values, s.shared_a.get(), e);
+  });
+  backend_.run("shared down", [&](strata_error* e) {
+    return t.matmul(b, layer.shared_down.get(), 0, s.shared_a.get(), n, nullptr, s.projected.get(), e);
+  });
+  backend_.run("shared expert gate", [&](strata_error* e) {
+    return t.matmul(b, layer.shared_gate_inp.get(), 0, s.normed.get(), n, nullptr, s.shared_gate.get(), e);
+  });
+  backend_.run("sigmoid", [&](strata_error* e) {
+    return t.unary(b, STRATA_UNARY_SIGMOID, s.shared_gate.get(), n, s.shared_gate.get(), e);
+  });
+  backend_.run("scale", [&](strata_error* e) { return t.scale_rows(b, s.projected.get(), s.shared_gate.get(), n, c.n_embd, e); });
+  backend_.run("residual", [&](strata_error* e) {
+    return t.add(b, s.x.get(), s.projected.get(), int64_t{n} * c.n_embd, s.x.get(), e);
+  });
+}
+
+void Session::output_logits(int32_t n, bool all_logits, std::vector<float>& logits) {
+  const ModelConfig& c = model_.config();
+  const ModelWeights& w = model_.weights();
+  const auto& t = backend_.table();
+  auto* b = backend_.get();
+  Scratch& s = *scratch_;
+
+  // For a prompt only the last position's logits matter: move that row alone through the output matmul.
+  const Buffer* input = &s.x;
+  int32_t rows = n;
+  if (!all_logits && n > 1) {
+    std::vector<float> row(c.n_embd);
+    backend_.read(s.x, row.data(), floats(1, c.n_embd), floats(n - 1, c.n_embd));
+    backend_.write(s.last_row, row.data(), floats(1, c.n_embd));
+    input = &s.last_row;
+    rows = 1;
+  }
+  backend_.run("output norm", [&](strata_error* e) {
+    return t.rms_norm(b, input->get(), w.output_norm.get(), rows, c.n_embd, c.rms_eps, s.normed.get(), e);
+  });
+  backend_.run("output", [&](strata_error* e) {
+    return t.matmul(b, w.output.get(), 0, s.normed.get(), rows, nullptr, s.logits.get(), e);
+  });
+  const size_t old_size = logits.size();
+  logits.resize(old_size + static_cast<size_t>(rows) * c.n_vocab);
+  backend_.read(s.logits, logits.data() + old_size, floats(rows, c.n_vocab));
+}
+
+}  // namespace strata

@@ -1,0 +1,67 @@
+// A loaded model and the forward pass of one sequence over it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/backend/backend.hpp"
+#include "core/gguf/gguf_file.hpp"
+#include "core/model/model_config.hpp"
+#include "core/model/model_weights.hpp"
+
+namespace strata {
+
+// The configuration and weights of a model on one backend. The GGUF file must outlive it (the CPU backend
+// reads weights from the file's mapping).
+class Model {
+ public:
+  Model(const gguf::Model& file, Backend& backend);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  Backend& backend() const { return backend_; }
+
+ private:
+  Backend& backend_;
+  ModelConfig config_;
+  ModelWeights weights_;
+};
+
+struct SessionOptions {
+  int32_t n_ctx = 4096;          // positions the KV cache holds
+  int32_t kv_type = STRATA_KV_F16;
+  int32_t max_batch = 256;       // tokens per forward step; longer inputs run in several steps
+};
+
+// One sequence: its KV cache, its position, and the scratch buffers of a forward step.
+class Session {
+ public:
+  Session(const Model& model, const SessionOptions& options);
+
+  // Appends tokens at the current position. Returns logits, [n][n_vocab] row-major: for every token when
+  // all_logits, else for the last one only. Throws strata::Error past the context, naming it.
+  std::vector<float> forward(std::span<const int32_t> tokens, bool all_logits);
+
+  int32_t position() const { return position_; }
+  int32_t context_size() const { return options_.n_ctx; }
+  // Forgets everything at and after position (its cache entries are overwritten by later steps).
+  void rewind(int32_t position);
+
+ private:
+  struct Scratch;
+  void step(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits);
+  void attention_block(const LayerWeights& layer, int32_t il, int32_t n, const std::vector<int32_t>& positions);
+  void moe_block(const LayerWeights& layer, int32_t n);
+  void output_logits(int32_t n, bool all_logits, std::vector<float>& logits);
+
+  const Model& model_;
+  Backend& backend_;
+  SessionOptions options_;
+  KvCache cache_;
+  std::shared_ptr<Scratch> scratch_;
+  int32_t position_ = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,48 @@
+#include "host/commands/engine_options.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/util/error.hpp"
+
+namespace strata::host {
+
+void add_engine_options(CLI::App* command, EngineOptions& options) {
+  command->add_option("-m,--model", options.model, "GGUF model (any part of a split model)")->required();
+  command->add_option("--manifest", options.manifest, "Plugin manifest (default: strata-manifest.json beside the binary)");
+  command->add_option("--backend", options.backend,
+                      "cpu, cuda or a backend plugin's name (default: the manifest's preference, else the best available)");
+  command->add_option("-t,--threads", options.threads, "CPU threads (default: the number of physical cores)");
+}
+
+std::vector<int32_t> parse_token_list(const std::string& text) {
+  std::string list = text;
+  if (list.find_first_not_of("0123456789, \t\n") != std::string::npos && std::filesystem::is_regular_file(text)) {
+    std::ifstream in(text);
+    list.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  for (char& c : list) {
+    if (c == ',') c = ' ';
+  }
+  std::istringstream stream(list);
+  std::vector<int32_t> tokens;
+  std::string word;
+  while (stream >> word) {
+    size_t used = 0;
+    long long value = -1;
+    try {
+      value = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || value < 0 || value > INT32_MAX) {
+      throw Error("--tokens: '" + word + "' is not a token id (expected e.g. 1,2,3 or a file holding such a list)");
+    }
+    tokens.push_back(static_cast<int32_t>(value));
+  }
+  if (tokens.empty()) throw Error("--tokens: no token ids given");
+  return tokens;
+}
+
+}  // namespace strata::host

@@ -1,0 +1,19 @@
+// Flags shared by the commands that run a model (logits, generate, bench), and token-list parsing.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/engine/engine.hpp"
+
+namespace strata::host {
+
+// --model (required), --manifest, --backend, --threads.
+void add_engine_options(CLI::App* command, EngineOptions& options);
+
+// "1,2,3" (commas or spaces), or the name of a file holding such a list.
+std::vector<int32_t> parse_token_list(const std::string& text);
+
+}  // namespace strata::host

@@ -1,0 +1,130 @@
+// The CPU forward against the reference logits: for every reference model, the distance to the exact
+// float64 forward stays within the bar of ../shared/reference/README.md (mean KL at most twice the peer
+// engine's own, or 1e-5; top-1 agreement at most 0.05 below the peer's), with one thread and with all,
+// f16 KV; int8 KV within four times the KL bar.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/engine/engine.hpp"
+#include "support/logit_metrics.hpp"
+#include "support/reference.hpp"
+#include "support/run_command.hpp"
+
+namespace strata {
+namespace {
+
+using test::logit_distance;
+using test::read_f32;
+
+std::vector<int32_t> reference_tokens() {
+  std::ifstream in(test::reference_dir() / "tokens-a.txt");
+  std::vector<int32_t> tokens;
+  std::string item;
+  while (std::getline(in, item, ',')) tokens.push_back(std::stoi(item));
+  return tokens;
+}
+
+struct Bar {
+  double kl;
+  double top1;
+};
+
+class ReferenceLogits : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    model_path_ = test::reference_dir() / "models" / (GetParam() + ".gguf");
+    const auto stem = test::reference_dir() / "logits" / (GetParam() + ".tokens-a");
+    if (!std::filesystem::exists(model_path_) || !std::filesystem::exists(stem.string() + ".exact.f32")) {
+      GTEST_SKIP() << "reference data not found for " << GetParam();
+    }
+    exact_ = read_f32(stem.string() + ".exact.f32");
+    peer_ = read_f32(stem.string() + ".peer.f32");
+    tokens_ = reference_tokens();
+    ASSERT_EQ(exact_.size() % tokens_.size(), 0u);
+    n_vocab_ = exact_.size() / tokens_.size();
+    const auto peer = logit_distance(exact_, peer_, n_vocab_);
+    bar_ = {std::max(2.0 * peer.mean_kl, 1e-5), peer.top1 - 0.05};
+  }
+
+  std::vector<float> run(int threads, int32_t kv_type, int32_t batch) const {
+    EngineOptions options;
+    options.model = model_path_;
+    options.manifest = test::default_manifest_path();
+    options.backend = "cpu";
+    options.threads = threads;
+    const Engine engine(options);
+    SessionOptions session_options;
+    session_options.n_ctx = static_cast<int32_t>(tokens_.size());
+    session_options.kv_type = kv_type;
+    session_options.max_batch = batch;
+    Session session(engine.model(), session_options);
+    return session.forward(tokens_, true);
+  }
+
+  std::filesystem::path model_path_;
+  std::vector<float> exact_, peer_;
+  std::vector<int32_t> tokens_;
+  size_t n_vocab_ = 0;
+  Bar bar_{};
+};
+
+TEST_P(ReferenceLogits, MeetsTheBarWithOneThreadAndWithAll) {
+  for (const int threads : {1, 0}) {
+    const auto ours = run(threads, STRATA_KV_F16, 256);
+    ASSERT_EQ(ours.size(), exact_.size());
+    const auto distance = logit_distance(exact_, ours, n_vocab_);
+    std::printf("%s threads=%d kv=f16: mean KL %.3g (bar %.3g), top-1 %.4f (bar %.4f)\n", GetParam().c_str(), threads,
+                distance.mean_kl, bar_.kl, distance.top1, bar_.top1);
+    EXPECT_LE(distance.mean_kl, bar_.kl) << "threads " << threads;
+    EXPECT_GE(distance.top1, bar_.top1) << "threads " << threads;
+  }
+}
+
+TEST_P(ReferenceLogits, Int8KvCacheStaysWithinFourTimesTheBar) {
+  const auto ours = run(0, STRATA_KV_INT8, 256);
+  const auto distance = logit_distance(exact_, ours, n_vocab_);
+  std::printf("%s kv=int8: mean KL %.3g (bar %.3g), top-1 %.4f\n", GetParam().c_str(), distance.mean_kl, 4 * bar_.kl,
+              distance.top1);
+  EXPECT_LE(distance.mean_kl, 4.0 * bar_.kl);
+  EXPECT_GE(distance.top1, bar_.top1 - 0.05);
+}
+
+TEST_P(ReferenceLogits, DoNotDependOnHowTheSequenceIsSplitIntoSteps) {
+  const auto one_step = run(0, STRATA_KV_F16, 256);
+  for (const int32_t batch : {1, 7}) {
+    const auto split = run(0, STRATA_KV_F16, batch);
+    ASSERT_EQ(split.size(), one_step.size());
+    double worst = 0.0;
+    for (size_t i = 0; i < split.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(split[i] - one_step[i])));
+    EXPECT_LT(worst, 1e-3) << "steps of " << batch << " tokens";
+  }
+}
+
+TEST(LogitsCli, WritesTheSameLogitsAsTheLibrary) {
+  const auto model = test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing";
+  const auto out = std::filesystem::temp_directory_path() / "strata-logits-cli.f32";
+  const auto result = test::run_command(test::shell_quote(test::strata_executable().string()) + " logits --model " +
+                                        test::shell_quote(model.string()) + " --tokens 1,2,3,4 --threads 1 --output " +
+                                        test::shell_quote(out.string()));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto logits = read_f32(out);
+  std::filesystem::remove(out);
+  EXPECT_EQ(logits.size(), 4u * 346u);
+  const auto bad = test::run_command(test::shell_quote(test::strata_executable().string()) + " logits --model " +
+                                     test::shell_quote(model.string()) + " --tokens 1,2,99999 --output /dev/null");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("outside the vocabulary"), std::string::npos) << bad.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ReferenceLogits, ::testing::ValuesIn(test::reference_model_names()),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace strata
