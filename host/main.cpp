@@ -15,7 +15,9 @@ int main(int argc, char** argv) {
 
   strata::host::register_plugins_command(app);
   strata::host::register_inspect_command(app);
+  strata::host::register_synth_command(app);
   strata::host::register_logits_command(app);
+  strata::host::register_bench_command(app);
 
   try {
     app.parse(argc, argv);

@@ -8,6 +8,8 @@ namespace strata::host {
 
 void register_plugins_command(CLI::App& app);
 void register_inspect_command(CLI::App& app);
+void register_synth_command(CLI::App& app);
 void register_logits_command(CLI::App& app);
+void register_bench_command(CLI::App& app);
 
 }  // namespace strata::host

@@ -1,0 +1,79 @@
+#include "core/engine/benchmark.hpp"
+
+#include <chrono>
+#include <functional>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "core/util/error.hpp"
+
+namespace strata {
+namespace {
+
+// Random tokens from a fixed seed: the same input on every run and every machine.
+std::vector<int32_t> bench_tokens(int32_t count, int32_t n_vocab) {
+  std::mt19937 random(42);
+  std::uniform_int_distribution<int32_t> pick(0, n_vocab - 1);
+  std::vector<int32_t> tokens(count);
+  for (auto& token : tokens) token = pick(random);
+  return tokens;
+}
+
+double seconds_of(const std::function<void()>& work) {
+  const auto start = std::chrono::steady_clock::now();
+  work();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+BenchmarkResult run_benchmark(const Model& model, int32_t n_prompt, int32_t n_decode, int32_t repetitions,
+                              int32_t kv_type, int32_t max_batch) {
+  if ((n_prompt > 0) == (n_decode > 0)) throw Error("a benchmark test is either a prompt or a decode test");
+  if (repetitions < 1) throw Error("benchmark repetitions must be at least 1");
+  const ModelConfig& config = model.config();
+  const auto tokens = bench_tokens(std::max(n_prompt, n_decode), config.n_vocab);
+  SessionOptions options;
+  options.n_ctx = std::max(n_prompt, n_decode);
+  options.kv_type = kv_type;
+  options.max_batch = std::max(1, std::min(max_batch, options.n_ctx));
+
+  auto run_once = [&] {
+    Session session(model, options);
+    if (n_prompt > 0) return seconds_of([&] { session.forward(tokens, false); });
+    return seconds_of([&] {
+      for (int32_t i = 0; i < n_decode; ++i) session.forward(std::span(tokens).subspan(i, 1), false);
+    });
+  };
+
+  BenchmarkResult result;
+  result.n_prompt = n_prompt;
+  result.n_decode = n_decode;
+  result.test = n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_decode);
+  run_once();  // warm-up: page in the weights, settle the threads
+  for (int32_t r = 0; r < repetitions; ++r) result.samples.push_back(std::max(n_prompt, n_decode) / run_once());
+  const double n = static_cast<double>(result.samples.size());
+  result.tokens_per_second = std::accumulate(result.samples.begin(), result.samples.end(), 0.0) / n;
+  double variance = 0.0;
+  for (const double sample : result.samples) variance += (sample - result.tokens_per_second) * (sample - result.tokens_per_second);
+  result.stddev = n > 1 ? std::sqrt(variance / (n - 1)) : 0.0;
+  return result;
+}
+
+uint64_t weight_bytes_per_decoded_token(const gguf::Model& file, const ModelConfig& config) {
+  double bytes = 0.0;
+  for (const auto& tensor : file.tensors()) {
+    if (tensor.name == "token_embd.weight") {
+      bytes += static_cast<double>(tensor.bytes) / static_cast<double>(config.n_vocab);
+      if (file.find_tensor("output.weight") == nullptr) bytes += static_cast<double>(tensor.bytes);  // tied output
+    } else if (tensor.name.ends_with("_exps.weight")) {
+      bytes += static_cast<double>(tensor.bytes) * config.n_expert_used / config.n_expert;
+    } else {
+      bytes += static_cast<double>(tensor.bytes);
+    }
+  }
+  return static_cast<uint64_t>(bytes);
+}
+
+}  // namespace strata

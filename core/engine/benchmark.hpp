@@ -1,0 +1,31 @@
+// Prompt and decode speed of a model on a backend, measured the way llama-bench does: a prompt test
+// reads n_prompt tokens in one forward call into an empty cache; a decode test generates n_decode tokens
+// one at a time from an empty cache. Each test runs once to warm up, then `repetitions` times.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model/session.hpp"
+
+namespace strata {
+
+struct BenchmarkResult {
+  std::string test;            // "pp512" or "tg128"
+  int32_t n_prompt = 0;
+  int32_t n_decode = 0;
+  double tokens_per_second = 0.0;
+  double stddev = 0.0;         // of tokens_per_second over the repetitions
+  std::vector<double> samples;
+};
+
+// Runs one prompt test (n_prompt > 0) or one decode test (n_decode > 0) with a fresh session each time.
+BenchmarkResult run_benchmark(const Model& model, int32_t n_prompt, int32_t n_decode, int32_t repetitions,
+                              int32_t kv_type, int32_t max_batch);
+
+// Bytes of weights one decoded token reads: every dense tensor once, the routed share (used / total)
+// of each expert tensor, and one row of the embedding table. The memory-bandwidth floor of decoding.
+uint64_t weight_bytes_per_decoded_token(const gguf::Model& file, const ModelConfig& config);
+
+}  // namespace strata

@@ -1,0 +1,99 @@
+// strata bench --model M [-p 512] [-n 128] [-t T] [--json]: prompt and decode tokens/s, one line per
+// configuration in the style of llama-bench.
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "core/engine/benchmark.hpp"
+#include "core/engine/engine.hpp"
+#include "host/commands/commands.hpp"
+#include "host/commands/engine_options.hpp"
+
+namespace strata::host {
+namespace {
+
+struct BenchOptions {
+  EngineOptions engine;
+  std::vector<int32_t> prompt = {512};
+  std::vector<int32_t> decode = {128};
+  std::vector<int32_t> threads;
+  int32_t repetitions = 3;
+  std::string kv = "f16";
+  int32_t batch = 512;
+  bool json = false;
+};
+
+uint64_t model_bytes(const gguf::Model& file) {
+  uint64_t bytes = 0;
+  for (const auto& tensor : file.tensors()) bytes += tensor.bytes;
+  return bytes;
+}
+
+uint64_t model_params(const gguf::Model& file) {
+  uint64_t params = 0;
+  for (const auto& tensor : file.tensors()) params += tensor.n_elements;
+  return params;
+}
+
+}  // namespace
+
+void register_bench_command(CLI::App& app) {
+  auto options = std::make_shared<BenchOptions>();
+  auto* command = app.add_subcommand("bench", "Measure prompt (pp) and decode (tg) tokens/s, one line per configuration");
+  add_engine_options(command, options->engine);
+  command->add_option("-p,--n-prompt", options->prompt, "Prompt lengths to test (0 skips)")->capture_default_str();
+  command->add_option("-n,--n-gen", options->decode, "Decode lengths to test (0 skips)")->capture_default_str();
+  command->add_option("--thread-counts", options->threads, "Several thread counts to compare (overrides --threads)");
+  command->add_option("-r,--repetitions", options->repetitions, "Timed runs per test, after one warm-up")->capture_default_str();
+  command->add_option("--kv", options->kv, "KV cache type: f16 or int8")->capture_default_str();
+  command->add_option("--batch", options->batch, "Tokens per forward step for prompts")->capture_default_str();
+  command->add_flag("--json", options->json, "Print a JSON array, one object per configuration");
+
+  command->callback([options] {
+    auto thread_counts = options->threads;
+    if (thread_counts.empty()) thread_counts.push_back(options->engine.threads);
+    nlohmann::ordered_json results = nlohmann::ordered_json::array();
+    for (const int32_t threads : thread_counts) {
+      EngineOptions engine_options = options->engine;
+      engine_options.threads = threads;
+      const Engine engine(engine_options);
+      const uint64_t bytes_per_token = weight_bytes_per_decoded_token(engine.file(), engine.model().config());
+      std::vector<std::pair<int32_t, int32_t>> tests;
+      for (const int32_t p : options->prompt) if (p > 0) tests.emplace_back(p, 0);
+      for (const int32_t n : options->decode) if (n > 0) tests.emplace_back(0, n);
+      for (const auto& [n_prompt, n_decode] : tests) {
+        const auto result = run_benchmark(engine.model(), n_prompt, n_decode, options->repetitions,
+                                          parse_kv_type(options->kv), options->batch);
+        nlohmann::ordered_json line = {
+            {"model", engine.file().first().path().filename().string()},
+            {"model_size", model_bytes(engine.file())},
+            {"model_params", model_params(engine.file())},
+            {"backend", engine.backend().name()},
+            {"backend_info", engine.backend().describe()},
+            {"threads", threads},
+            {"kv", options->kv},
+            {"test", result.test},
+            {"n_prompt", result.n_prompt},
+            {"n_gen", result.n_decode},
+            {"avg_ts", result.tokens_per_second},
+            {"stddev_ts", result.stddev},
+            {"samples_ts", result.samples},
+            {"weight_bytes_per_token", bytes_per_token}};
+        if (n_decode > 0) line["weight_gbps"] = result.tokens_per_second * static_cast<double>(bytes_per_token) / 1e9;
+        if (options->json) {
+          results.push_back(line);
+        } else {
+          std::printf("%-32s %8.2f GiB  %-40s %-6s %8s  %10.2f ± %.2f t/s", line["model"].get<std::string>().c_str(),
+                      model_bytes(engine.file()) / 1073741824.0, engine.backend().describe().c_str(), options->kv.c_str(),
+                      result.test.c_str(), result.tokens_per_second, result.stddev);
+          if (n_decode > 0) std::printf("  (%.1f MB weights/token, %.2f GB/s)", bytes_per_token / 1e6, line["weight_gbps"].get<double>());
+          std::printf("\n");
+          std::fflush(stdout);
+        }
+      }
+    }
+    if (options->json) std::cout << results.dump(1) << "\n";
+  });
+}
+
+}  // namespace strata::host
