@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/gguf/ggml_types.hpp"
+#include "core/quant/base_cpu_kernels.hpp"
 #include "core/quant/quant_registry.hpp"
 #include "strata/half.hpp"
 #include "strata/plugin.hpp"
@@ -20,15 +21,20 @@ using sdk::fp32_to_fp16;
 struct F32Codec {
   static constexpr uint32_t type_id = gguf::type_id::F32, block_elements = 1, block_bytes = 4;
   static constexpr const char* name = "F32";
+  static constexpr uint32_t cpu_activation_type = gguf::type_id::F32;
+  static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<cpu_kernels::kF32Dot>;
   static void dequantize(const uint8_t* blocks, float* out, int64_t n) { std::memcpy(out, blocks, n * 4); }
   static void quantize_row(const float* src, uint8_t* blocks, int64_t n, const float*) { std::memcpy(blocks, src, n * 4); }
 };
 
 // 16-bit formats: one value per "block", converted with a pair of scalar functions.
-template <uint32_t Id, const char* Name, float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+template <uint32_t Id, const char* Name, float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float),
+          const sdk::CpuDotVariants& CpuDot>
 struct Half16Codec {
   static constexpr uint32_t type_id = Id, block_elements = 1, block_bytes = 2;
   static constexpr const char* name = Name;
+  static constexpr uint32_t cpu_activation_type = gguf::type_id::F32;
+  static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<CpuDot>;
   static void dequantize(const uint8_t* blocks, float* out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       uint16_t bits;
@@ -45,13 +51,15 @@ struct Half16Codec {
 };
 constexpr char kF16[] = "F16";
 constexpr char kBF16[] = "BF16";
-using F16Codec = Half16Codec<gguf::type_id::F16, kF16, fp16_to_fp32, fp32_to_fp16>;
-using BF16Codec = Half16Codec<gguf::type_id::BF16, kBF16, bf16_to_fp32, fp32_to_bf16>;
+using F16Codec = Half16Codec<gguf::type_id::F16, kF16, fp16_to_fp32, fp32_to_fp16, cpu_kernels::kF16Dot>;
+using BF16Codec = Half16Codec<gguf::type_id::BF16, kBF16, bf16_to_fp32, fp32_to_bf16, cpu_kernels::kBF16Dot>;
 
 // Q8_0: 32 values as int8 with one f16 scale (d = max|x| / 127).
 struct Q8_0Codec {
   static constexpr uint32_t type_id = gguf::type_id::Q8_0, block_elements = 32, block_bytes = 34;
   static constexpr const char* name = "Q8_0";
+  static constexpr uint32_t cpu_activation_type = gguf::type_id::Q8_0;
+  static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<cpu_kernels::kQ8_0Dot>;
   static void dequantize(const uint8_t* blocks, float* out, int64_t n_blocks) {
     for (int64_t b = 0; b < n_blocks; ++b) {
       const uint8_t* block = blocks + b * block_bytes;

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "k_cpu_dot.hpp"
+
 namespace strata::quant_k {
 
 struct Q6KCodec {
@@ -11,6 +13,8 @@ struct Q6KCodec {
   static constexpr const char* name = "Q6_K";
   static void dequantize(const uint8_t* blocks, float* out, int64_t n_blocks);
   static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);
+  static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
+  static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kQ6KDot>;
 };
 
 }  // namespace strata::quant_k

@@ -1,0 +1,161 @@
+#include "core/quant/base_cpu_kernels.hpp"
+
+#include <cstring>
+
+#include "strata/half.hpp"
+
+namespace strata::cpu_kernels {
+namespace {
+
+using sdk::dot_rows;
+
+// ---- F32, F16, BF16 weights against F32 activations ----
+
+float load_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+float load_f16(const uint8_t* p) { return sdk::fp16_to_fp32(load_u16(p)); }
+float load_bf16(const uint8_t* p) { return sdk::bf16_to_fp32(load_u16(p)); }
+
+// Partial sums per lane, as the SIMD variants keep them, so that both round alike.
+constexpr int kLanes = 8;
+
+template <float (*Load)(const uint8_t*), int Bytes>
+float float_row_dot_scalar(int64_t n, const uint8_t* row, const void* activation) {
+  const auto* a = static_cast<const float*>(activation);
+  float lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] += Load(row + (i + l) * Bytes) * a[i + l];
+  }
+  float sum = 0.0f;
+  for (float lane : lanes) sum += lane;
+  for (; i < n; ++i) sum += Load(row + i * Bytes) * a[i];
+  return sum;
+}
+
+// ---- Q8_0 weights against Q8_0 activations: 32 int8 and an f16 scale per block ----
+
+constexpr int kQ8_0Values = 32, kQ8_0Bytes = 34;
+
+float q8_0_row_dot_scalar(int64_t n, const uint8_t* row, const void* activation) {
+  const auto* act = static_cast<const uint8_t*>(activation);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / kQ8_0Values; ++b) {
+    const uint8_t* w = row + b * kQ8_0Bytes;
+    const uint8_t* a = act + b * kQ8_0Bytes;
+    int32_t dot = 0;
+    for (int i = 0; i < kQ8_0Values; ++i) dot += static_cast<int8_t>(w[2 + i]) * static_cast<int8_t>(a[2 + i]);
+    sum += static_cast<float>(dot) * (load_f16(w) * load_f16(a));
+  }
+  return sum;
+}
+
+#if STRATA_X86
+
+STRATA_TARGET_AVX2 __m256 load8_f32(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+STRATA_TARGET_AVX2 __m256 load8_f16(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+STRATA_TARGET_AVX2 __m256 load8_bf16(const uint8_t* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+// Four independent accumulators hide the FMA latency; the remainder below 8 goes through the scalar loop.
+template <__m256 (*Load8)(const uint8_t*), float (*Load)(const uint8_t*), int Bytes>
+STRATA_TARGET_AVX2 float float_row_dot_avx2(int64_t n, const uint8_t* row, const void* activation) {
+  const auto* a = static_cast<const float*>(activation);
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      acc[k] = _mm256_fmadd_ps(Load8(row + (i + 8 * k) * Bytes), _mm256_loadu_ps(a + i + 8 * k), acc[k]);
+    }
+  }
+  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(Load8(row + i * Bytes), _mm256_loadu_ps(a + i), acc[0]);
+  float sum = sdk::hsum_f32(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; i < n; ++i) sum += Load(row + i * Bytes) * a[i];
+  return sum;
+}
+
+STRATA_TARGET_AVX2 float q8_0_scale(const uint8_t* w, const uint8_t* a) {
+  return _cvtsh_ss(load_u16(w)) * _cvtsh_ss(load_u16(a));
+}
+
+// Signed by signed bytes through the unsigned-by-signed multiply: |w| times a with w's sign moved onto a.
+STRATA_TARGET_AVX2 float q8_0_row_dot_avx2(int64_t n, const uint8_t* row, const void* activation) {
+  const auto* act = static_cast<const uint8_t*>(activation);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kQ8_0Values; ++b) {
+    const uint8_t* w = row + b * kQ8_0Bytes;
+    const uint8_t* a = act + b * kQ8_0Bytes;
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2));
+    const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 2));
+    const __m256i dot = sdk::dot_u8_s8(_mm256_abs_epi8(wq), _mm256_sign_epi8(aq, wq));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(q8_0_scale(w, a)), _mm256_cvtepi32_ps(dot), acc);
+  }
+  return sdk::hsum_f32(acc);
+}
+
+STRATA_AVX512_KERNELS_BEGIN
+
+// Block first's values in the low 32 bytes, the next block's in the high 32 (masked loads: the bytes
+// between them are not read).
+STRATA_TARGET_AVX512 __m512i load_q8_0_pair(const uint8_t* first) {
+  const __m512i low = _mm512_maskz_loadu_epi8(0x00000000ffffffffull, first + 2);
+  return _mm512_mask_loadu_epi8(low, 0xffffffff00000000ull, first + kQ8_0Bytes + 2 - 32);
+}
+
+// Two blocks per 512-bit register, the byte products summed by VNNI in one instruction.
+STRATA_TARGET_AVX512 float q8_0_row_dot_avx512(int64_t n, const uint8_t* row, const void* activation) {
+  const auto* act = static_cast<const uint8_t*>(activation);
+  __m512 acc = _mm512_setzero_ps();
+  const int64_t n_blocks = n / kQ8_0Values;
+  int64_t b = 0;
+  for (; b + 2 <= n_blocks; b += 2) {
+    const uint8_t* w = row + b * kQ8_0Bytes;
+    const uint8_t* a = act + b * kQ8_0Bytes;
+    const __m512i wq = load_q8_0_pair(w), aq = load_q8_0_pair(a);
+    const __mmask64 negative = _mm512_movepi8_mask(wq);
+    const __m512i signed_a = _mm512_mask_sub_epi8(aq, negative, _mm512_setzero_si512(), aq);
+    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), signed_a);
+    const __m512 scale = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(q8_0_scale(w, a)),
+                                              _mm512_set1_ps(q8_0_scale(w + kQ8_0Bytes, a + kQ8_0Bytes)));
+    acc = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(dot), acc);
+  }
+  float sum = _mm512_reduce_add_ps(acc);
+  if (b < n_blocks) sum += q8_0_row_dot_avx2(kQ8_0Values, row + b * kQ8_0Bytes, act + b * kQ8_0Bytes);
+  return sum;
+}
+
+STRATA_AVX512_KERNELS_END
+
+constexpr sdk::CpuDotRowsFn kF32Avx2 = dot_rows<float_row_dot_avx2<load8_f32, load_f32, 4>>;
+constexpr sdk::CpuDotRowsFn kF16Avx2 = dot_rows<float_row_dot_avx2<load8_f16, load_f16, 2>>;
+constexpr sdk::CpuDotRowsFn kBF16Avx2 = dot_rows<float_row_dot_avx2<load8_bf16, load_bf16, 2>>;
+constexpr sdk::CpuDotRowsFn kQ8_0Avx2 = dot_rows<q8_0_row_dot_avx2>;
+constexpr sdk::CpuDotRowsFn kQ8_0Avx512 = dot_rows<q8_0_row_dot_avx512>;
+
+#else
+
+constexpr sdk::CpuDotRowsFn kF32Avx2 = nullptr, kF16Avx2 = nullptr, kBF16Avx2 = nullptr, kQ8_0Avx2 = nullptr,
+                            kQ8_0Avx512 = nullptr;
+
+#endif
+
+}  // namespace
+
+const sdk::CpuDotVariants kF32Dot{dot_rows<float_row_dot_scalar<load_f32, 4>>, kF32Avx2};
+const sdk::CpuDotVariants kF16Dot{dot_rows<float_row_dot_scalar<load_f16, 2>>, kF16Avx2};
+const sdk::CpuDotVariants kBF16Dot{dot_rows<float_row_dot_scalar<load_bf16, 2>>, kBF16Avx2};
+const sdk::CpuDotVariants kQ8_0Dot{dot_rows<q8_0_row_dot_scalar>, kQ8_0Avx2, kQ8_0Avx512};
+
+}  // namespace strata::cpu_kernels

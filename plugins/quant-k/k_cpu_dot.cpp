@@ -1,0 +1,218 @@
+#include "k_cpu_dot.hpp"
+
+#include "k_common.hpp"
+#include "strata/half.hpp"
+
+// Each super-block's dot is integer up to its scales: with weight value d*s_j*q - dmin*m_j (Q4_K, Q5_K) or
+// d*s_j*(q - 32) (Q6_K) and activation d8*q8, it is d8*d * sum_j s_j * (q . q8)_j minus a per-sub-block
+// constant times the sub-block's sum of q8, which Q8_K carries precomputed.
+namespace strata::quant_k {
+namespace {
+
+using sdk::dot_rows;
+using sdk::Q8K;
+
+constexpr int kQ4KBytes = 144, kQ5KBytes = 176, kQ6KBytes = 210;
+constexpr int kQ5KHighBitsOffset = kScaleMinHeaderBytes, kQ5KLowBitsOffset = kQ5KHighBitsOffset + 32;
+constexpr int kQ6KHighBitsOffset = 128, kQ6KScalesOffset = 192, kQ6KDOffset = 208;
+constexpr int kQ6KBias = 32;
+
+template <bool HasHighBits>
+constexpr int scale_min_block_bytes() {
+  return HasHighBits ? kQ5KBytes : kQ4KBytes;
+}
+template <bool HasHighBits>
+constexpr int scale_min_low_bits_offset() {
+  return HasHighBits ? kQ5KLowBitsOffset : kScaleMinHeaderBytes;
+}
+
+int32_t dot_levels(const uint8_t* levels, const int8_t* q8, int count) {
+  int32_t sum = 0;
+  for (int i = 0; i < count; ++i) sum += levels[i] * q8[i];
+  return sum;
+}
+
+// ---- scalar ----
+
+// Q4_K / Q5_K: the levels unpacked as encode_scale_min_block packs them.
+template <bool HasHighBits>
+float scale_min_row_dot_scalar(int64_t n, const uint8_t* row, const void* activation) {
+  constexpr int kBlockBytes = scale_min_block_bytes<HasHighBits>();
+  const auto* act = static_cast<const uint8_t*>(activation);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / kSuperBlock; ++b) {
+    const uint8_t* block = row + b * kBlockBytes;
+    const uint8_t* a = act + b * Q8K::kBytes;
+    const uint8_t* qs = block + scale_min_low_bits_offset<HasHighBits>();
+    uint8_t levels[kSuperBlock];
+    for (int chunk = 0; chunk < 4; ++chunk) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t packed = qs[32 * chunk + l];
+        const int high_low = HasHighBits ? ((block[kQ5KHighBitsOffset + l] >> (2 * chunk)) & 1) << 4 : 0;
+        const int high_high = HasHighBits ? ((block[kQ5KHighBitsOffset + l] >> (2 * chunk + 1)) & 1) << 4 : 0;
+        levels[64 * chunk + l] = static_cast<uint8_t>((packed & 15) | high_low);
+        levels[64 * chunk + 32 + l] = static_cast<uint8_t>((packed >> 4) | high_high);
+      }
+    }
+    const ScaleMinCodes codes = unpack_scale_min_codes(block + 4);
+    int32_t scaled = 0, mins = 0;
+    for (int j = 0; j < kScaleMinSubBlocks; ++j) {
+      scaled += codes.scale[j] * dot_levels(levels + 32 * j, Q8K::values(a) + 32 * j, 32);
+      mins += codes.min[j] * (Q8K::sum16(a, 2 * j) + Q8K::sum16(a, 2 * j + 1));
+    }
+    const float d8 = Q8K::scale(a);
+    sum += d8 * sdk::fp16_to_fp32(load_u16(block)) * static_cast<float>(scaled);
+    sum -= d8 * sdk::fp16_to_fp32(load_u16(block + 2)) * static_cast<float>(mins);
+  }
+  return sum;
+}
+
+// Q6_K: levels 0..63 unpacked as q6_k.cpp packs them; the bias of 32 leaves through the Q8_K sums.
+float q6_k_row_dot_scalar(int64_t n, const uint8_t* row, const void* activation) {
+  const auto* act = static_cast<const uint8_t*>(activation);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / kSuperBlock; ++b) {
+    const uint8_t* block = row + b * kQ6KBytes;
+    const uint8_t* a = act + b * Q8K::kBytes;
+    uint8_t levels[kSuperBlock];
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* low_bits = block + 64 * half;
+      const uint8_t* high_bits = block + kQ6KHighBitsOffset + 32 * half;
+      for (int l = 0; l < 32; ++l) {
+        for (int k = 0; k < 4; ++k) {
+          const int low = (low_bits[l + 32 * (k & 1)] >> (4 * (k >> 1))) & 15;
+          levels[128 * half + 32 * k + l] = static_cast<uint8_t>(low | (((high_bits[l] >> (2 * k)) & 3) << 4));
+        }
+      }
+    }
+    const auto* scales = reinterpret_cast<const int8_t*>(block + kQ6KScalesOffset);
+    int32_t scaled = 0;
+    for (int j = 0; j < 16; ++j) {
+      const int32_t biased = dot_levels(levels + 16 * j, Q8K::values(a) + 16 * j, 16);
+      scaled += scales[j] * (biased - kQ6KBias * Q8K::sum16(a, j));
+    }
+    sum += Q8K::scale(a) * sdk::fp16_to_fp32(load_u16(block + kQ6KDOffset)) * static_cast<float>(scaled);
+  }
+  return sum;
+}
+
+#if STRATA_X86
+
+// ---- AVX2 ----
+
+// The eight 6-bit scale and min codes of a Q4_K / Q5_K header, four per 32-bit word at once (the same
+// layout unpack_scale_min_codes reads one code at a time).
+struct PackedCodes {
+  uint32_t scales[2];
+  uint32_t mins[2];
+};
+inline PackedCodes unpack_codes_wordwise(const uint8_t* packed) {
+  uint32_t word[3];
+  std::memcpy(word, packed, sizeof word);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  return {{word[0] & kLow6, (word[2] & kLow4) | (((word[0] >> 6) & kLow2) << 4)},
+          {word[1] & kLow6, ((word[2] >> 4) & kLow4) | (((word[1] >> 6) & kLow2) << 4)}};
+}
+
+template <bool HasHighBits>
+STRATA_TARGET_AVX2 float scale_min_row_dot_avx2(int64_t n, const uint8_t* row, const void* activation) {
+  constexpr int kBlockBytes = scale_min_block_bytes<HasHighBits>();
+  const auto* act = static_cast<const uint8_t*>(activation);
+  const __m256i low_nibble = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+  __m256 acc = _mm256_setzero_ps();
+  float min_total = 0.0f;
+  for (int64_t b = 0; b < n / kSuperBlock; ++b) {
+    const uint8_t* block = row + b * kBlockBytes;
+    const uint8_t* a = act + b * Q8K::kBytes;
+    const int8_t* q8 = Q8K::values(a);
+    const float d8 = Q8K::scale(a);
+
+    const PackedCodes codes = unpack_codes_wordwise(block + 4);
+    uint8_t scales[8];
+    std::memcpy(scales, codes.scales, 8);
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes.mins)));
+    const __m128i sums16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + Q8K::kSumsOffset));
+    const __m128i sums16_high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + Q8K::kSumsOffset + 16));
+    const __m128i sums32 = _mm_hadd_epi16(sums16, sums16_high);  // one per 32-value sub-block
+    min_total += d8 * _cvtsh_ss(load_u16(block + 2)) * static_cast<float>(sdk::hsum_i32(_mm_madd_epi16(mins, sums32)));
+
+    const uint8_t* qs = block + scale_min_low_bits_offset<HasHighBits>();
+    __m256i high_bits = HasHighBits ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kQ5KHighBitsOffset))
+                                    : _mm256_setzero_si256();
+    __m256i scaled = _mm256_setzero_si256();
+    for (int chunk = 0; chunk < 4; ++chunk) {
+      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * chunk));
+      __m256i first = _mm256_and_si256(packed, low_nibble);
+      __m256i second = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibble);
+      if constexpr (HasHighBits) {
+        first = _mm256_or_si256(first, _mm256_slli_epi16(_mm256_and_si256(high_bits, one), 4));
+        second = _mm256_or_si256(second, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 1), one), 4));
+        high_bits = _mm256_srli_epi16(high_bits, 2);
+      }
+      const __m256i q8_first = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * chunk));
+      const __m256i q8_second = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * chunk + 32));
+      scaled = _mm256_add_epi32(scaled, sdk::scaled_dot_u8_s8(first, q8_first, _mm256_set1_epi16(scales[2 * chunk])));
+      scaled = _mm256_add_epi32(scaled,
+                                sdk::scaled_dot_u8_s8(second, q8_second, _mm256_set1_epi16(scales[2 * chunk + 1])));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d8 * _cvtsh_ss(load_u16(block))), _mm256_cvtepi32_ps(scaled), acc);
+  }
+  return sdk::hsum_f32(acc) - min_total;
+}
+
+STRATA_TARGET_AVX2 float q6_k_row_dot_avx2(int64_t n, const uint8_t* row, const void* activation) {
+  const auto* act = static_cast<const uint8_t*>(activation);
+  const __m256i low_nibble = _mm256_set1_epi8(0x0f), two_bits = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kSuperBlock; ++b) {
+    const uint8_t* block = row + b * kQ6KBytes;
+    const uint8_t* a = act + b * Q8K::kBytes;
+    const int8_t* q8 = Q8K::values(a);
+    const auto* scales = reinterpret_cast<const int8_t*>(block + kQ6KScalesOffset);
+
+    // The bias: 32 * sum_j scale_j * (sum of sub-block j's q8), all 16 sub-blocks in one multiply-add.
+    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+    const __m256i sums16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + Q8K::kSumsOffset));
+    __m256i scaled = _mm256_slli_epi32(_mm256_madd_epi16(scales16, sums16), 5);
+    scaled = _mm256_sub_epi32(_mm256_setzero_si256(), scaled);
+
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* low_bits = block + 64 * half;
+      const __m256i packed_low[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(low_bits)),
+                                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(low_bits + 32))};
+      const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kQ6KHighBitsOffset + 32 * half));
+      for (int k = 0; k < 4; ++k) {
+        const __m256i nibbles = k < 2 ? packed_low[k & 1] : _mm256_srli_epi16(packed_low[k & 1], 4);
+        const __m256i top = _mm256_and_si256(_mm256_srli_epi16(high, 2 * k), two_bits);
+        const __m256i levels =
+            _mm256_or_si256(_mm256_and_si256(nibbles, low_nibble), _mm256_slli_epi16(top, 4));
+        // 32 values span two 16-value sub-blocks: one scale per 128-bit lane.
+        const int first = 8 * half + 2 * k;
+        const __m256i lane_scales = _mm256_set_m128i(_mm_set1_epi16(scales[first + 1]), _mm_set1_epi16(scales[first]));
+        const __m256i q8v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 128 * half + 32 * k));
+        scaled = _mm256_add_epi32(scaled, sdk::scaled_dot_u8_s8(levels, q8v, lane_scales));
+      }
+    }
+    const float d = Q8K::scale(a) * _cvtsh_ss(load_u16(block + kQ6KDOffset));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(scaled), acc);
+  }
+  return sdk::hsum_f32(acc);
+}
+
+constexpr sdk::CpuDotRowsFn kQ4KAvx2 = dot_rows<scale_min_row_dot_avx2<false>>;
+constexpr sdk::CpuDotRowsFn kQ5KAvx2 = dot_rows<scale_min_row_dot_avx2<true>>;
+constexpr sdk::CpuDotRowsFn kQ6KAvx2 = dot_rows<q6_k_row_dot_avx2>;
+
+#else
+
+constexpr sdk::CpuDotRowsFn kQ4KAvx2 = nullptr, kQ5KAvx2 = nullptr, kQ6KAvx2 = nullptr;
+
+#endif
+
+}  // namespace
+
+const sdk::CpuDotVariants kQ4KDot{dot_rows<scale_min_row_dot_scalar<false>>, kQ4KAvx2};
+const sdk::CpuDotVariants kQ5KDot{dot_rows<scale_min_row_dot_scalar<true>>, kQ5KAvx2};
+const sdk::CpuDotVariants kQ6KDot{dot_rows<q6_k_row_dot_scalar>, kQ6KAvx2};
+
+}  // namespace strata::quant_k

@@ -1,0 +1,14 @@
+// CPU dot kernels of Q4_K, Q5_K and Q6_K rows against Q8_K activations (a scalar variant and AVX2).
+#pragma once
+
+#include "strata/cpu_dot.hpp"
+
+namespace strata::quant_k {
+
+inline constexpr uint32_t kQ8KTypeId = 15;
+
+extern const sdk::CpuDotVariants kQ4KDot;
+extern const sdk::CpuDotVariants kQ5KDot;
+extern const sdk::CpuDotVariants kQ6KDot;
+
+}  // namespace strata::quant_k

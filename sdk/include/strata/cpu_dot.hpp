@@ -1,0 +1,104 @@
+// The shape every CPU dot kernel shares: a per-row function run over a block of rows, one variant per
+// SIMD level with the process's choice made once, and the x86 reductions the variants have in common.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "strata/cpu_isa.hpp"
+
+#if STRATA_X86
+#include <immintrin.h>
+#endif
+
+namespace strata::sdk {
+
+// strata_quant_type::cpu_dot_rows.
+using CpuDotRowsFn = void (*)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
+                              const void* activation, float* out);
+
+// One dot product: n values of one weight row against the whole activation row.
+using RowDotFn = float (*)(int64_t n, const uint8_t* row, const void* activation);
+
+template <RowDotFn RowDot>
+void dot_rows(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, const void* activation, float* out) {
+  const auto* rows = static_cast<const uint8_t*>(weight);
+  for (int64_t r = 0; r < n_rows; ++r) out[r] = RowDot(n, rows + static_cast<size_t>(r) * row_bytes, activation);
+}
+
+// A type's kernels per level; a level without its own (nullptr) uses the best one below it.
+struct CpuDotVariants {
+  CpuDotRowsFn scalar;
+  CpuDotRowsFn avx2 = nullptr;
+  CpuDotRowsFn avx512 = nullptr;
+
+  CpuDotRowsFn pick(CpuIsa isa) const {
+    if (isa >= CpuIsa::avx512 && avx512 != nullptr) return avx512;
+    if (isa >= CpuIsa::avx2 && avx2 != nullptr) return avx2;
+    return scalar;
+  }
+};
+
+// A codec's cpu_dot_rows: the variant for this process's level, looked up on the first call.
+template <const CpuDotVariants& Variants>
+void dispatched_dot_rows(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, const void* activation,
+                         float* out) {
+  static const CpuDotRowsFn chosen = Variants.pick(cpu_isa());
+  chosen(n, n_rows, weight, row_bytes, activation, out);
+}
+
+// The Q8_K activation block (type 15) that k-quant and IQ kernels read: float d, int8 q[256], and the
+// int16 sums of each 16 q, so that a per-16 or per-32 constant term costs one multiply.
+struct Q8K {
+  static constexpr int kValues = 256, kBytes = 292, kValuesOffset = 4, kSumsOffset = 260;
+
+  static float scale(const uint8_t* block) {
+    float d;
+    std::memcpy(&d, block, sizeof d);
+    return d;
+  }
+  static const int8_t* values(const uint8_t* block) { return reinterpret_cast<const int8_t*>(block + kValuesOffset); }
+  // The sum of values 16 * i .. 16 * i + 15.
+  static int32_t sum16(const uint8_t* block, int i) {
+    int16_t sum;
+    std::memcpy(&sum, block + kSumsOffset + 2 * i, sizeof sum);
+    return sum;
+  }
+};
+
+#if STRATA_X86
+
+STRATA_TARGET_AVX2 inline float hsum_f32(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+STRATA_TARGET_AVX2 inline int32_t hsum_i32(__m128i v) {
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(v);
+}
+
+STRATA_TARGET_AVX2 inline int32_t hsum_i32(__m256i v) {
+  return hsum_i32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+
+// Products of unsigned bytes u and signed bytes s, summed in fours into 8 int32 lanes. Pairs of products
+// are summed in int16 first, so |u * s| pairs must stay below 2^15 (true for levels up to 127 against
+// int8 activations other than -128 * 128 pairs).
+STRATA_TARGET_AVX2 inline __m256i dot_u8_s8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+// As dot_u8_s8 but with int16 weights per pair of lanes applied before the sum into int32: one
+// sub-block scale per 16 int16 lanes.
+STRATA_TARGET_AVX2 inline __m256i scaled_dot_u8_s8(__m256i u, __m256i s, __m256i scales16) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales16);
+}
+
+#endif
+
+}  // namespace strata::sdk

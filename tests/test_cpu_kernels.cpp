@@ -1,0 +1,220 @@
+// The CPU dot kernels (strata_quant_type::cpu_dot_rows) of every weight type: on random data quantized with
+// the type's own quantizer, a kernel returns the dot of the dequantized weight and activation rows (the
+// same numbers summed in another order), every SIMD level this CPU has agrees with the scalar one, and
+// STRATA_CPU_ISA picks the level as documented.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/quant/base_cpu_kernels.hpp"
+#include "core/quant/quant_registry.hpp"
+#include "q4_k.hpp"
+#include "q5_k.hpp"
+#include "q6_k.hpp"
+#include "strata/cpu_dot.hpp"
+#include "strata/cpu_isa.hpp"
+#include "strata/plugin.hpp"
+
+namespace {
+
+using strata::sdk::CpuDotVariants;
+using strata::sdk::CpuIsa;
+
+const strata_quant_type& base_type(uint32_t type_id) {
+  const strata_quant_table& table = strata::base_quant_table();
+  for (uint32_t i = 0; i < table.type_count; ++i) {
+    if (table.types[i]->type_id == type_id) return *table.types[i];
+  }
+  throw std::runtime_error("no base type " + std::to_string(type_id));
+}
+
+struct KernelCase {
+  std::string name;
+  const strata_quant_type* weight_type;
+  uint32_t activation_type_id;
+  const CpuDotVariants* variants;
+};
+
+void PrintTo(const KernelCase& c, std::ostream* os) { *os << c.name; }
+
+std::string case_name(const testing::TestParamInfo<KernelCase>& info) { return info.param.name; }
+
+std::vector<float> gaussian(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float& v : values) v = normal(rng);
+  return values;
+}
+
+void check(strata_status status, const char* message) { ASSERT_EQ(status, STRATA_OK) << message; }
+
+// Rows of n values, quantized, each starting row_bytes after the previous (the gap filled with junk, which
+// a kernel must not read), with their dequantized values; and one quantized activation row.
+struct Problem {
+  int64_t n = 0, n_rows = 0;
+  size_t row_bytes = 0;
+  std::vector<uint8_t> weight;
+  std::vector<float> weight_values;
+  std::vector<uint8_t> activation;
+  std::vector<float> activation_values;
+};
+
+Problem make_problem(const KernelCase& c, int64_t blocks_per_row, int64_t n_rows, size_t gap, uint32_t seed) {
+  const strata_quant_type& w = *c.weight_type;
+  const strata_quant_type& a = base_type(c.activation_type_id);
+  Problem p;
+  p.n = blocks_per_row * w.block_elements;
+  p.n_rows = n_rows;
+  const size_t packed_row = static_cast<size_t>(blocks_per_row) * w.block_bytes;
+  p.row_bytes = packed_row + gap;
+  p.weight.assign(p.row_bytes * n_rows, 0xa5);
+  p.weight_values.resize(p.n * n_rows);
+  char message[256] = "";
+  strata_error error{message, sizeof message};
+  const std::vector<float> x = gaussian(p.n * n_rows, seed);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    uint8_t* row = p.weight.data() + r * p.row_bytes;
+    check(w.quantize(x.data() + r * p.n, row, 1, p.n, nullptr, &error), message);
+    check(w.dequantize(row, p.weight_values.data() + r * p.n, blocks_per_row, &error), message);
+  }
+  // Activations with a few outliers, as hidden states have.
+  std::vector<float> y = gaussian(p.n, seed + 1);
+  for (int64_t i = 0; i < p.n; i += 97) y[i] *= 8.0f;
+  const int64_t activation_blocks = p.n / a.block_elements;
+  p.activation.resize(activation_blocks * a.block_bytes);
+  p.activation_values.resize(p.n);
+  check(a.quantize(y.data(), p.activation.data(), 1, p.n, nullptr, &error), message);
+  check(a.dequantize(p.activation.data(), p.activation_values.data(), activation_blocks, &error), message);
+  return p;
+}
+
+std::vector<float> run(const Problem& p, strata::sdk::CpuDotRowsFn dot_rows) {
+  std::vector<float> out(p.n_rows, std::nanf(""));
+  dot_rows(p.n, p.n_rows, p.weight.data(), p.row_bytes, p.activation.data(), out.data());
+  return out;
+}
+
+// |kernel - exact| within a relative tolerance of the sum of |products|: only the summation order may
+// differ, so cancellation must not loosen the check.
+void expect_close(const Problem& p, const std::vector<float>& got, const std::vector<double>& exact,
+                  const std::vector<double>& magnitude, const std::string& what) {
+  for (int64_t r = 0; r < p.n_rows; ++r) {
+    EXPECT_NEAR(got[r], exact[r], 2e-6 * magnitude[r] + 1e-30) << what << ", row " << r << " of " << p.n_rows;
+  }
+}
+
+struct Exact {
+  std::vector<double> dot, magnitude;
+};
+Exact exact_dots(const Problem& p) {
+  Exact e{std::vector<double>(p.n_rows), std::vector<double>(p.n_rows)};
+  for (int64_t r = 0; r < p.n_rows; ++r) {
+    for (int64_t i = 0; i < p.n; ++i) {
+      const double product = static_cast<double>(p.weight_values[r * p.n + i]) * p.activation_values[i];
+      e.dot[r] += product;
+      e.magnitude[r] += std::fabs(product);
+    }
+  }
+  return e;
+}
+
+class CpuKernel : public testing::TestWithParam<KernelCase> {
+ protected:
+  // Several blocks per row (3 super-blocks, 37 Q8_0 blocks, 1037 floats: a SIMD remainder), an odd row
+  // count, and rows further apart than their bytes.
+  Problem problem(uint32_t seed) const {
+    const KernelCase& c = GetParam();
+    const int64_t blocks = c.weight_type->block_elements >= 256 ? 3 : c.weight_type->block_elements >= 32 ? 37 : 1037;
+    return make_problem(c, blocks, 7, 40, seed);
+  }
+};
+
+TEST_P(CpuKernel, DeclaresItsActivationType) {
+  EXPECT_EQ(GetParam().weight_type->cpu_activation_type, GetParam().activation_type_id);
+  ASSERT_NE(GetParam().weight_type->cpu_dot_rows, nullptr);
+}
+
+TEST_P(CpuKernel, MatchesDotOfDequantizedRows) {
+  ASSERT_NE(GetParam().weight_type->cpu_dot_rows, nullptr);
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    const Problem p = problem(seed);
+    const Exact exact = exact_dots(p);
+    expect_close(p, run(p, GetParam().weight_type->cpu_dot_rows), exact.dot, exact.magnitude,
+                 "dispatched kernel, seed " + std::to_string(seed));
+  }
+}
+
+TEST_P(CpuKernel, EverySimdLevelOfThisCpuMatchesScalar) {
+  const Problem p = problem(11);
+  const Exact exact = exact_dots(p);
+  const std::vector<float> scalar = run(p, GetParam().variants->pick(CpuIsa::scalar));
+  expect_close(p, scalar, exact.dot, exact.magnitude, "scalar");
+  for (CpuIsa isa : strata::sdk::kAllCpuIsas) {
+    if (isa == CpuIsa::scalar || isa > strata::sdk::detect_cpu_isa()) continue;
+    const std::vector<double> scalar_result(scalar.begin(), scalar.end());
+    expect_close(p, run(p, GetParam().variants->pick(isa)), scalar_result, exact.magnitude,
+                 std::string(strata::sdk::cpu_isa_name(isa)) + " against scalar");
+  }
+}
+
+TEST_P(CpuKernel, ZeroRowsWritesNothing) {
+  const Problem p = problem(5);
+  float untouched = 42.0f;
+  GetParam().weight_type->cpu_dot_rows(p.n, 0, p.weight.data(), p.row_bytes, p.activation.data(), &untouched);
+  EXPECT_EQ(untouched, 42.0f);
+}
+
+using strata::quant_k::Q4KCodec;
+using strata::quant_k::Q5KCodec;
+using strata::quant_k::Q6KCodec;
+using strata::sdk::quant_type_v;
+namespace kernels = strata::cpu_kernels;
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, CpuKernel,
+    testing::Values(KernelCase{"F32", &base_type(0), 0, &kernels::kF32Dot},
+                    KernelCase{"F16", &base_type(1), 0, &kernels::kF16Dot},
+                    KernelCase{"BF16", &base_type(30), 0, &kernels::kBF16Dot},
+                    KernelCase{"Q8_0", &base_type(8), 8, &kernels::kQ8_0Dot},
+                    KernelCase{"Q4_K", &quant_type_v<Q4KCodec>, 15, &strata::quant_k::kQ4KDot},
+                    KernelCase{"Q5_K", &quant_type_v<Q5KCodec>, 15, &strata::quant_k::kQ5KDot},
+                    KernelCase{"Q6_K", &quant_type_v<Q6KCodec>, 15, &strata::quant_k::kQ6KDot}),
+    case_name);
+
+TEST(CpuIsaChoice, AutoOrUnsetTakesTheBestLevel) {
+  EXPECT_EQ(strata::sdk::choose_cpu_isa(nullptr, CpuIsa::avx512).isa, CpuIsa::avx512);
+  EXPECT_EQ(strata::sdk::choose_cpu_isa("auto", CpuIsa::avx2).isa, CpuIsa::avx2);
+  EXPECT_TRUE(strata::sdk::choose_cpu_isa("", CpuIsa::avx2).warning.empty());
+}
+
+TEST(CpuIsaChoice, LowerLevelsAreHonoured) {
+  EXPECT_EQ(strata::sdk::choose_cpu_isa("scalar", CpuIsa::avx512).isa, CpuIsa::scalar);
+  EXPECT_EQ(strata::sdk::choose_cpu_isa("avx2", CpuIsa::avx512).isa, CpuIsa::avx2);
+  EXPECT_TRUE(strata::sdk::choose_cpu_isa("avx2", CpuIsa::avx512).warning.empty());
+}
+
+TEST(CpuIsaChoice, MissingOrUnknownLevelFallsBackWithWarning) {
+  const auto missing = strata::sdk::choose_cpu_isa("avx512", CpuIsa::avx2);
+  EXPECT_EQ(missing.isa, CpuIsa::avx2);
+  EXPECT_NE(missing.warning.find("lacks"), std::string::npos) << missing.warning;
+  const auto unknown = strata::sdk::choose_cpu_isa("sse9", CpuIsa::avx2);
+  EXPECT_EQ(unknown.isa, CpuIsa::avx2);
+  EXPECT_NE(unknown.warning.find("sse9"), std::string::npos) << unknown.warning;
+}
+
+TEST(CpuIsaChoice, VariantsFallToTheBestLevelBelow) {
+  const auto scalar = +[](int64_t, int64_t, const void*, size_t, const void*, float*) {};
+  const auto avx2 = +[](int64_t, int64_t, const void*, size_t, const void*, float*) {};
+  const CpuDotVariants variants{scalar, avx2};
+  EXPECT_EQ(variants.pick(CpuIsa::avx512), avx2);
+  EXPECT_EQ(variants.pick(CpuIsa::avx2), avx2);
+  EXPECT_EQ(variants.pick(CpuIsa::scalar), scalar);
+}
+
+}  // namespace
