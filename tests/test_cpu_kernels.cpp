@@ -13,6 +13,8 @@
 
 #include "core/quant/base_cpu_kernels.hpp"
 #include "core/quant/quant_registry.hpp"
+#include "iq3_s.hpp"
+#include "iq3_xxs.hpp"
 #include "q4_k.hpp"
 #include "q5_k.hpp"
 #include "q6_k.hpp"
@@ -170,6 +172,8 @@ TEST_P(CpuKernel, ZeroRowsWritesNothing) {
   EXPECT_EQ(untouched, 42.0f);
 }
 
+using strata::iq3::Iq3SCodec;
+using strata::iq3::Iq3XxsCodec;
 using strata::quant_k::Q4KCodec;
 using strata::quant_k::Q5KCodec;
 using strata::quant_k::Q6KCodec;
@@ -184,7 +188,9 @@ INSTANTIATE_TEST_SUITE_P(
                     KernelCase{"Q8_0", &base_type(8), 8, &kernels::kQ8_0Dot},
                     KernelCase{"Q4_K", &quant_type_v<Q4KCodec>, 15, &strata::quant_k::kQ4KDot},
                     KernelCase{"Q5_K", &quant_type_v<Q5KCodec>, 15, &strata::quant_k::kQ5KDot},
-                    KernelCase{"Q6_K", &quant_type_v<Q6KCodec>, 15, &strata::quant_k::kQ6KDot}),
+                    KernelCase{"Q6_K", &quant_type_v<Q6KCodec>, 15, &strata::quant_k::kQ6KDot},
+                    KernelCase{"IQ3_XXS", &quant_type_v<Iq3XxsCodec>, 15, &strata::iq3::kIq3XxsDot},
+                    KernelCase{"IQ3_S", &quant_type_v<Iq3SCodec>, 15, &strata::iq3::kIq3SDot}),
     case_name);
 
 TEST(CpuIsaChoice, AutoOrUnsetTakesTheBestLevel) {

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "iq3_cpu_dot.hpp"
+
 namespace strata::iq3 {
 
 struct Iq3SCodec {
@@ -15,6 +17,8 @@ struct Iq3SCodec {
   static constexpr const char* name = "IQ3_S";
   static void dequantize(const uint8_t* blocks, float* out, int64_t n_blocks);
   static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);
+  static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
+  static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kIq3SDot>;
 };
 
 }  // namespace strata::iq3
