@@ -105,49 +105,14 @@ STRATA_TARGET_AVX2 float q8_0_row_dot_avx2(int64_t n, const uint8_t* row, const 
   return sdk::hsum_f32(acc);
 }
 
-STRATA_AVX512_KERNELS_BEGIN
-
-// Block first's values in the low 32 bytes, the next block's in the high 32 (masked loads: the bytes
-// between them are not read).
-STRATA_TARGET_AVX512 __m512i load_q8_0_pair(const uint8_t* first) {
-  const __m512i low = _mm512_maskz_loadu_epi8(0x00000000ffffffffull, first + 2);
-  return _mm512_mask_loadu_epi8(low, 0xffffffff00000000ull, first + kQ8_0Bytes + 2 - 32);
-}
-
-// Two blocks per 512-bit register, the byte products summed by VNNI in one instruction.
-STRATA_TARGET_AVX512 float q8_0_row_dot_avx512(int64_t n, const uint8_t* row, const void* activation) {
-  const auto* act = static_cast<const uint8_t*>(activation);
-  __m512 acc = _mm512_setzero_ps();
-  const int64_t n_blocks = n / kQ8_0Values;
-  int64_t b = 0;
-  for (; b + 2 <= n_blocks; b += 2) {
-    const uint8_t* w = row + b * kQ8_0Bytes;
-    const uint8_t* a = act + b * kQ8_0Bytes;
-    const __m512i wq = load_q8_0_pair(w), aq = load_q8_0_pair(a);
-    const __mmask64 negative = _mm512_movepi8_mask(wq);
-    const __m512i signed_a = _mm512_mask_sub_epi8(aq, negative, _mm512_setzero_si512(), aq);
-    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), signed_a);
-    const __m512 scale = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(q8_0_scale(w, a)),
-                                              _mm512_set1_ps(q8_0_scale(w + kQ8_0Bytes, a + kQ8_0Bytes)));
-    acc = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(dot), acc);
-  }
-  float sum = _mm512_reduce_add_ps(acc);
-  if (b < n_blocks) sum += q8_0_row_dot_avx2(kQ8_0Values, row + b * kQ8_0Bytes, act + b * kQ8_0Bytes);
-  return sum;
-}
-
-STRATA_AVX512_KERNELS_END
-
 constexpr sdk::CpuDotRowsFn kF32Avx2 = dot_rows<float_row_dot_avx2<load8_f32, load_f32, 4>>;
 constexpr sdk::CpuDotRowsFn kF16Avx2 = dot_rows<float_row_dot_avx2<load8_f16, load_f16, 2>>;
 constexpr sdk::CpuDotRowsFn kBF16Avx2 = dot_rows<float_row_dot_avx2<load8_bf16, load_bf16, 2>>;
 constexpr sdk::CpuDotRowsFn kQ8_0Avx2 = dot_rows<q8_0_row_dot_avx2>;
-constexpr sdk::CpuDotRowsFn kQ8_0Avx512 = dot_rows<q8_0_row_dot_avx512>;
 
 #else
 
-constexpr sdk::CpuDotRowsFn kF32Avx2 = nullptr, kF16Avx2 = nullptr, kBF16Avx2 = nullptr, kQ8_0Avx2 = nullptr,
-                            kQ8_0Avx512 = nullptr;
+constexpr sdk::CpuDotRowsFn kF32Avx2 = nullptr, kF16Avx2 = nullptr, kBF16Avx2 = nullptr, kQ8_0Avx2 = nullptr;
 
 #endif
 
@@ -156,6 +121,6 @@ constexpr sdk::CpuDotRowsFn kF32Avx2 = nullptr, kF16Avx2 = nullptr, kBF16Avx2 = 
 const sdk::CpuDotVariants kF32Dot{dot_rows<float_row_dot_scalar<load_f32, 4>>, kF32Avx2};
 const sdk::CpuDotVariants kF16Dot{dot_rows<float_row_dot_scalar<load_f16, 2>>, kF16Avx2};
 const sdk::CpuDotVariants kBF16Dot{dot_rows<float_row_dot_scalar<load_bf16, 2>>, kBF16Avx2};
-const sdk::CpuDotVariants kQ8_0Dot{dot_rows<q8_0_row_dot_scalar>, kQ8_0Avx2, kQ8_0Avx512};
+const sdk::CpuDotVariants kQ8_0Dot{dot_rows<q8_0_row_dot_scalar>, kQ8_0Avx2};
 
 }  // namespace strata::cpu_kernels

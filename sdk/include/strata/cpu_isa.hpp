@@ -15,17 +15,6 @@
 #define STRATA_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define STRATA_TARGET_AVX512 \
   __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
-// Around AVX-512 kernels: GCC 12's AVX-512 headers seed results with a self-initialized "undefined" vector,
-// which it then reports as uninitialized once inlined into a target function.
-#if defined(__GNUC__) && !defined(__clang__)
-#define STRATA_AVX512_KERNELS_BEGIN                                  \
-  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"") \
-      _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
-#define STRATA_AVX512_KERNELS_END _Pragma("GCC diagnostic pop")
-#else
-#define STRATA_AVX512_KERNELS_BEGIN
-#define STRATA_AVX512_KERNELS_END
-#endif
 #else
 #define STRATA_X86 0
 #endif
