@@ -1,0 +1,216 @@
+#include "core/template/operations.hpp"
+
+#include <cmath>
+
+#include "core/template/failure.hpp"
+#include "core/template/methods.hpp"
+#include "core/template/unicode.hpp"
+
+namespace strata::jinja {
+namespace {
+
+void require_defined(const Value& value) {
+  if (value.is_undefined()) fail_undefined(value);
+}
+
+[[noreturn]] void fail_operands(std::string_view op, const Value& left, const Value& right) {
+  if (op == "+" && left.is_string()) throw RenderFailure("can only concatenate str (not \"" + right.type_name() + "\") to str");
+  throw RenderFailure("unsupported operand type(s) for " + std::string(op) + ": '" + left.type_name() + "' and '" + right.type_name() + "'");
+}
+
+Value repeat(const Value& sequence, int64_t times) {
+  if (sequence.is_string()) {
+    std::string out;
+    for (int64_t i = 0; i < times; ++i) out += sequence.as_string();
+    return out;
+  }
+  std::vector<Value> items;
+  for (int64_t i = 0; i < times; ++i) items.insert(items.end(), sequence.list_data().items.begin(), sequence.list_data().items.end());
+  return sequence.is_tuple() ? Value::tuple(std::move(items)) : Value::list(std::move(items));
+}
+
+int64_t floor_divide(int64_t a, int64_t b) {
+  const int64_t quotient = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? quotient - 1 : quotient;
+}
+
+Value arithmetic(std::string_view op, const Value& left, const Value& right) {
+  const bool integral = !left.is_float() && !right.is_float();
+  if (op == "+") return integral ? Value(left.as_int() + right.as_int()) : Value(left.as_double() + right.as_double());
+  if (op == "-") return integral ? Value(left.as_int() - right.as_int()) : Value(left.as_double() - right.as_double());
+  if (op == "*") return integral ? Value(left.as_int() * right.as_int()) : Value(left.as_double() * right.as_double());
+  if (op == "**") {
+    if (integral && right.as_int() >= 0) {
+      int64_t result = 1;
+      for (int64_t i = 0; i < right.as_int(); ++i) result *= left.as_int();
+      return result;
+    }
+    return std::pow(left.as_double(), right.as_double());
+  }
+  const bool divisor_zero = integral ? right.as_int() == 0 : right.as_double() == 0.0;
+  if (divisor_zero) throw RenderFailure(op == "%" ? "integer modulo by zero" : "division by zero");
+  if (op == "/") return left.as_double() / right.as_double();
+  if (op == "//") {
+    if (integral) return floor_divide(left.as_int(), right.as_int());
+    return std::floor(left.as_double() / right.as_double());
+  }
+  // `%`: the result takes the divisor's sign, as in Python.
+  if (integral) return left.as_int() - right.as_int() * floor_divide(left.as_int(), right.as_int());
+  double remainder = std::fmod(left.as_double(), right.as_double());
+  if (remainder != 0.0 && ((remainder < 0) != (right.as_double() < 0))) remainder += right.as_double();
+  return remainder;
+}
+
+Value concatenate(const Value& left, const Value& right) {
+  if (left.is_string() && right.is_string()) return left.as_string() + right.as_string();
+  if (left.is_list_or_tuple() && right.is_list_or_tuple() && left.is_tuple() == right.is_tuple()) {
+    std::vector<Value> items = left.list_data().items;
+    items.insert(items.end(), right.list_data().items.begin(), right.list_data().items.end());
+    return left.is_tuple() ? Value::tuple(std::move(items)) : Value::list(std::move(items));
+  }
+  fail_operands("+", left, right);
+}
+
+// Python's slice.indices: clamps the bounds to the sequence for the step's direction.
+std::vector<size_t> slice_positions(size_t size, const Value& start, const Value& stop, const Value& step) {
+  const int64_t n = static_cast<int64_t>(size);
+  const int64_t stride = step.is_none() || step.is_undefined() ? 1 : step.as_int();
+  if (stride == 0) throw RenderFailure("slice step cannot be zero");
+  const int64_t lower = stride > 0 ? 0 : -1;
+  const int64_t upper = stride > 0 ? n : n - 1;
+  auto bound = [&](const Value& value, int64_t fallback) {
+    if (value.is_none() || value.is_undefined()) return fallback;
+    if (!value.is_number() || value.is_float()) throw RenderFailure("slice indices must be integers or None");
+    int64_t index = value.as_int();
+    if (index < 0) index += n;
+    return std::clamp(index, lower, upper);
+  };
+  const int64_t first = bound(start, stride > 0 ? lower : upper);
+  const int64_t last = bound(stop, stride > 0 ? upper : lower);
+  std::vector<size_t> positions;
+  for (int64_t i = first; stride > 0 ? i < last : i > last; i += stride) positions.push_back(static_cast<size_t>(i));
+  return positions;
+}
+
+}  // namespace
+
+std::string object_description(const Value& object) {
+  if (object.is_none()) return "None";
+  return "'" + object.type_name() + " object'";
+}
+
+void fail_undefined(const Value& undefined) { throw RenderFailure(undefined.undefined_hint()); }
+
+Value get_attribute(const Value& object, const std::string& name) {
+  require_defined(object);
+  if (auto method = bound_method(object, name)) return *method;
+  if (object.is_dict_or_namespace()) {
+    if (const Value* found = object.dict_data().find(Value(name))) return *found;
+  }
+  return Value::undefined(object_description(object) + " has no attribute '" + name + "'");
+}
+
+Value get_item(const Value& object, const Value& key) {
+  require_defined(object);
+  if ((object.is_list_or_tuple() || object.is_string()) && key.is_number() && !key.is_float()) {
+    const int64_t size = static_cast<int64_t>(length(object));
+    int64_t index = key.as_int();
+    if (index < 0) index += size;
+    if (index >= 0 && index < size) {
+      if (object.is_string()) return split_code_points(object.as_string())[static_cast<size_t>(index)];
+      return object.list_data().items[static_cast<size_t>(index)];
+    }
+  } else if (object.is_dict_or_namespace()) {
+    if (const Value* found = object.dict_data().find(key)) return *found;
+  }
+  if (key.is_string()) {
+    if (auto method = bound_method(object, key.as_string())) return *method;
+    return Value::undefined(object_description(object) + " has no attribute '" + key.as_string() + "'");
+  }
+  return Value::undefined(object_description(object) + " has no element " + key.repr());
+}
+
+Value slice(const Value& object, const Value& start, const Value& stop, const Value& step) {
+  require_defined(object);
+  if (object.is_string()) {
+    const auto characters = split_code_points(object.as_string());
+    std::string out;
+    for (const size_t i : slice_positions(characters.size(), start, stop, step)) out += characters[i];
+    return out;
+  }
+  if (!object.is_list_or_tuple()) throw RenderFailure("'" + object.type_name() + "' object is not subscriptable");
+  const auto& items = object.list_data().items;
+  std::vector<Value> picked;
+  for (const size_t i : slice_positions(items.size(), start, stop, step)) picked.push_back(items[i]);
+  return object.is_tuple() ? Value::tuple(std::move(picked)) : Value::list(std::move(picked));
+}
+
+Value binary_operation(std::string_view op, const Value& left, const Value& right) {
+  if (op == "==") return left == right;
+  if (op == "!=") return !(left == right);
+  if (op == "~") return left.str() + right.str();
+  if (op == "in") return contains(right, left);
+  if (op == "not in") return !contains(right, left);
+  require_defined(left);
+  require_defined(right);
+  if (op == "<") return compare(left, right) < 0;
+  if (op == "<=") return compare(left, right) <= 0;
+  if (op == ">") return compare(left, right) > 0;
+  if (op == ">=") return compare(left, right) >= 0;
+  if (left.is_number() && right.is_number()) return arithmetic(op, left, right);
+  if (op == "+") return concatenate(left, right);
+  if (op == "*") {
+    if ((left.is_string() || left.is_list_or_tuple()) && right.is_number() && !right.is_float()) return repeat(left, right.as_int());
+    if ((right.is_string() || right.is_list_or_tuple()) && left.is_number() && !left.is_float()) return repeat(right, left.as_int());
+  }
+  fail_operands(op, left, right);
+}
+
+Value unary_operation(std::string_view op, const Value& operand) {
+  require_defined(operand);
+  if (!operand.is_number()) throw RenderFailure("bad operand type for unary " + std::string(op) + ": '" + operand.type_name() + "'");
+  if (op == "+") return operand.is_float() ? Value(operand.as_double()) : Value(operand.as_int());
+  return operand.is_float() ? Value(-operand.as_double()) : Value(-operand.as_int());
+}
+
+bool contains(const Value& container, const Value& item) {
+  if (container.is_undefined()) return false;
+  if (container.is_string()) {
+    if (!item.is_string()) throw RenderFailure("'in <string>' requires string as left operand, not " + item.type_name());
+    return container.as_string().find(item.as_string()) != std::string::npos;
+  }
+  if (container.is_list_or_tuple()) {
+    for (const auto& element : container.list_data().items) {
+      if (element == item) return true;
+    }
+    return false;
+  }
+  if (container.is_mapping()) return container.dict_data().find(item) != nullptr;
+  throw RenderFailure("argument of type '" + container.type_name() + "' is not iterable");
+}
+
+std::vector<Value> iterate(const Value& iterable) {
+  if (iterable.is_undefined()) return {};
+  if (iterable.is_list_or_tuple()) return iterable.list_data().items;
+  if (iterable.is_mapping()) {
+    std::vector<Value> keys;
+    for (const auto& entry : iterable.dict_data().entries) keys.push_back(entry.first);
+    return keys;
+  }
+  if (iterable.is_string()) {
+    std::vector<Value> characters;
+    for (auto& character : split_code_points(iterable.as_string())) characters.emplace_back(std::move(character));
+    return characters;
+  }
+  throw RenderFailure("'" + iterable.type_name() + "' object is not iterable");
+}
+
+size_t length(const Value& value) {
+  if (value.is_undefined()) return 0;
+  if (value.is_string()) return code_point_count(value.as_string());
+  if (value.is_list_or_tuple()) return value.list_data().items.size();
+  if (value.is_mapping()) return value.dict_data().entries.size();
+  throw RenderFailure("object of type '" + value.type_name() + "' has no len()");
+}
+
+}  // namespace strata::jinja

@@ -1,0 +1,123 @@
+// Values of the template language with Python's semantics: None, bool, int, float, str, list, tuple,
+// dict (insertion-ordered), namespace objects, callables, and Jinja2's Undefined. Lists and dicts are
+// shared by reference, as in Python.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace strata::jinja {
+
+class Value;
+struct ListData;
+struct DictData;
+struct Function;
+struct CallArgs;
+
+class Value {
+ public:
+  // Why the value is undefined (Jinja2's hint), used in the error when it is used where that fails.
+  struct Undefined {
+    std::string hint;
+  };
+
+  Value() : storage_(Undefined{}) {}
+  Value(std::nullptr_t) : storage_(nullptr) {}
+  Value(bool value) : storage_(value) {}
+  Value(int value) : storage_(int64_t{value}) {}
+  Value(int64_t value) : storage_(value) {}
+  Value(size_t value) : storage_(static_cast<int64_t>(value)) {}
+  Value(double value) : storage_(value) {}
+  Value(std::string value) : storage_(std::move(value)) {}
+  Value(std::string_view value) : storage_(std::string(value)) {}
+  Value(const char* value) : storage_(std::string(value)) {}
+
+  static Value undefined(std::string hint) { return Value(Storage(Undefined{std::move(hint)})); }
+  static Value list(std::vector<Value> items = {});
+  static Value tuple(std::vector<Value> items);
+  static Value dict();
+  static Value namespace_object();
+  static Value function(std::string name, std::function<Value(const CallArgs&)> call);
+  static Value from_json(const nlohmann::ordered_json& json);
+
+  bool is_undefined() const { return std::holds_alternative<Undefined>(storage_); }
+  bool is_none() const { return std::holds_alternative<std::nullptr_t>(storage_); }
+  bool is_bool() const { return std::holds_alternative<bool>(storage_); }
+  bool is_int() const { return std::holds_alternative<int64_t>(storage_); }
+  bool is_float() const { return std::holds_alternative<double>(storage_); }
+  // Python's numbers: bool counts, as it is a subclass of int.
+  bool is_number() const { return is_bool() || is_int() || is_float(); }
+  bool is_string() const { return std::holds_alternative<std::string>(storage_); }
+  bool is_list_or_tuple() const { return std::holds_alternative<std::shared_ptr<ListData>>(storage_); }
+  bool is_tuple() const;
+  bool is_dict_or_namespace() const { return std::holds_alternative<std::shared_ptr<DictData>>(storage_); }
+  bool is_mapping() const;  // a dict, not a namespace
+  bool is_namespace() const { return is_dict_or_namespace() && !is_mapping(); }
+  bool is_callable() const { return std::holds_alternative<std::shared_ptr<Function>>(storage_); }
+
+  bool as_bool() const { return std::get<bool>(storage_); }
+  // Integer value of a bool or int.
+  int64_t as_int() const { return is_bool() ? int64_t{as_bool()} : std::get<int64_t>(storage_); }
+  double as_double() const { return is_float() ? std::get<double>(storage_) : static_cast<double>(as_int()); }
+  const std::string& as_string() const { return std::get<std::string>(storage_); }
+  ListData& list_data() const { return *std::get<std::shared_ptr<ListData>>(storage_); }
+  DictData& dict_data() const { return *std::get<std::shared_ptr<DictData>>(storage_); }
+  const Function& function() const { return *std::get<std::shared_ptr<Function>>(storage_); }
+  const std::string& undefined_hint() const { return std::get<Undefined>(storage_).hint; }
+  const void* identity() const;  // for `is sameas` on lists, dicts and callables
+
+  bool truthy() const;
+  std::string str() const;   // Python's str()
+  std::string repr() const;  // Python's repr()
+  std::string type_name() const;  // Python's type name, for messages
+
+ private:
+  using Storage = std::variant<Undefined, std::nullptr_t, bool, int64_t, double, std::string, std::shared_ptr<ListData>,
+                               std::shared_ptr<DictData>, std::shared_ptr<Function>>;
+  explicit Value(Storage storage) : storage_(std::move(storage)) {}
+  Storage storage_;
+};
+
+struct ListData {
+  std::vector<Value> items;
+  bool is_tuple = false;
+};
+
+struct DictData {
+  std::vector<std::pair<Value, Value>> entries;
+  bool is_namespace = false;
+
+  const Value* find(const Value& key) const;
+  void set(const Value& key, Value value);
+};
+
+struct CallArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keyword;
+
+  // Python's argument binding: the argument at `index` or named `name`, else `fallback`.
+  Value get(size_t index, std::string_view name, Value fallback = Value()) const;
+  bool has(size_t index, std::string_view name) const;
+};
+
+struct Function {
+  std::string name;
+  std::function<Value(const CallArgs&)> call;
+};
+
+// Python's ==, where 1 == 1.0 == True and [1] != (1,).
+bool operator==(const Value& a, const Value& b);
+// Python's ordering (<0, 0, >0); throws RenderFailure for types Python cannot order.
+int compare(const Value& a, const Value& b);
+
+std::string python_float_repr(double value);
+std::string python_string_repr(std::string_view text);
+
+}  // namespace strata::jinja
