@@ -18,7 +18,8 @@ int main(int argc, char** argv) {
   strata::host::register_synth_command(app);
   strata::host::register_logits_command(app);
   strata::host::register_bench_command(app);
-  strata::host::register_template_command(app);
+  strata::host::register_tokenize_command(app);
+  strata::host::register_detokenize_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,88 @@
+// strata tokenize --model M --text-file F [--parse-special] [--add-special]
+// strata detokenize --model M --ids "1 2 3"
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+
+#include "core/gguf/gguf_file.hpp"
+#include "core/tokenizer/tokenizer.hpp"
+#include "core/util/error.hpp"
+#include "host/commands/commands.hpp"
+
+namespace strata::host {
+namespace {
+
+struct TokenizeOptions {
+  std::string model;
+  std::string text_file;
+  bool parse_special = false;
+  bool add_special = false;
+};
+
+struct DetokenizeOptions {
+  std::string model;
+  std::string ids;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot read");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// "1 2 3" or "1,2,3" (or both mixed) -> ids.
+std::vector<tokenizer::TokenId> parse_ids(const std::string& text) {
+  std::vector<tokenizer::TokenId> ids;
+  size_t pos = 0;
+  while (true) {
+    pos = text.find_first_not_of(" ,\t\n\r", pos);
+    if (pos == std::string::npos) break;
+    const size_t end = std::min(text.find_first_of(" ,\t\n\r", pos), text.size());
+    const std::string word = text.substr(pos, end - pos);
+    size_t used = 0;
+    long long value = -1;
+    try {
+      value = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || value < 0 || value > INT32_MAX) throw Error("--ids: '" + word + "' is not a token id");
+    ids.push_back(static_cast<tokenizer::TokenId>(value));
+    pos = end;
+  }
+  return ids;
+}
+
+}  // namespace
+
+void register_tokenize_command(CLI::App& app) {
+  auto options = std::make_shared<TokenizeOptions>();
+  auto* command = app.add_subcommand("tokenize", "Print the token ids of a text file, space-separated, on one line");
+  command->add_option("--model", options->model, "GGUF file whose vocabulary to use")->required();
+  command->add_option("--text-file", options->text_file, "The text, read as bytes")->required();
+  command->add_flag("--parse-special", options->parse_special, "Turn special-token text (<|im_end|>) into its id");
+  command->add_flag("--add-special", options->add_special, "Add BOS/EOS as the vocabulary asks");
+  command->callback([options] {
+    const tokenizer::Tokenizer tokenizer(gguf::Model(options->model));
+    const auto ids = tokenizer.encode(read_file(options->text_file), {options->add_special, options->parse_special});
+    std::string line;
+    for (const auto id : ids) line += (line.empty() ? "" : " ") + std::to_string(id);
+    std::cout << line << "\n";
+  });
+}
+
+void register_detokenize_command(CLI::App& app) {
+  auto options = std::make_shared<DetokenizeOptions>();
+  auto* command = app.add_subcommand("detokenize", "Print the text of token ids, exactly (no newline added)");
+  command->add_option("--model", options->model, "GGUF file whose vocabulary to use")->required();
+  command->add_option("--ids", options->ids, "Token ids separated by spaces or commas")->required();
+  command->callback([options] {
+    const tokenizer::Tokenizer tokenizer(gguf::Model(options->model));
+    std::cout << tokenizer.decode(parse_ids(options->ids)) << std::flush;
+  });
+}
+
+}  // namespace strata::host
