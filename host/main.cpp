@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   strata::host::register_synth_command(app);
   strata::host::register_logits_command(app);
   strata::host::register_bench_command(app);
+  strata::host::register_template_command(app);
   strata::host::register_tokenize_command(app);
   strata::host::register_detokenize_command(app);
 
