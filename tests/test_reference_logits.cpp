@@ -4,6 +4,7 @@
 // f16 KV; int8 KV within four times the KL bar.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
