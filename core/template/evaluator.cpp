@@ -172,7 +172,7 @@ void bind_parameters(const std::vector<Parameter>& parameters, const CallArgs& a
       extra_keyword.dict_data().set(Value(name), value);
     }
   }
-  frame->set("varargs", Value::list(std::move(extra_positional)));
+  frame->set("varargs", Value::tuple(std::move(extra_positional)));
   frame->set("kwargs", extra_keyword);
 }
 
