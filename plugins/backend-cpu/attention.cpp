@@ -1,0 +1,97 @@
+// Causal grouped-query attention over one sequence's cache: this step's keys and values are stored at
+// their positions first, then every (token, head) pair attends over cache positions 0..position.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backend_objects.hpp"
+#include "kv_cache.hpp"
+#include "ops.hpp"
+
+namespace strata::cpu {
+namespace {
+
+void check_params(const strata_kv_cache& cache, const strata_attention_params& params) {
+  const strata_kv_config& config = cache.config;
+  if (params.struct_size < sizeof(strata_attention_params)) invalid_argument("attention params: struct_size is too small");
+  if (params.layer < 0 || params.layer >= config.n_layers) {
+    invalid_argument("attention: layer " + std::to_string(params.layer) + " is outside the cache's " +
+                     std::to_string(config.n_layers) + " layers");
+  }
+  if (params.n_head_kv != config.n_head_kv || params.head_dim != config.head_dim) {
+    invalid_argument("attention: " + std::to_string(params.n_head_kv) + " kv heads of " +
+                     std::to_string(params.head_dim) + " do not match the cache's " +
+                     std::to_string(config.n_head_kv) + " of " + std::to_string(config.head_dim));
+  }
+  if (params.n_tokens < 0 || params.n_head <= 0 || params.n_head % params.n_head_kv != 0) {
+    invalid_argument("attention: " + std::to_string(params.n_head) + " query heads are not a multiple of " +
+                     std::to_string(params.n_head_kv) + " kv heads");
+  }
+  if (params.n_tokens > 0 && params.positions == nullptr) invalid_argument("attention: positions is NULL");
+  for (int32_t t = 0; t < params.n_tokens; ++t) {
+    const int32_t position = params.positions[t];
+    if (position < 0 || position >= config.n_ctx) {
+      invalid_argument("position " + std::to_string(position) + " is past the context of " +
+                       std::to_string(config.n_ctx));
+    }
+  }
+}
+
+// out = softmax(q . k_j * scale) over j <= position, times v_j; scores and the sum are float.
+void attend(const strata_backend& backend, const strata_kv_cache& cache, const strata_attention_params& params,
+            int32_t position, int32_t kv_head, const float* q, float* scores, float* out) {
+  const FloatKernels& kernels = backend.kernels;
+  const size_t first_row = cache.row(params.layer, kv_head, 0);
+  const int32_t n_seen = position + 1;
+  float max_score = -INFINITY;
+  for (int32_t j = 0; j < n_seen; ++j) {
+    scores[j] = cache.keys.dot(kernels, first_row + j, q) * params.scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  float sum = 0.0f;
+  for (int32_t j = 0; j < n_seen; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    sum += scores[j];
+  }
+  std::fill(out, out + params.head_dim, 0.0f);
+  const float normalizer = 1.0f / sum;
+  for (int32_t j = 0; j < n_seen; ++j) cache.values.accumulate(kernels, first_row + j, scores[j] * normalizer, out);
+}
+
+}  // namespace
+
+void attention(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,
+               const strata_buffer* q, const strata_buffer* k, const strata_buffer* v, strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  auto& kv = deref(cache, "kv cache");
+  const auto& p = deref(params, "attention params");
+  check_params(kv, p);
+  const int64_t n_tokens = p.n_tokens, head_dim = p.head_dim;
+  const int64_t q_width = p.n_head * head_dim, kv_width = p.n_head_kv * head_dim;
+  const float* q_values = floats(q, n_tokens * q_width, "attention q");
+  const float* k_values = floats(k, n_tokens * kv_width, "attention k");
+  const float* v_values = floats(v, n_tokens * kv_width, "attention v");
+  float* out_values = floats(out, n_tokens * q_width, "attention out");
+  if (out == q || out == k || out == v) invalid_argument("attention: out must not be an input");
+
+  instance.pool.parallel_for(n_tokens * p.n_head_kv, [&](int64_t begin, int64_t end, int) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item / p.n_head_kv, kv_head = item % p.n_head_kv;
+      const size_t row = kv.row(p.layer, static_cast<int32_t>(kv_head), p.positions[t]);
+      kv.keys.store(row, k_values + t * kv_width + kv_head * head_dim);
+      kv.values.store(row, v_values + t * kv_width + kv_head * head_dim);
+    }
+  });
+  const int32_t group = p.n_head / p.n_head_kv;
+  instance.pool.parallel_for(n_tokens * p.n_head, [&](int64_t begin, int64_t end, int worker) {
+    float* scores = instance.worker_floats(worker, static_cast<size_t>(kv.config.n_ctx));
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item / p.n_head, head = item % p.n_head;
+      const int64_t offset = t * q_width + head * head_dim;
+      attend(instance, kv, p, p.positions[t], static_cast<int32_t>(head / group), q_values + offset, scores,
+             out_values + offset);
+    }
+  });
+}
+
+}  // namespace strata::cpu

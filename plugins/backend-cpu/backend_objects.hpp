@@ -1,0 +1,112 @@
+// The objects behind the backend ABI's opaque handles, and checked access to them for the ops.
+// A backend instance is driven by one host thread at a time (ops run in call order); the ops spread
+// their work over the instance's pool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "float_kernels.hpp"
+#include "isa.hpp"
+#include "strata/backend.h"
+#include "strata/plugin.hpp"
+#include "thread_pool.hpp"
+
+struct strata_buffer {
+  struct FreeDeleter {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte, FreeDeleter> data;  // 64-byte aligned, zeroed
+  size_t bytes = 0;
+};
+
+struct strata_weight {
+  std::string name;
+  const strata_quant_type* type = nullptr;
+  int64_t ne0 = 0, ne1 = 0, ne2 = 0;
+  size_t row_bytes = 0;
+  const std::byte* data = nullptr;  // the host's bytes, not copied
+
+  const std::byte* matrix(int64_t expert) const { return data + static_cast<size_t>(expert * ne1) * row_bytes; }
+};
+
+struct strata_backend {
+  strata_backend(int n_threads, strata::cpu::CpuIsa isa, const strata_backend_config& config);
+
+  strata::cpu::ThreadPool pool;
+  strata::cpu::CpuIsa isa;
+  const strata::cpu::FloatKernels& kernels;
+  void* quant_context;
+  const strata_quant_type* (*find_quant_type)(void* quant_context, uint32_t type_id);
+  std::string description;
+
+  // Scratch kept between ops, so steady-state ops allocate nothing. thread_floats[worker] belongs to
+  // that pool worker alone.
+  std::vector<std::vector<float>> thread_floats;
+  std::vector<std::byte> activations;  // matmul inputs converted to the kernels' activation types
+  std::vector<float> moe_floats;       // moe_ffn's gathered inputs and per-expert results
+  std::vector<int32_t> moe_slots;      // moe_ffn's (token, choice) slots grouped by expert
+
+  // A worker's float scratch of at least count values.
+  float* worker_floats(int worker, size_t count) {
+    auto& scratch = thread_floats[worker];
+    if (scratch.size() < count) scratch.resize(count);
+    return scratch.data();
+  }
+  const strata_quant_type* find_type(uint32_t type_id) const {
+    return find_quant_type != nullptr ? find_quant_type(quant_context, type_id) : nullptr;
+  }
+};
+
+namespace strata::cpu {
+
+inline constexpr uint32_t kTypeF32 = 0;
+
+[[noreturn]] inline void invalid_argument(const std::string& message) {
+  throw sdk::Failure(STRATA_E_INVALID_ARGUMENT, message);
+}
+
+template <class T>
+T& deref(T* pointer, const char* what) {
+  if (pointer == nullptr) invalid_argument(std::string(what) + " is NULL");
+  return *pointer;
+}
+
+// The first count elements of a buffer as T, after checking that the buffer holds them.
+template <class T>
+T* elements(strata_buffer* buffer, int64_t count, const char* what) {
+  const strata_buffer& checked = deref(buffer, what);
+  if (count < 0 || static_cast<uint64_t>(count) > checked.bytes / sizeof(T)) {
+    invalid_argument(std::string(what) + ": a buffer of " + std::to_string(checked.bytes) + " bytes cannot hold " +
+                     std::to_string(count) + " values");
+  }
+  return reinterpret_cast<T*>(checked.data.get());
+}
+template <class T>
+const T* elements(const strata_buffer* buffer, int64_t count, const char* what) {
+  return elements<T>(const_cast<strata_buffer*>(buffer), count, what);
+}
+
+inline float* floats(strata_buffer* buffer, int64_t count, const char* what) {
+  return elements<float>(buffer, count, what);
+}
+inline const float* floats(const strata_buffer* buffer, int64_t count, const char* what) {
+  return elements<float>(buffer, count, what);
+}
+
+// An F32 vector weight of at least width values (norm weights, biases).
+const float* f32_vector(const strata_weight* weight, int64_t width, const char* what);
+
+// Calls a codec function that reports failure through status + message, and throws that failure.
+template <class Call>
+void call_codec(Call&& call) {
+  char message[256] = "";
+  strata_error error{message, sizeof message};
+  const strata_status status = call(&error);
+  if (status != STRATA_OK) throw sdk::Failure(status, message);
+}
+
+}  // namespace strata::cpu

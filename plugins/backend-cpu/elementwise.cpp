@@ -1,0 +1,144 @@
+// Row-wise and elementwise ops: embedding lookup, RMS norm, NEOX rope, add, mul, unary, row scaling.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "activation_functions.hpp"
+#include "backend_objects.hpp"
+#include "ops.hpp"
+
+namespace strata::cpu {
+namespace {
+
+// Elementwise work is split into chunks big enough that a fork-join pays off.
+constexpr int64_t kElementsPerChunk = 16384;
+
+template <class Fn>
+void parallel_elements(strata_backend& backend, int64_t n, Fn fn) {
+  const int64_t n_chunks = (n + kElementsPerChunk - 1) / kElementsPerChunk;
+  backend.pool.parallel_for(n_chunks, [&](int64_t begin, int64_t end, int) {
+    const int64_t last = std::min(n, end * kElementsPerChunk);
+    for (int64_t i = begin * kElementsPerChunk; i < last; ++i) fn(i);
+  });
+}
+
+template <class Op>
+void binary(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out,
+            const char* what, Op op) {
+  auto& instance = deref(backend, "backend");
+  const float* a_values = floats(a, n, what);
+  const float* b_values = floats(b, n, what);
+  float* out_values = floats(out, n, what);
+  parallel_elements(instance, n, [&](int64_t i) { out_values[i] = op(a_values[i], b_values[i]); });
+}
+
+}  // namespace
+
+void get_rows(strata_backend* backend, const strata_weight* table, const int32_t* ids, int32_t n_ids,
+              strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  const auto& weight = deref(table, "get_rows table");
+  if (weight.ne2 != 1) invalid_argument("get_rows: " + weight.name + " has " + std::to_string(weight.ne2) + " matrices");
+  if (n_ids < 0 || (n_ids > 0 && ids == nullptr)) invalid_argument("get_rows: no ids");
+  const int64_t width = weight.ne0;
+  float* out_values = floats(out, n_ids * width, "get_rows out");
+  for (int32_t i = 0; i < n_ids; ++i) {
+    if (ids[i] < 0 || ids[i] >= weight.ne1) {
+      invalid_argument("get_rows: row " + std::to_string(ids[i]) + " is outside the " + std::to_string(weight.ne1) +
+                       " rows of " + weight.name);
+    }
+  }
+  instance.pool.parallel_for(n_ids, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      call_codec([&](strata_error* error) {
+        return weight.type->dequantize(weight.data + ids[i] * weight.row_bytes, out_values + i * width,
+                                       width / weight.type->block_elements, error);
+      });
+    }
+  });
+}
+
+void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weight* weight, int32_t rows,
+              int32_t width, float eps, strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  if (rows < 0 || width <= 0) invalid_argument("rms_norm: bad shape");
+  const float* x_values = floats(x, int64_t{rows} * width, "rms_norm x");
+  float* out_values = floats(out, int64_t{rows} * width, "rms_norm out");
+  const float* gain = f32_vector(weight, width, "rms_norm weight");
+  instance.pool.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = x_values + r * width;
+      const float mean = instance.kernels.dot(row, row, width) / static_cast<float>(width);
+      const float scale = 1.0f / std::sqrt(mean + eps);
+      float* result = out_values + r * width;
+      for (int32_t i = 0; i < width; ++i) result[i] = row[i] * scale * gain[i];
+    }
+  });
+}
+
+void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens,
+               int32_t n_heads, int32_t head_dim, int32_t n_rot, float base) {
+  auto& instance = deref(backend, "backend");
+  if (n_tokens < 0 || n_heads <= 0 || n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim) {
+    invalid_argument("rope_neox: n_rot " + std::to_string(n_rot) + " must be even and at most head_dim " +
+                     std::to_string(head_dim));
+  }
+  if (n_tokens > 0 && positions == nullptr) invalid_argument("rope_neox: positions is NULL");
+  const int64_t token_width = int64_t{n_heads} * head_dim;
+  float* values = floats(x, n_tokens * token_width, "rope_neox x");
+  const int32_t half = n_rot / 2;
+  // As ggml: the angle of pair i is position * theta_scale^i, theta_scale = base^(-2/n_rot), in float.
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  instance.pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int worker) {
+    float* cos_sin = instance.worker_floats(worker, static_cast<size_t>(n_rot));
+    for (int64_t t = begin; t < end; ++t) {
+      float theta = static_cast<float>(positions[t]);
+      for (int32_t i = 0; i < half; ++i) {
+        cos_sin[2 * i] = std::cos(theta);
+        cos_sin[2 * i + 1] = std::sin(theta);
+        theta *= theta_scale;
+      }
+      for (int32_t head = 0; head < n_heads; ++head) {
+        float* v = values + t * token_width + int64_t{head} * head_dim;
+        for (int32_t i = 0; i < half; ++i) {
+          const float x0 = v[i], x1 = v[i + half];
+          v[i] = x0 * cos_sin[2 * i] - x1 * cos_sin[2 * i + 1];
+          v[i + half] = x0 * cos_sin[2 * i + 1] + x1 * cos_sin[2 * i];
+        }
+      }
+    }
+  });
+}
+
+void add(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out) {
+  binary(backend, a, b, n, out, "add", [](float p, float q) { return p + q; });
+}
+
+void mul(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out) {
+  binary(backend, a, b, n, out, "mul", [](float p, float q) { return p * q; });
+}
+
+void unary(strata_backend* backend, int32_t op, const strata_buffer* x, int64_t n, strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  const float* x_values = floats(x, n, "unary x");
+  float* out_values = floats(out, n, "unary out");
+  switch (op) {
+    case STRATA_UNARY_SILU:
+      parallel_elements(instance, n, [&](int64_t i) { out_values[i] = silu(x_values[i]); });
+      return;
+    case STRATA_UNARY_SIGMOID:
+      parallel_elements(instance, n, [&](int64_t i) { out_values[i] = sigmoid(x_values[i]); });
+      return;
+  }
+  invalid_argument("unary: unknown op " + std::to_string(op));
+}
+
+void scale_rows(strata_backend* backend, strata_buffer* x, const strata_buffer* scale, int32_t rows, int32_t width) {
+  auto& instance = deref(backend, "backend");
+  if (rows < 0 || width < 0) invalid_argument("scale_rows: bad shape");
+  float* values = floats(x, int64_t{rows} * width, "scale_rows x");
+  const float* scales = floats(scale, rows, "scale_rows scale");
+  parallel_elements(instance, int64_t{rows} * width, [&](int64_t i) { values[i] *= scales[i / width]; });
+}
+
+}  // namespace strata::cpu

@@ -1,0 +1,136 @@
+// One generic body per kernel, written with GCC vector extensions (16 floats per vector), inlined into a
+// wrapper per target: avx512 keeps a vector in one zmm register, avx2 in two ymm, the baseline in four xmm.
+// Every variant sums in the same order; only FMA contraction (this file builds with -ffp-contract=fast)
+// makes the avx2/avx512 results differ from the baseline, within float rounding.
+#include "float_kernels.hpp"
+
+#include <cstring>
+
+#include "strata/half.hpp"
+
+namespace strata::cpu {
+namespace {
+
+#define STRATA_INLINE [[gnu::always_inline]] inline
+
+using vf = float __attribute__((vector_size(64)));
+using vi32 = int32_t __attribute__((vector_size(64)));
+using vu16 = uint16_t __attribute__((vector_size(32)));
+using vi8 = int8_t __attribute__((vector_size(16)));
+constexpr int kLanes = 16;
+
+STRATA_INLINE vf load(const float* p) {
+  vf v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+STRATA_INLINE void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+
+// Exact half -> float without branches (so it vectorizes): the exponent and mantissa bits moved into float
+// position and scaled by 2^112 give every finite half, subnormals included; inf and NaN get the float's
+// all-ones exponent. The inf/NaN mask comes from arithmetic, not a compare: GCC 12 scalarizes compares
+// on vectors wider than the target's registers.
+STRATA_INLINE vf load(const uint16_t* p) {
+  vu16 h;
+  std::memcpy(&h, p, sizeof h);
+  const vi32 bits = __builtin_convertvector(h, vi32);
+  const vi32 magnitude = (bits & 0x7fff) << 13;
+  const vi32 sign = (bits & 0x8000) << 16;
+  const vi32 finite = (vi32)((vf)magnitude * 0x1p112f);
+  const vi32 is_inf_or_nan = -(((magnitude >> 23) + 1) >> 5);  // exponent 31: all-ones lanes, else zero
+  const vi32 result = ((magnitude | 0x7f800000) & is_inf_or_nan) | (finite & ~is_inf_or_nan);
+  return (vf)(result | sign);
+}
+
+STRATA_INLINE vf load(const int8_t* p) {
+  vi8 q;
+  std::memcpy(&q, p, sizeof q);
+  // Through int32: GCC scalarizes a direct int8 -> float conversion.
+  return __builtin_convertvector(__builtin_convertvector(q, vi32), vf);
+}
+
+STRATA_INLINE float to_float(float x) { return x; }
+STRATA_INLINE float to_float(uint16_t x) { return sdk::fp16_to_fp32(x); }
+STRATA_INLINE float to_float(int8_t x) { return static_cast<float>(x); }
+
+// Lanes summed in a fixed order, the same on every target.
+STRATA_INLINE float reduce(vf v) {
+  float sum = 0.0f;
+  for (int lane = 0; lane < kLanes; ++lane) sum += v[lane];
+  return sum;
+}
+
+// Two accumulators per row hide the add latency.
+template <class T>
+STRATA_INLINE float dot_body(const T* a, const float* b, int64_t n) {
+  vf acc0 = {}, acc1 = {};
+  int64_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    acc0 += load(a + i) * load(b + i);
+    acc1 += load(a + i + kLanes) * load(b + i + kLanes);
+  }
+  float sum = reduce(acc0 + acc1);
+  for (; i < n; ++i) sum += to_float(a[i]) * b[i];
+  return sum;
+}
+
+// Same accumulation per row as dot_body, so a row's result does not depend on which kernel computed it.
+STRATA_INLINE void dot4_body(const float* w, size_t stride, const float* x, int64_t n, float* out) {
+  vf acc[4][2] = {};
+  int64_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    const vf x0 = load(x + i), x1 = load(x + i + kLanes);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      acc[r][0] += load(w + r * stride + i) * x0;
+      acc[r][1] += load(w + r * stride + i + kLanes) * x1;
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    float sum = reduce(acc[r][0] + acc[r][1]);
+    for (int64_t j = i; j < n; ++j) sum += w[r * stride + j] * x[j];
+    out[r] = sum;
+  }
+}
+
+template <class T>
+STRATA_INLINE void axpy_body(float a, const T* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store(y + i, load(y + i) + a * load(x + i));
+  for (; i < n; ++i) y[i] += a * to_float(x[i]);
+}
+
+#define STRATA_FLOAT_KERNELS(set_name, target_attribute)                                                         \
+  namespace set_name {                                                                                           \
+  target_attribute float dot(const float* a, const float* b, int64_t n) { return dot_body(a, b, n); }            \
+  target_attribute void dot4(const float* w, size_t stride, const float* x, int64_t n, float* out) {             \
+    dot4_body(w, stride, x, n, out);                                                                             \
+  }                                                                                                              \
+  target_attribute float dot_f16(const uint16_t* a, const float* b, int64_t n) { return dot_body(a, b, n); }     \
+  target_attribute float dot_i8(const int8_t* a, const float* b, int64_t n) { return dot_body(a, b, n); }        \
+  target_attribute void axpy(float a, const float* x, float* y, int64_t n) { axpy_body(a, x, y, n); }            \
+  target_attribute void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) { axpy_body(a, x, y, n); }     \
+  target_attribute void axpy_i8(float a, const int8_t* x, float* y, int64_t n) { axpy_body(a, x, y, n); }        \
+  constexpr FloatKernels table{&dot, &dot4, &dot_f16, &dot_i8, &axpy, &axpy_f16, &axpy_i8};                       \
+  }
+
+STRATA_FLOAT_KERNELS(baseline, )
+#if STRATA_X86
+STRATA_FLOAT_KERNELS(avx2, STRATA_TARGET_AVX2)
+STRATA_FLOAT_KERNELS(avx512, STRATA_TARGET_AVX512)
+#endif
+
+}  // namespace
+
+const FloatKernels& float_kernels(CpuIsa isa) {
+#if STRATA_X86
+  switch (isa) {
+    case CpuIsa::avx512: return avx512::table;
+    case CpuIsa::avx2: return avx2::table;
+    case CpuIsa::scalar: break;
+  }
+#endif
+  return baseline::table;
+}
+
+}  // namespace strata::cpu

@@ -1,0 +1,26 @@
+// The hot float loops of every op (dot products, axpy over f16 / int8 / float rows), compiled once per
+// instruction set and picked at run time through this table.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "isa.hpp"
+
+namespace strata::cpu {
+
+struct FloatKernels {
+  float (*dot)(const float* a, const float* b, int64_t n);
+  // out[r] = dot(w + r * w_stride, x) for the four rows r < 4: x is loaded once for all four.
+  void (*dot4)(const float* w, size_t w_stride, const float* x, int64_t n, float* out);
+  float (*dot_f16)(const uint16_t* a, const float* b, int64_t n);
+  float (*dot_i8)(const int8_t* a, const float* b, int64_t n);
+  // y += a * x
+  void (*axpy)(float a, const float* x, float* y, int64_t n);
+  void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n);
+  void (*axpy_i8)(float a, const int8_t* x, float* y, int64_t n);
+};
+
+const FloatKernels& float_kernels(CpuIsa isa);
+
+}  // namespace strata::cpu

@@ -1,0 +1,74 @@
+#include "kv_cache.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backend_objects.hpp"
+#include "ops.hpp"
+#include "strata/half.hpp"
+
+namespace strata::cpu {
+
+KvTensor::KvTensor(int32_t kv_type, size_t n_rows, int32_t head_dim)
+    : is_int8_(kv_type == STRATA_KV_INT8), head_dim_(head_dim) {
+  const size_t n_values = n_rows * static_cast<size_t>(head_dim);
+  if (is_int8_) {
+    levels_.resize(n_values);
+    scales_.resize(n_rows);
+  } else {
+    halves_.resize(n_values);
+  }
+}
+
+void KvTensor::store(size_t row, const float* x) {
+  const size_t first = row * head_dim_;
+  if (!is_int8_) {
+    for (int32_t i = 0; i < head_dim_; ++i) halves_[first + i] = sdk::fp32_to_fp16(x[i]);
+    return;
+  }
+  float amax = 0.0f;
+  for (int32_t i = 0; i < head_dim_; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float scale = amax / 127.0f;
+  const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+  for (int32_t i = 0; i < head_dim_; ++i) levels_[first + i] = static_cast<int8_t>(std::lround(x[i] * inverse));
+  scales_[row] = scale;
+}
+
+float KvTensor::dot(const FloatKernels& kernels, size_t row, const float* x) const {
+  const size_t first = row * head_dim_;
+  if (!is_int8_) return kernels.dot_f16(halves_.data() + first, x, head_dim_);
+  return scales_[row] * kernels.dot_i8(levels_.data() + first, x, head_dim_);
+}
+
+void KvTensor::accumulate(const FloatKernels& kernels, size_t row, float a, float* y) const {
+  const size_t first = row * head_dim_;
+  if (!is_int8_) {
+    kernels.axpy_f16(a, halves_.data() + first, y, head_dim_);
+  } else {
+    kernels.axpy_i8(a * scales_[row], levels_.data() + first, y, head_dim_);
+  }
+}
+
+void kv_create(strata_backend* backend, const strata_kv_config* config, strata_kv_cache** out) {
+  deref(backend, "backend");
+  const auto& checked = deref(config, "kv config");
+  deref(out, "out");
+  if (checked.struct_size < sizeof(strata_kv_config)) invalid_argument("kv config: struct_size is too small");
+  if (checked.n_layers <= 0 || checked.n_ctx <= 0 || checked.n_head_kv <= 0 || checked.head_dim <= 0) {
+    invalid_argument("kv config: layers, context, kv heads and head_dim must be positive");
+  }
+  if (checked.kv_type != STRATA_KV_F16 && checked.kv_type != STRATA_KV_INT8) {
+    invalid_argument("kv config: unknown kv_type " + std::to_string(checked.kv_type));
+  }
+  *out = new strata_kv_cache(checked);
+}
+
+void kv_free(strata_backend*, strata_kv_cache* cache) { delete cache; }
+
+}  // namespace strata::cpu
+
+strata_kv_cache::strata_kv_cache(const strata_kv_config& config)
+    : config(config),
+      keys(config.kv_type, static_cast<size_t>(config.n_layers) * config.n_head_kv * config.n_ctx, config.head_dim),
+      values(config.kv_type, static_cast<size_t>(config.n_layers) * config.n_head_kv * config.n_ctx, config.head_dim) {}

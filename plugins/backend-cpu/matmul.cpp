@@ -1,0 +1,196 @@
+// Weights stay where the host mapped them. A type with a CPU dot kernel gets each activation row converted
+// once to the kernel's activation type; any other type is dequantized a tile of rows at a time into the
+// worker's scratch and multiplied in float. Either way a tile of weight rows meets every token before
+// the next tile is read, so each weight byte comes from memory once per call.
+#include "matmul.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "ops.hpp"
+
+namespace strata::cpu {
+namespace {
+
+// Rows per tile: the tile's floats (16 rows of a 2048-wide weight, 128 KiB) stay in L2 while all tokens
+// pass over them, and a 2048-row weight still splits into 128 tiles to share among threads.
+constexpr int64_t kTileFloats = 32768;
+
+struct TaskPlan {
+  MatmulTask task;
+  bool use_dot_rows = false;
+  const strata_quant_type* activation_type = nullptr;  // set when activations must be converted
+  size_t activation_row_bytes = 0;
+  size_t activation_offset = 0;  // into backend.activations
+  int64_t shares_activations_of = -1;  // an earlier plan whose converted activations this one reuses
+  int64_t tile_rows = 0;
+  int64_t n_tiles = 0;
+};
+
+// The CPU dot kernel of a weight's type, when there is one whose activation type this backend can produce.
+void choose_kernel(strata_backend& backend, TaskPlan& plan) {
+  const strata_weight& weight = *plan.task.weight;
+  const strata_quant_type& type = *weight.type;
+  if (type.struct_size < sizeof(strata_quant_type) || type.cpu_dot_rows == nullptr) return;
+  if (type.cpu_activation_type == kTypeF32) {
+    plan.use_dot_rows = true;
+    return;
+  }
+  const strata_quant_type* activation = backend.find_type(type.cpu_activation_type);
+  if (activation == nullptr || activation->quantize == nullptr || weight.ne0 % activation->block_elements != 0) {
+    return;  // the float fallback computes the same product
+  }
+  plan.use_dot_rows = true;
+  plan.activation_type = activation;
+  plan.activation_row_bytes = static_cast<size_t>(weight.ne0 / activation->block_elements) * activation->block_bytes;
+}
+
+bool same_activations(const TaskPlan& a, const TaskPlan& b) {
+  return a.task.x == b.task.x && a.task.n_tokens == b.task.n_tokens && a.task.weight->ne0 == b.task.weight->ne0 &&
+         a.activation_type == b.activation_type;
+}
+
+std::vector<TaskPlan> make_plans(strata_backend& backend, std::span<const MatmulTask> tasks) {
+  std::vector<TaskPlan> plans(tasks.size());
+  size_t activation_bytes = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    TaskPlan& plan = plans[i];
+    plan.task = tasks[i];
+    const strata_weight& weight = *plan.task.weight;
+    choose_kernel(backend, plan);
+    plan.tile_rows = std::clamp<int64_t>(kTileFloats / weight.ne0 / 4 * 4, 4, 64);
+    plan.n_tiles = (weight.ne1 + plan.tile_rows - 1) / plan.tile_rows;
+    if (plan.activation_type == nullptr) continue;
+    for (size_t j = 0; j < i; ++j) {
+      if (plans[j].shares_activations_of < 0 && same_activations(plans[j], plan)) {
+        plan.shares_activations_of = static_cast<int64_t>(j);
+        plan.activation_offset = plans[j].activation_offset;
+        break;
+      }
+    }
+    if (plan.shares_activations_of >= 0) continue;
+    plan.activation_offset = activation_bytes;
+    activation_bytes += plan.activation_row_bytes * plan.task.n_tokens;
+  }
+  if (backend.activations.size() < activation_bytes) backend.activations.resize(activation_bytes);
+  return plans;
+}
+
+// Calls fn(plan, local_begin, local_end) for each plan whose share of a flat index range [begin, end)
+// is not empty; count(plan) is how many flat indices a plan owns, in plan order.
+template <class Count, class Fn>
+void for_each_share(std::vector<TaskPlan>& plans, int64_t begin, int64_t end, Count count, Fn fn) {
+  int64_t first = 0;
+  for (TaskPlan& plan : plans) {
+    const int64_t last = first + count(plan);
+    const int64_t from = std::max(begin, first), to = std::min(end, last);
+    if (from < to) fn(plan, from - first, to - first);
+    first = last;
+  }
+}
+
+int64_t rows_to_convert(const TaskPlan& plan) {
+  return plan.activation_type != nullptr && plan.shares_activations_of < 0 ? plan.task.n_tokens : 0;
+}
+
+void convert_activations(strata_backend& backend, std::vector<TaskPlan>& plans) {
+  int64_t total = 0;
+  for (const TaskPlan& plan : plans) total += rows_to_convert(plan);
+  backend.pool.parallel_for(total, [&](int64_t begin, int64_t end, int) {
+    for_each_share(plans, begin, end, rows_to_convert, [&](TaskPlan& plan, int64_t from, int64_t to) {
+      const int64_t ne0 = plan.task.weight->ne0;
+      std::byte* destination = backend.activations.data() + plan.activation_offset + from * plan.activation_row_bytes;
+      call_codec([&](strata_error* error) {
+        return plan.activation_type->quantize(plan.task.x + from * ne0, destination, to - from, ne0, nullptr, error);
+      });
+    });
+  });
+}
+
+// out[t][row0 + r] for the tile's rows through the type's dot kernel.
+void tile_with_dot_rows(const strata_backend& backend, const TaskPlan& plan, const std::byte* rows, int64_t row0,
+                        int64_t n_rows) {
+  const MatmulTask& task = plan.task;
+  const strata_weight& weight = *task.weight;
+  for (int64_t t = 0; t < task.n_tokens; ++t) {
+    const void* activation = plan.activation_type != nullptr
+                                 ? static_cast<const void*>(backend.activations.data() + plan.activation_offset +
+                                                            t * plan.activation_row_bytes)
+                                 : static_cast<const void*>(task.x + t * weight.ne0);
+    weight.type->cpu_dot_rows(weight.ne0, n_rows, rows, weight.row_bytes, activation, task.out + t * weight.ne1 + row0);
+  }
+}
+
+// The same through float rows: F32 weights are read in place, other types dequantized into scratch.
+void tile_in_float(strata_backend& backend, const TaskPlan& plan, const std::byte* rows, int64_t row0,
+                   int64_t n_rows, int worker) {
+  const MatmulTask& task = plan.task;
+  const strata_weight& weight = *task.weight;
+  const int64_t ne0 = weight.ne0;
+  const float* w;
+  if (weight.type->type_id == kTypeF32) {
+    w = reinterpret_cast<const float*>(rows);
+  } else {
+    float* scratch = backend.worker_floats(worker, static_cast<size_t>(plan.tile_rows * ne0));
+    call_codec([&](strata_error* error) {
+      return weight.type->dequantize(rows, scratch, n_rows * ne0 / weight.type->block_elements, error);
+    });
+    w = scratch;
+  }
+  const FloatKernels& kernels = backend.kernels;
+  for (int64_t t = 0; t < task.n_tokens; ++t) {
+    const float* x = task.x + t * ne0;
+    float* out = task.out + t * weight.ne1 + row0;
+    int64_t r = 0;
+    for (; r + 4 <= n_rows; r += 4) kernels.dot4(w + r * ne0, static_cast<size_t>(ne0), x, ne0, out + r);
+    for (; r < n_rows; ++r) out[r] = kernels.dot(w + r * ne0, x, ne0);
+  }
+}
+
+}  // namespace
+
+void run_matmuls(strata_backend& backend, std::span<const MatmulTask> tasks) {
+  std::vector<TaskPlan> plans = make_plans(backend, tasks);
+  convert_activations(backend, plans);
+  int64_t total_tiles = 0;
+  for (const TaskPlan& plan : plans) total_tiles += plan.n_tiles;
+  const auto tiles = [](const TaskPlan& plan) { return plan.n_tiles; };
+  backend.pool.parallel_for(total_tiles, [&](int64_t begin, int64_t end, int worker) {
+    for_each_share(plans, begin, end, tiles, [&](TaskPlan& plan, int64_t from, int64_t to) {
+      const strata_weight& weight = *plan.task.weight;
+      for (int64_t tile = from; tile < to; ++tile) {
+        const int64_t row0 = tile * plan.tile_rows;
+        const int64_t n_rows = std::min(plan.tile_rows, weight.ne1 - row0);
+        const std::byte* rows = weight.matrix(plan.task.expert) + row0 * weight.row_bytes;
+        if (plan.use_dot_rows) {
+          tile_with_dot_rows(backend, plan, rows, row0, n_rows);
+        } else {
+          tile_in_float(backend, plan, rows, row0, n_rows, worker);
+        }
+      }
+    });
+  });
+}
+
+void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, const strata_buffer* x,
+            int32_t n_tokens, const strata_weight* bias, strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  const auto& weight = deref(w, "matmul weight");
+  if (expert < 0 || expert >= weight.ne2) {
+    invalid_argument("matmul " + weight.name + ": expert " + std::to_string(expert) + " is outside 0.." +
+                     std::to_string(weight.ne2 - 1));
+  }
+  if (n_tokens < 0) invalid_argument("matmul: negative n_tokens");
+  if (x == out) invalid_argument("matmul " + weight.name + ": out must not be x");
+  const MatmulTask task{&weight, expert, floats(x, n_tokens * weight.ne0, "matmul x"), n_tokens,
+                        floats(out, n_tokens * weight.ne1, "matmul out")};
+  const float* bias_values = bias != nullptr ? f32_vector(bias, weight.ne1, "matmul bias") : nullptr;
+  run_matmuls(instance, {&task, 1});
+  if (bias_values == nullptr) return;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t o = 0; o < weight.ne1; ++o) task.out[t * weight.ne1 + o] += bias_values[o];
+  }
+}
+
+}  // namespace strata::cpu

@@ -1,0 +1,86 @@
+// Activation buffers in host memory, and weights kept in place where the host mapped them.
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "backend_objects.hpp"
+#include "ops.hpp"
+
+namespace strata::cpu {
+namespace {
+
+constexpr size_t kAlignment = 64;  // a cache line, and one AVX-512 vector
+
+void check_range(const strata_buffer& buffer, size_t offset, size_t bytes, const char* what) {
+  if (offset > buffer.bytes || bytes > buffer.bytes - offset) {
+    invalid_argument(std::string(what) + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset) + "+" +
+                     std::to_string(bytes) + ") are outside a buffer of " + std::to_string(buffer.bytes) + " bytes");
+  }
+}
+
+}  // namespace
+
+void buffer_alloc(strata_backend* backend, size_t bytes, strata_buffer** out) {
+  deref(backend, "backend");
+  deref(out, "out");
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded < bytes) throw std::bad_alloc();
+  auto buffer = std::make_unique<strata_buffer>();
+  buffer->data.reset(static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded)));
+  if (!buffer->data) throw std::bad_alloc();
+  std::memset(buffer->data.get(), 0, rounded);
+  buffer->bytes = bytes;
+  *out = buffer.release();
+}
+
+void buffer_free(strata_backend*, strata_buffer* buffer) { delete buffer; }
+
+void buffer_write(strata_backend*, strata_buffer* buffer, size_t offset, const void* src, size_t bytes) {
+  check_range(deref(buffer, "buffer"), offset, bytes, "buffer_write");
+  if (bytes > 0) std::memcpy(buffer->data.get() + offset, &deref(static_cast<const std::byte*>(src), "src"), bytes);
+}
+
+void buffer_read(strata_backend*, strata_buffer* buffer, size_t offset, void* dst, size_t bytes) {
+  check_range(deref(buffer, "buffer"), offset, bytes, "buffer_read");
+  if (bytes > 0) std::memcpy(&deref(static_cast<std::byte*>(dst), "dst"), buffer->data.get() + offset, bytes);
+}
+
+void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out) {
+  const auto& checked = deref(desc, "weight desc");
+  deref(out, "out");
+  if (checked.struct_size < sizeof(strata_weight_desc)) invalid_argument("weight desc: struct_size is too small");
+  const std::string name = checked.name != nullptr ? checked.name : "(unnamed)";
+  const strata_quant_type* type = deref(backend, "backend").find_type(checked.type);
+  if (type == nullptr || type->dequantize == nullptr) {
+    throw sdk::Failure(STRATA_E_UNSUPPORTED,
+                       "weight " + name + ": no quant plugin provides type " + std::to_string(checked.type));
+  }
+  if (checked.ne0 <= 0 || checked.ne1 <= 0 || checked.ne2 <= 0 || checked.ne0 % type->block_elements != 0) {
+    invalid_argument("weight " + name + ": shape " + std::to_string(checked.ne0) + " x " + std::to_string(checked.ne1) +
+                     " x " + std::to_string(checked.ne2) + " is not whole rows of " + type->name + " blocks of " +
+                     std::to_string(type->block_elements));
+  }
+  auto weight = std::make_unique<strata_weight>();
+  weight->name = name;
+  weight->type = type;
+  weight->ne0 = checked.ne0;
+  weight->ne1 = checked.ne1;
+  weight->ne2 = checked.ne2;
+  weight->row_bytes = static_cast<size_t>(checked.ne0 / type->block_elements) * type->block_bytes;
+  weight->data = &deref(static_cast<const std::byte*>(checked.data), "weight data");
+  *out = weight.release();
+}
+
+void weight_free(strata_backend*, strata_weight* weight) { delete weight; }
+
+const float* f32_vector(const strata_weight* weight, int64_t width, const char* what) {
+  const auto& checked = deref(weight, what);
+  if (checked.type->type_id != kTypeF32 || checked.ne0 * checked.ne1 * checked.ne2 < width) {
+    invalid_argument(std::string(what) + " " + checked.name + ": expected " + std::to_string(width) +
+                     " F32 values, got type " + checked.type->name + " with " +
+                     std::to_string(checked.ne0 * checked.ne1 * checked.ne2) + " values");
+  }
+  return reinterpret_cast<const float*>(checked.data);
+}
+
+}  // namespace strata::cpu

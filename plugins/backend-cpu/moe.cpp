@@ -1,0 +1,159 @@
+// The router (softmax, top-k) and the grouped expert FFN.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "activation_functions.hpp"
+#include "backend_objects.hpp"
+#include "matmul.hpp"
+#include "ops.hpp"
+
+namespace strata::cpu {
+namespace {
+
+// probabilities = softmax(logits), max-subtracted, in float.
+void softmax(const float* logits, int32_t n, float* probabilities) {
+  const float max_logit = *std::max_element(logits, logits + n);
+  float sum = 0.0f;
+  for (int32_t i = 0; i < n; ++i) {
+    probabilities[i] = std::exp(logits[i] - max_logit);
+    sum += probabilities[i];
+  }
+  for (int32_t i = 0; i < n; ++i) probabilities[i] /= sum;
+}
+
+void check_expert_shapes(const strata_weight& gate, const strata_weight& up, const strata_weight& down) {
+  if (up.ne0 != gate.ne0 || up.ne1 != gate.ne1 || up.ne2 != gate.ne2 || down.ne0 != gate.ne1 ||
+      down.ne1 != gate.ne0 || down.ne2 != gate.ne2) {
+    invalid_argument("moe_ffn: expert shapes do not fit: gate " + gate.name + " " + std::to_string(gate.ne0) + "x" +
+                     std::to_string(gate.ne1) + "x" + std::to_string(gate.ne2) + ", up " + up.name + " " +
+                     std::to_string(up.ne0) + "x" + std::to_string(up.ne1) + "x" + std::to_string(up.ne2) +
+                     ", down " + down.name + " " + std::to_string(down.ne0) + "x" + std::to_string(down.ne1) + "x" +
+                     std::to_string(down.ne2));
+  }
+}
+
+}  // namespace
+
+void route(strata_backend* backend, const strata_buffer* logits, int32_t n_tokens, int32_t n_experts,
+           int32_t n_used, int32_t routing, strata_buffer* ids, strata_buffer* weights) {
+  auto& instance = deref(backend, "backend");
+  if (n_tokens < 0 || n_experts <= 0 || n_used <= 0 || n_used > n_experts) {
+    invalid_argument("route: cannot pick " + std::to_string(n_used) + " of " + std::to_string(n_experts) + " experts");
+  }
+  if (routing != STRATA_ROUTING_SOFTMAX_TOPK && routing != STRATA_ROUTING_SOFTMAX_TOPK_NORM) {
+    invalid_argument("route: unknown routing " + std::to_string(routing));
+  }
+  const float* logit_values = floats(logits, int64_t{n_tokens} * n_experts, "route logits");
+  int32_t* id_values = elements<int32_t>(ids, int64_t{n_tokens} * n_used, "route ids");
+  float* weight_values = floats(weights, int64_t{n_tokens} * n_used, "route weights");
+
+  instance.pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int worker) {
+    float* probabilities = instance.worker_floats(worker, static_cast<size_t>(n_experts));
+    std::vector<int32_t> order(n_experts);  // expert indices being ranked
+    for (int64_t t = begin; t < end; ++t) {
+      softmax(logit_values + t * n_experts, n_experts, probabilities);
+      std::iota(order.begin(), order.end(), 0);
+      // Best first; equal probabilities keep the lower expert index first.
+      std::partial_sort(order.begin(), order.begin() + n_used, order.end(), [&](int32_t a, int32_t b) {
+        return probabilities[a] > probabilities[b] || (probabilities[a] == probabilities[b] && a < b);
+      });
+      float chosen_sum = 0.0f;
+      for (int32_t j = 0; j < n_used; ++j) chosen_sum += probabilities[order[j]];
+      const float normalizer = routing == STRATA_ROUTING_SOFTMAX_TOPK_NORM ? 1.0f / chosen_sum : 1.0f;
+      for (int32_t j = 0; j < n_used; ++j) {
+        id_values[t * n_used + j] = order[j];
+        weight_values[t * n_used + j] = probabilities[order[j]] * normalizer;
+      }
+    }
+  });
+}
+
+void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, int32_t n_used,
+             const strata_buffer* ids, const strata_buffer* weights, const strata_weight* gate,
+             const strata_weight* up, const strata_weight* down, strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  const auto& gate_weight = deref(gate, "moe_ffn gate");
+  const auto& up_weight = deref(up, "moe_ffn up");
+  const auto& down_weight = deref(down, "moe_ffn down");
+  check_expert_shapes(gate_weight, up_weight, down_weight);
+  if (n_tokens < 0 || n_used <= 0) invalid_argument("moe_ffn: n_tokens and n_used must be positive");
+  const int64_t width = gate_weight.ne0, ffn = gate_weight.ne1, n_experts = gate_weight.ne2;
+  const int64_t n_slots = int64_t{n_tokens} * n_used;  // slot t * n_used + j: token t's j-th expert
+  const float* x_values = floats(x, n_tokens * width, "moe_ffn x");
+  const int32_t* id_values = elements<int32_t>(ids, n_slots, "moe_ffn ids");
+  const float* weight_values = floats(weights, n_slots, "moe_ffn weights");
+  float* out_values = floats(out, n_tokens * width, "moe_ffn out");
+  if (out == x) invalid_argument("moe_ffn: out must not be x");
+
+  // Group the slots by expert (a counting sort keeps each expert's slots in token order), so each
+  // expert's weights are read once for all its tokens.
+  std::vector<int64_t> first_of_expert(n_experts + 1, 0);
+  for (int64_t slot = 0; slot < n_slots; ++slot) {
+    const int32_t expert = id_values[slot];
+    if (expert < 0 || expert >= n_experts) {
+      invalid_argument("moe_ffn: expert id " + std::to_string(expert) + " is outside the " +
+                       std::to_string(n_experts) + " experts of " + gate_weight.name);
+    }
+    ++first_of_expert[expert + 1];
+  }
+  std::partial_sum(first_of_expert.begin(), first_of_expert.end(), first_of_expert.begin());
+  instance.moe_slots.resize(n_slots);
+  std::vector<int64_t> next = first_of_expert;
+  std::vector<int64_t> position_of_slot(n_slots);
+  for (int64_t slot = 0; slot < n_slots; ++slot) {
+    const int64_t position = next[id_values[slot]]++;
+    instance.moe_slots[position] = static_cast<int32_t>(slot);
+    position_of_slot[slot] = position;
+  }
+
+  // Scratch rows in grouped order: inputs, gate (then the SwiGLU product), up, down results.
+  instance.moe_floats.resize(static_cast<size_t>(n_slots * (2 * width + 2 * ffn)));
+  float* grouped_x = instance.moe_floats.data();
+  float* gate_out = grouped_x + n_slots * width;
+  float* up_out = gate_out + n_slots * ffn;
+  float* down_out = up_out + n_slots * ffn;
+  instance.pool.parallel_for(n_slots, [&](int64_t begin, int64_t end, int) {
+    for (int64_t position = begin; position < end; ++position) {
+      const int64_t token = instance.moe_slots[position] / n_used;
+      std::copy_n(x_values + token * width, width, grouped_x + position * width);
+    }
+  });
+
+  std::vector<MatmulTask> tasks;
+  for (int64_t expert = 0; expert < n_experts; ++expert) {
+    const int64_t first = first_of_expert[expert], count = first_of_expert[expert + 1] - first;
+    if (count == 0) continue;
+    tasks.push_back({&gate_weight, expert, grouped_x + first * width, count, gate_out + first * ffn});
+    tasks.push_back({&up_weight, expert, grouped_x + first * width, count, up_out + first * ffn});
+  }
+  run_matmuls(instance, tasks);
+
+  instance.pool.parallel_for(n_slots, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin * ffn; i < end * ffn; ++i) gate_out[i] = silu(gate_out[i]) * up_out[i];
+  });
+
+  tasks.clear();
+  for (int64_t expert = 0; expert < n_experts; ++expert) {
+    const int64_t first = first_of_expert[expert], count = first_of_expert[expert + 1] - first;
+    if (count > 0) tasks.push_back({&down_weight, expert, gate_out + first * ffn, count, down_out + first * width});
+  }
+  run_matmuls(instance, tasks);
+
+  // Each token sums its experts in its own choice order: the result does not depend on the grouping
+  // or the thread count.
+  instance.pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* row = out_values + t * width;
+      std::fill(row, row + width, 0.0f);
+      for (int64_t j = 0; j < n_used; ++j) {
+        const int64_t slot = t * n_used + j;
+        instance.kernels.axpy(weight_values[slot], down_out + position_of_slot[slot] * width, row, width);
+      }
+    }
+  });
+}
+
+}  // namespace strata::cpu

@@ -1,0 +1,16 @@
+// The CPU backend as a plugin. It runs on any machine (the baseline x86-64 kernels need nothing more),
+// with the lowest score, so a GPU backend wins when one can run.
+#include "cpu_backend.hpp"
+#include "strata/plugin.hpp"
+
+namespace {
+
+strata_status probe(int32_t* score, strata_error*) {
+  *score = 10;
+  return STRATA_OK;
+}
+
+}  // namespace
+
+STRATA_PLUGIN_QUERY(::strata::sdk::make_descriptor(STRATA_PLUGIN_KIND_BACKEND, "backend-cpu", "1.0.0",
+                                                   &::strata::cpu::cpu_backend_table(), {.probe = &probe}))

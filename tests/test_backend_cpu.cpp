@@ -1,0 +1,771 @@
+// The CPU backend of plugins/backend-cpu through its function table: every op against a naive
+// double-precision reference, matmul over the base, k-quant and IQ3 types on both the dot-kernel path and
+// the dequantizing fallback, attention with f16 and int8 caches, and results that depend neither on the
+// thread count nor (beyond float rounding) on the instruction set.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/quant/quant_registry.hpp"
+#include "cpu_backend.hpp"
+#include "iq3_s.hpp"
+#include "iq3_xxs.hpp"
+#include "q4_k.hpp"
+#include "q5_k.hpp"
+#include "q6_k.hpp"
+#include "strata/half.hpp"
+#include "strata/plugin.hpp"
+
+namespace {
+
+constexpr uint32_t kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kIQ3_XXS = 18, kIQ3_S = 21;
+
+const strata_backend_table& table() { return strata::cpu::cpu_backend_table(); }
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> values(n);
+  for (float& v : values) v = normal(rng);
+  return values;
+}
+
+const strata_quant_type& q8_0_type() {
+  static const strata::QuantRegistry registry = [] {
+    strata::QuantRegistry r;
+    r.offer("core", strata::base_quant_table());
+    r.resolve({});
+    return r;
+  }();
+  return *registry.find(kQ8_0);
+}
+
+std::vector<float> dequantize_q8_0(const void* blocks, int64_t n) {
+  std::vector<float> values(n);
+  q8_0_type().dequantize(blocks, values.data(), n / 32, nullptr);
+  return values;
+}
+
+// Test-only types with a CPU dot kernel written here, so the backend's fast path is tested apart from
+// the real kernels: Q8_0 blocks under other type ids, one taking Q8_0 activations and one taking floats.
+// Each counts its calls.
+constexpr uint32_t kTestQ8DotQ8 = 200, kTestQ8DotF32 = 201;
+std::atomic<int64_t> test_dot_calls{0};
+
+template <bool FloatActivation>
+void test_dot_rows(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, const void* activation,
+                   float* out) {
+  ++test_dot_calls;
+  const std::vector<float> x = FloatActivation ? std::vector<float>(static_cast<const float*>(activation),
+                                                                    static_cast<const float*>(activation) + n)
+                                               : dequantize_q8_0(activation, n);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const std::vector<float> w = dequantize_q8_0(static_cast<const uint8_t*>(weight) + r * row_bytes, n);
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += double{w[i]} * x[i];
+    out[r] = static_cast<float>(sum);
+  }
+}
+
+strata_quant_type make_test_type(uint32_t id, uint32_t activation_type, decltype(&test_dot_rows<true>) dot) {
+  strata_quant_type type = q8_0_type();
+  type.type_id = id;
+  type.cpu_activation_type = activation_type;
+  type.cpu_dot_rows = dot;
+  return type;
+}
+
+// Every type the tests use: the core's, the k-quants, IQ3, and the test-only dot types. find_without_dot
+// offers the same types without their CPU dot kernels, which sends matmul down the dequantizing path.
+class TypeLookup {
+ public:
+  TypeLookup() {
+    registry_.offer("core", strata::base_quant_table());
+    registry_.offer("quant-k", strata::sdk::QuantTable<strata::quant_k::Q4KCodec, strata::quant_k::Q5KCodec,
+                                                       strata::quant_k::Q6KCodec>::table);
+    registry_.offer("quant-iq3", strata::sdk::QuantTable<strata::iq3::Iq3XxsCodec, strata::iq3::Iq3SCodec>::table);
+    registry_.resolve({});
+  }
+  static const strata_quant_type* find(void* context, uint32_t type_id) {
+    static const strata_quant_type dot_q8 = make_test_type(kTestQ8DotQ8, kQ8_0, &test_dot_rows<false>);
+    static const strata_quant_type dot_f32 = make_test_type(kTestQ8DotF32, kF32, &test_dot_rows<true>);
+    if (type_id == kTestQ8DotQ8) return &dot_q8;
+    if (type_id == kTestQ8DotF32) return &dot_f32;
+    return static_cast<TypeLookup*>(context)->registry_.find(type_id);
+  }
+  static const strata_quant_type* find_without_dot(void* context, uint32_t type_id) {
+    auto& stripped = static_cast<TypeLookup*>(context)->stripped_;
+    const auto known = stripped.find(type_id);
+    if (known != stripped.end()) return &known->second;
+    const strata_quant_type* type = find(context, type_id);
+    if (type == nullptr) return nullptr;
+    strata_quant_type copy = *type;
+    copy.cpu_activation_type = 0;
+    copy.cpu_dot_rows = nullptr;
+    return &stripped.emplace(type_id, copy).first->second;
+  }
+  const strata_quant_type& type(uint32_t type_id) { return *find(this, type_id); }
+
+ private:
+  strata::QuantRegistry registry_;
+  std::map<uint32_t, strata_quant_type> stripped_;  // node-based: pointers stay valid
+};
+
+TypeLookup& types() {
+  static TypeLookup lookup;
+  return lookup;
+}
+
+// Bytes of a weight quantized from random floats, and the floats its blocks decode to.
+struct HostWeight {
+  uint32_t type;
+  int64_t ne0, ne1, ne2;
+  std::vector<uint8_t> bytes;
+  std::vector<float> decoded;
+
+  const float* row(int64_t expert, int64_t r) const { return decoded.data() + (expert * ne1 + r) * ne0; }
+};
+
+HostWeight make_weight(uint32_t type_id, int64_t ne0, int64_t ne1, int64_t ne2, uint32_t seed) {
+  const strata_quant_type& type = types().type(type_id);
+  HostWeight weight{type_id, ne0, ne1, ne2, {}, {}};
+  const std::vector<float> values = random_floats(static_cast<size_t>(ne0 * ne1 * ne2), seed, 0.5f);
+  const int64_t n_blocks = ne0 * ne1 * ne2 / type.block_elements;
+  weight.bytes.resize(static_cast<size_t>(n_blocks * type.block_bytes));
+  EXPECT_EQ(type.quantize(values.data(), weight.bytes.data(), ne1 * ne2, ne0, nullptr, nullptr), STRATA_OK);
+  weight.decoded.resize(values.size());
+  EXPECT_EQ(type.dequantize(weight.bytes.data(), weight.decoded.data(), n_blocks, nullptr), STRATA_OK);
+  return weight;
+}
+
+// One backend instance with its buffers, weights and caches, freed with it.
+class Backend {
+ public:
+  enum Kernels { with_dot_kernels, without_dot_kernels };
+
+  explicit Backend(int n_threads, const std::string& options = "{}", Kernels kernels = with_dot_kernels) {
+    const strata_backend_config config{sizeof(strata_backend_config), n_threads, options.c_str(), &types(),
+                                       kernels == with_dot_kernels ? &TypeLookup::find : &TypeLookup::find_without_dot};
+    EXPECT_EQ(table().create(&config, &backend_, error()), STRATA_OK) << message_;
+  }
+  ~Backend() {
+    for (strata_buffer* buffer : buffers_) table().buffer_free(backend_, buffer);
+    for (strata_weight* weight : weights_) table().weight_free(backend_, weight);
+    for (strata_kv_cache* cache : caches_) table().kv_free(backend_, cache);
+    table().destroy(backend_);
+  }
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  strata_backend* get() { return backend_; }
+  strata_error* error() {
+    message_[0] = '\0';
+    error_ = {message_, sizeof message_};
+    return &error_;
+  }
+  std::string message() const { return message_; }
+
+  strata_buffer* alloc(size_t bytes) {
+    strata_buffer* buffer = nullptr;
+    EXPECT_EQ(table().buffer_alloc(backend_, bytes, &buffer, error()), STRATA_OK) << message_;
+    buffers_.push_back(buffer);
+    return buffer;
+  }
+  strata_buffer* alloc_floats(size_t n) { return alloc(n * sizeof(float)); }
+  template <class T>
+  strata_buffer* upload(const std::vector<T>& values) {
+    strata_buffer* buffer = alloc(values.size() * sizeof(T));
+    EXPECT_EQ(table().buffer_write(backend_, buffer, 0, values.data(), values.size() * sizeof(T), error()), STRATA_OK);
+    return buffer;
+  }
+  template <class T = float>
+  std::vector<T> read(strata_buffer* buffer, size_t n) {
+    std::vector<T> values(n);
+    EXPECT_EQ(table().buffer_read(backend_, buffer, 0, values.data(), n * sizeof(T), error()), STRATA_OK) << message_;
+    return values;
+  }
+
+  strata_weight* load(const HostWeight& weight) {
+    const strata_weight_desc desc{sizeof(strata_weight_desc), "blk.0.test.weight", weight.type, weight.ne0,
+                                  weight.ne1, weight.ne2, weight.bytes.data()};
+    strata_weight* loaded = nullptr;
+    EXPECT_EQ(table().weight_load(backend_, &desc, &loaded, error()), STRATA_OK) << message_;
+    weights_.push_back(loaded);
+    return loaded;
+  }
+  strata_weight* load_f32(const std::vector<float>& values) {
+    HostWeight weight{kF32, static_cast<int64_t>(values.size()), 1, 1, std::vector<uint8_t>(values.size() * 4), values};
+    std::memcpy(weight.bytes.data(), values.data(), weight.bytes.size());
+    host_weights_.push_back(std::move(weight));  // the backend reads the bytes in place: they must outlive it
+    return load(host_weights_.back());
+  }
+  strata_kv_cache* kv(int32_t n_layers, int32_t n_ctx, int32_t n_head_kv, int32_t head_dim, int32_t kv_type) {
+    const strata_kv_config config{sizeof(strata_kv_config), n_layers, n_ctx, n_head_kv, head_dim, kv_type};
+    strata_kv_cache* cache = nullptr;
+    EXPECT_EQ(table().kv_create(backend_, &config, &cache, error()), STRATA_OK) << message_;
+    caches_.push_back(cache);
+    return cache;
+  }
+
+  std::vector<float> matmul(const HostWeight& w, int32_t expert, const std::vector<float>& x, int32_t n_tokens,
+                            const std::vector<float>* bias = nullptr) {
+    strata_weight* weight = load(w);
+    strata_buffer* out = alloc_floats(static_cast<size_t>(n_tokens * w.ne1));
+    strata_weight* bias_weight = bias != nullptr ? load_f32(*bias) : nullptr;
+    EXPECT_EQ(table().matmul(backend_, weight, expert, upload(x), n_tokens, bias_weight, out, error()), STRATA_OK)
+        << message_;
+    return read(out, static_cast<size_t>(n_tokens * w.ne1));
+  }
+
+ private:
+  strata_backend* backend_ = nullptr;
+  char message_[512] = "";
+  strata_error error_{};
+  std::vector<strata_buffer*> buffers_;
+  std::vector<strata_weight*> weights_;
+  std::vector<strata_kv_cache*> caches_;
+  std::vector<HostWeight> host_weights_;
+};
+
+std::vector<double> reference_matmul(const HostWeight& w, int64_t expert, const std::vector<float>& x,
+                                     int64_t n_tokens) {
+  std::vector<double> out(static_cast<size_t>(n_tokens * w.ne1));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t o = 0; o < w.ne1; ++o) {
+      double sum = 0.0;
+      for (int64_t i = 0; i < w.ne0; ++i) sum += double{w.row(expert, o)[i]} * x[t * w.ne0 + i];
+      out[t * w.ne1 + o] = sum;
+    }
+  }
+  return out;
+}
+
+// |actual - expected| <= tolerance * (1 + |expected|) everywhere.
+template <class Expected>
+void expect_near_all(const std::vector<float>& actual, const std::vector<Expected>& expected, double tolerance,
+                     const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  int failures = 0;
+  for (size_t i = 0; i < actual.size() && failures < 5; ++i) {
+    const double bound = tolerance * (1.0 + std::fabs(static_cast<double>(expected[i])));
+    if (!(std::fabs(actual[i] - static_cast<double>(expected[i])) <= bound)) {
+      ADD_FAILURE() << what << ": element " << i << " is " << actual[i] << ", expected " << expected[i];
+      ++failures;
+    }
+  }
+}
+
+// sqrt(sum (actual - expected)^2 / sum expected^2): how far a result computed from rounded activations is.
+template <class Expected>
+double relative_rms_error(const std::vector<float>& actual, const std::vector<Expected>& expected) {
+  double error = 0.0, norm = 0.0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    error += std::pow(actual[i] - static_cast<double>(expected[i]), 2.0);
+    norm += std::pow(static_cast<double>(expected[i]), 2.0);
+  }
+  return std::sqrt(error / norm);
+}
+
+// Instance, options, memory.
+TEST(BackendCpu, DescribeNamesThreadsAndInstructionSet) {
+  Backend backend(3, R"({"isa": "scalar"})");
+  EXPECT_STREQ(table().describe(backend.get()), "cpu: 3 threads, scalar");
+  Backend defaults(0);
+  EXPECT_NE(std::string(table().describe(defaults.get())).find("threads"), std::string::npos);
+}
+
+TEST(BackendCpu, EnvironmentChoosesTheInstructionSetOverTheOption) {
+  setenv("STRATA_CPU_ISA", "scalar", 1);
+  {
+    Backend backend(1, R"({"isa": "auto"})");
+    EXPECT_STREQ(table().describe(backend.get()), "cpu: 1 threads, scalar");
+  }
+  unsetenv("STRATA_CPU_ISA");
+}
+
+TEST(BackendCpu, RejectsAnUnknownInstructionSet) {
+  const strata_backend_config config{sizeof(strata_backend_config), 1, R"({"isa": "neon"})", &types(),
+                                     &TypeLookup::find};
+  strata_backend* backend = nullptr;
+  char message[256] = "";
+  strata_error error{message, sizeof message};
+  EXPECT_EQ(table().create(&config, &backend, &error), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(message).find("neon"), std::string::npos) << message;
+}
+
+TEST(BackendCpu, BuffersRoundTripAndRejectOutOfRangeAccess) {
+  Backend backend(1);
+  const std::vector<float> values = random_floats(100, 1);
+  strata_buffer* buffer = backend.upload(values);
+  EXPECT_EQ(backend.read(buffer, values.size()), values);
+  float dst[4];
+  EXPECT_EQ(table().buffer_read(backend.get(), buffer, 396, dst, 8, backend.error()), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_NE(backend.message().find("outside"), std::string::npos) << backend.message();
+}
+
+TEST(BackendCpu, WeightOfAnUnknownTypeIsUnsupported) {
+  Backend backend(1);
+  const uint8_t bytes[64] = {};
+  const strata_weight_desc desc{sizeof(strata_weight_desc), "blk.3.ffn_down.weight", 999, 32, 1, 1, bytes};
+  strata_weight* weight = nullptr;
+  EXPECT_EQ(table().weight_load(backend.get(), &desc, &weight, backend.error()), STRATA_E_UNSUPPORTED);
+  EXPECT_NE(backend.message().find("blk.3.ffn_down.weight"), std::string::npos) << backend.message();
+}
+
+// Matmul over each weight type, for one token and several, on both paths: the type's dot kernel (with
+// activations converted to its activation type) and the dequantizing fallback.
+struct MatmulCase {
+  uint32_t type;
+  int64_t ne0, ne1;
+};
+
+class BackendCpuMatmul : public testing::TestWithParam<std::tuple<MatmulCase, bool>> {};
+
+TEST_P(BackendCpuMatmul, MatchesTheDoubleReference) {
+  const auto [c, with_dot] = GetParam();
+  const HostWeight w = make_weight(c.type, c.ne0, c.ne1, 2, 7 + c.type);
+  Backend backend(2, "{}", with_dot ? Backend::with_dot_kernels : Backend::without_dot_kernels);
+  for (int32_t n_tokens : {1, 5}) {
+    const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens * c.ne0), 11);
+    const auto actual = backend.matmul(w, 1, x, n_tokens);
+    const auto expected = reference_matmul(w, 1, x, n_tokens);
+    const std::string what = types().type(c.type).name + std::string(" x ") + std::to_string(n_tokens);
+    if (with_dot && types().type(c.type).cpu_activation_type != kF32) {
+      // Activations rounded to Q8_0 / Q8_K, which the float reference is not; the next test checks these exactly.
+      EXPECT_LT(relative_rms_error(actual, expected), 0.02) << what;
+    } else {
+      expect_near_all(actual, expected, 2e-5 * std::sqrt(double(c.ne0)), what);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, BackendCpuMatmul,
+    testing::Combine(testing::Values(MatmulCase{kF32, 96, 37}, MatmulCase{kF16, 200, 33}, MatmulCase{kQ8_0, 256, 70},
+                                     MatmulCase{kQ4_K, 512, 20}, MatmulCase{kQ5_K, 256, 19}, MatmulCase{kQ6_K, 256, 21},
+                                     MatmulCase{kIQ3_XXS, 256, 9}, MatmulCase{kIQ3_S, 256, 9},
+                                     MatmulCase{kTestQ8DotQ8, 256, 70}, MatmulCase{kTestQ8DotF32, 96, 37}),
+                     testing::Bool()),
+    [](const testing::TestParamInfo<std::tuple<MatmulCase, bool>>& info) {
+      const uint32_t type = std::get<0>(info.param).type;
+      return std::string(types().type(type).name) + "_" + std::to_string(type) +
+             (std::get<1>(info.param) ? "_DotKernel" : "_Dequantized");
+    });
+
+// Against the activations the kernel saw (rounded to its activation type), the dot path is as exact as the
+// fallback is against the floats.
+TEST(BackendCpu, MatmulDotPathMatchesTheReferenceOnConvertedActivations) {
+  for (uint32_t type : {kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S, kTestQ8DotQ8}) {
+    const strata_quant_type& weight_type = types().type(type);
+    ASSERT_NE(weight_type.cpu_dot_rows, nullptr) << weight_type.name;
+    const strata_quant_type& activation_type = types().type(weight_type.cpu_activation_type);
+    const HostWeight w = make_weight(type, 512, 24, 1, 50);
+    const std::vector<float> x = random_floats(3 * 512, 51);
+    const int64_t n_blocks = 3 * 512 / activation_type.block_elements;
+    std::vector<uint8_t> converted(static_cast<size_t>(n_blocks * activation_type.block_bytes));
+    ASSERT_EQ(activation_type.quantize(x.data(), converted.data(), 3, 512, nullptr, nullptr), STRATA_OK);
+    std::vector<float> seen(x.size());
+    ASSERT_EQ(activation_type.dequantize(converted.data(), seen.data(), n_blocks, nullptr), STRATA_OK);
+    Backend backend(2);
+    test_dot_calls = 0;
+    expect_near_all(backend.matmul(w, 0, x, 3), reference_matmul(w, 0, seen, 3), 1e-4, weight_type.name);
+    if (type == kTestQ8DotQ8) {
+      EXPECT_GT(test_dot_calls.load(), 0);
+    }
+  }
+}
+
+TEST(BackendCpu, MatmulAddsTheBias) {
+  const HostWeight w = make_weight(kF16, 64, 10, 1, 5);
+  const std::vector<float> x = random_floats(2 * 64, 6), bias = random_floats(10, 7);
+  Backend backend(1);
+  const auto actual = backend.matmul(w, 0, x, 2, &bias);
+  auto expected = reference_matmul(w, 0, x, 2);
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] += bias[i % 10];
+  expect_near_all(actual, expected, 1e-5, "bias");
+}
+
+TEST(BackendCpu, MatmulRejectsAnExpertOutOfRange) {
+  const HostWeight w = make_weight(kF32, 32, 4, 2, 5);
+  Backend backend(1);
+  strata_buffer* x = backend.upload(random_floats(32, 1));
+  strata_buffer* out = backend.alloc_floats(4);
+  EXPECT_EQ(table().matmul(backend.get(), backend.load(w), 2, x, 1, nullptr, out, backend.error()),
+            STRATA_E_INVALID_ARGUMENT);
+  EXPECT_NE(backend.message().find("expert 2"), std::string::npos) << backend.message();
+}
+
+TEST(BackendCpu, MatmulDoesNotDependOnTheThreadCount) {
+  for (auto kernels : {Backend::with_dot_kernels, Backend::without_dot_kernels}) {
+    for (uint32_t type : {kF16, kQ8_0, kQ4_K}) {
+      const HostWeight w = make_weight(type, 512, 300, 1, 9);
+      const std::vector<float> x = random_floats(7 * 512, 10);
+      Backend one(1, "{}", kernels), four(4, "{}", kernels);
+      EXPECT_EQ(one.matmul(w, 0, x, 7), four.matmul(w, 0, x, 7)) << types().type(type).name;
+    }
+  }
+}
+
+TEST(BackendCpu, ScalarInstructionSetAgreesWithAuto) {
+  const HostWeight w = make_weight(kF16, 1024, 64, 1, 12);
+  const std::vector<float> x = random_floats(3 * 1024, 13);
+  Backend scalar(2, R"({"isa": "scalar"})", Backend::without_dot_kernels);
+  Backend best(2, R"({"isa": "auto"})", Backend::without_dot_kernels);
+  const auto expected = scalar.matmul(w, 0, x, 3);
+  expect_near_all(best.matmul(w, 0, x, 3), expected, 1e-5, std::string("scalar vs ") + table().describe(best.get()));
+}
+
+// Attention: a double reference over every position's keys and values, [position][kv head][head_dim].
+struct AttentionShape {
+  int32_t n_head, n_head_kv, head_dim;
+};
+
+std::vector<double> reference_attention(const AttentionShape& s, const std::vector<int32_t>& positions,
+                                        const std::vector<float>& q, const std::vector<float>& k_all,
+                                        const std::vector<float>& v_all, double scale) {
+  const int64_t n_tokens = static_cast<int64_t>(positions.size());
+  const int32_t group = s.n_head / s.n_head_kv;
+  std::vector<double> out(static_cast<size_t>(n_tokens * s.n_head * s.head_dim), 0.0);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int32_t h = 0; h < s.n_head; ++h) {
+      const int32_t kv = h / group;
+      const float* qh = q.data() + (t * s.n_head + h) * s.head_dim;
+      std::vector<double> scores(positions[t] + 1);
+      double max_score = -INFINITY;
+      for (int32_t j = 0; j <= positions[t]; ++j) {
+        double dot = 0.0;
+        for (int32_t d = 0; d < s.head_dim; ++d) dot += double{qh[d]} * k_all[(j * s.n_head_kv + kv) * s.head_dim + d];
+        scores[j] = dot * scale;
+        max_score = std::max(max_score, scores[j]);
+      }
+      double sum = 0.0;
+      for (double& score : scores) sum += (score = std::exp(score - max_score));
+      for (int32_t j = 0; j <= positions[t]; ++j) {
+        for (int32_t d = 0; d < s.head_dim; ++d) {
+          out[(t * s.n_head + h) * s.head_dim + d] += scores[j] / sum * v_all[(j * s.n_head_kv + kv) * s.head_dim + d];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<float> round_through_f16(std::vector<float> values) {
+  for (float& v : values) v = strata::sdk::fp16_to_fp32(strata::sdk::fp32_to_fp16(v));
+  return values;
+}
+
+// Runs attention on layer 1 of a cache for the tokens at positions [first, first + n) of a sequence whose
+// q, k and v are given for all positions.
+std::vector<float> run_attention(Backend& backend, strata_kv_cache* cache, const AttentionShape& s, int32_t first,
+                                 int32_t n, const std::vector<float>& q_all, const std::vector<float>& k_all,
+                                 const std::vector<float>& v_all) {
+  const int64_t q_width = s.n_head * s.head_dim, kv_width = s.n_head_kv * s.head_dim;
+  const auto slice = [&](const std::vector<float>& all, int64_t width) {
+    return std::vector<float>(all.begin() + first * width, all.begin() + (first + n) * width);
+  };
+  std::vector<int32_t> positions(n);
+  std::iota(positions.begin(), positions.end(), first);
+  const strata_attention_params params{sizeof(strata_attention_params), 1, n, s.n_head, s.n_head_kv, s.head_dim,
+                                       1.0f / std::sqrt(static_cast<float>(s.head_dim)), positions.data()};
+  strata_buffer* out = backend.alloc_floats(static_cast<size_t>(n * q_width));
+  EXPECT_EQ(table().attention(backend.get(), cache, &params, backend.upload(slice(q_all, q_width)),
+                              backend.upload(slice(k_all, kv_width)), backend.upload(slice(v_all, kv_width)), out,
+                              backend.error()),
+            STRATA_OK)
+      << backend.message();
+  return backend.read(out, static_cast<size_t>(n * q_width));
+}
+
+class BackendCpuAttention : public testing::TestWithParam<int32_t> {};
+
+TEST_P(BackendCpuAttention, GroupedQueryHeadsMatchTheReference) {
+  const int32_t kv_type = GetParam();
+  const AttentionShape s{6, 2, 72};  // three query heads per kv head; 72 exercises the kernels' tails
+  const int32_t n = 9;
+  const auto q = random_floats(n * s.n_head * s.head_dim, 1), k = random_floats(n * s.n_head_kv * s.head_dim, 2),
+             v = random_floats(n * s.n_head_kv * s.head_dim, 3);
+  Backend backend(3);
+  const auto actual = run_attention(backend, backend.kv(2, 16, s.n_head_kv, s.head_dim, kv_type), s, 0, n, q, k, v);
+  std::vector<int32_t> positions(n);
+  std::iota(positions.begin(), positions.end(), 0);
+  const double scale = 1.0f / std::sqrt(72.0f);
+  if (kv_type == STRATA_KV_F16) {
+    expect_near_all(actual, reference_attention(s, positions, q, round_through_f16(k), round_through_f16(v), scale),
+                    1e-5, "f16 cache");
+  } else {
+    expect_near_all(actual, reference_attention(s, positions, q, k, v, scale), 3e-2, "int8 cache");
+  }
+}
+
+TEST_P(BackendCpuAttention, PromptThenSingleStepsEqualOneStep) {
+  const int32_t kv_type = GetParam();
+  const AttentionShape s{4, 1, 64};
+  const auto q = random_floats(8 * s.n_head * s.head_dim, 4), k = random_floats(8 * s.n_head_kv * s.head_dim, 5),
+             v = random_floats(8 * s.n_head_kv * s.head_dim, 6);
+  Backend backend(2);
+  const auto whole = run_attention(backend, backend.kv(2, 32, s.n_head_kv, s.head_dim, kv_type), s, 0, 8, q, k, v);
+  strata_kv_cache* cache = backend.kv(2, 32, s.n_head_kv, s.head_dim, kv_type);
+  std::vector<float> stepped = run_attention(backend, cache, s, 0, 5, q, k, v);
+  for (int32_t position = 5; position < 8; ++position) {
+    const auto step = run_attention(backend, cache, s, position, 1, q, k, v);
+    stepped.insert(stepped.end(), step.begin(), step.end());
+  }
+  EXPECT_EQ(stepped, whole);
+}
+
+TEST_P(BackendCpuAttention, DoesNotDependOnTheThreadCount) {
+  const AttentionShape s{8, 2, 128};
+  const auto q = random_floats(6 * s.n_head * s.head_dim, 7), k = random_floats(6 * s.n_head_kv * s.head_dim, 8),
+             v = random_floats(6 * s.n_head_kv * s.head_dim, 9);
+  Backend one(1), four(4);
+  EXPECT_EQ(run_attention(one, one.kv(2, 8, 2, 128, GetParam()), s, 0, 6, q, k, v),
+            run_attention(four, four.kv(2, 8, 2, 128, GetParam()), s, 0, 6, q, k, v));
+}
+
+TEST_P(BackendCpuAttention, ScalarInstructionSetAgreesWithAuto) {
+  const AttentionShape s{4, 2, 128};
+  const auto q = random_floats(5 * s.n_head * s.head_dim, 10), k = random_floats(5 * s.n_head_kv * s.head_dim, 11),
+             v = random_floats(5 * s.n_head_kv * s.head_dim, 12);
+  Backend scalar(2, R"({"isa": "scalar"})"), best(2);
+  expect_near_all(run_attention(best, best.kv(2, 8, 2, 128, GetParam()), s, 0, 5, q, k, v),
+                  run_attention(scalar, scalar.kv(2, 8, 2, 128, GetParam()), s, 0, 5, q, k, v), 1e-5,
+                  "attention, scalar vs auto");
+}
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, BackendCpuAttention, testing::Values(STRATA_KV_F16, STRATA_KV_INT8),
+                         [](const testing::TestParamInfo<int32_t>& info) {
+                           return info.param == STRATA_KV_F16 ? std::string("F16") : std::string("Int8");
+                         });
+
+TEST(BackendCpu, AttentionPastTheContextIsAnError) {
+  Backend backend(1);
+  strata_kv_cache* cache = backend.kv(1, 4096, 1, 8, STRATA_KV_F16);
+  const int32_t position = 4096;
+  const strata_attention_params params{sizeof(strata_attention_params), 0, 1, 1, 1, 8, 1.0f, &position};
+  strata_buffer* qkv = backend.alloc_floats(8);
+  EXPECT_EQ(table().attention(backend.get(), cache, &params, qkv, qkv, qkv, backend.alloc_floats(8), backend.error()),
+            STRATA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(backend.message(), "position 4096 is past the context of 4096");
+}
+
+// Router and experts.
+TEST(BackendCpu, RouteTakesTheTopKOfTheSoftmax) {
+  const int32_t n_tokens = 5, n_experts = 16, n_used = 4;
+  std::vector<float> logits = random_floats(n_tokens * n_experts, 14, 2.0f);
+  std::fill(logits.begin() + 4 * n_experts, logits.end(), 0.5f);  // the last token: all tied
+  for (int32_t routing : {STRATA_ROUTING_SOFTMAX_TOPK, STRATA_ROUTING_SOFTMAX_TOPK_NORM}) {
+    Backend backend(2);
+    strata_buffer* ids = backend.alloc(n_tokens * n_used * sizeof(int32_t));
+    strata_buffer* weights = backend.alloc_floats(n_tokens * n_used);
+    ASSERT_EQ(table().route(backend.get(), backend.upload(logits), n_tokens, n_experts, n_used, routing, ids, weights,
+                            backend.error()),
+              STRATA_OK)
+        << backend.message();
+    const auto actual_ids = backend.read<int32_t>(ids, n_tokens * n_used);
+    const auto actual_weights = backend.read(weights, n_tokens * n_used);
+    for (int32_t t = 0; t < n_tokens; ++t) {
+      std::vector<double> p(n_experts);
+      double sum = 0.0;
+      for (int32_t e = 0; e < n_experts; ++e) sum += p[e] = std::exp(double{logits[t * n_experts + e]});
+      std::vector<int32_t> order(n_experts);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
+      double chosen = 0.0;
+      for (int32_t j = 0; j < n_used; ++j) chosen += p[order[j]] / sum;
+      for (int32_t j = 0; j < n_used; ++j) {
+        EXPECT_EQ(actual_ids[t * n_used + j], order[j]) << "token " << t << " choice " << j;
+        const double expected = p[order[j]] / sum / (routing == STRATA_ROUTING_SOFTMAX_TOPK_NORM ? chosen : 1.0);
+        EXPECT_NEAR(actual_weights[t * n_used + j], expected, 1e-6);
+      }
+    }
+  }
+}
+
+struct MoeRun {
+  std::vector<float> out;
+  std::vector<double> expected;
+};
+
+// n_tokens tokens each routed to 3 of 6 experts (shared between tokens); down is Q8_0 under Q4_K experts.
+MoeRun run_moe(uint32_t type, int n_threads, int32_t n_tokens, Backend::Kernels kernels = Backend::without_dot_kernels) {
+  const int64_t width = 256, ffn = 96, n_experts = 6;
+  const int32_t n_used = 3;
+  const HostWeight gate = make_weight(type, width, ffn, n_experts, 20), up = make_weight(type, width, ffn, n_experts, 21),
+                   down = make_weight(type == kQ4_K ? kQ8_0 : type, ffn, width, n_experts, 22);
+  const auto x = random_floats(n_tokens * width, 23);
+  const auto weights = random_floats(n_tokens * n_used, 24);
+  std::vector<int32_t> ids(n_tokens * n_used);
+  for (int32_t t = 0; t < n_tokens; ++t) {
+    for (int32_t j = 0; j < n_used; ++j) ids[t * n_used + j] = (t * 5 + j * 2) % n_experts;
+  }
+  Backend backend(n_threads, "{}", kernels);
+  strata_buffer* out = backend.alloc_floats(n_tokens * width);
+  EXPECT_EQ(table().moe_ffn(backend.get(), backend.upload(x), n_tokens, n_used, backend.upload(ids),
+                            backend.upload(weights), backend.load(gate), backend.load(up), backend.load(down), out,
+                            backend.error()),
+            STRATA_OK)
+      << backend.message();
+  MoeRun run{backend.read(out, n_tokens * width), std::vector<double>(n_tokens * width, 0.0)};
+  for (int32_t t = 0; t < n_tokens; ++t) {
+    const std::vector<float> xt(x.begin() + t * width, x.begin() + (t + 1) * width);
+    for (int32_t j = 0; j < n_used; ++j) {
+      const int32_t e = ids[t * n_used + j];
+      const auto g = reference_matmul(gate, e, xt, 1), u = reference_matmul(up, e, xt, 1);
+      std::vector<float> h(ffn);
+      for (int64_t i = 0; i < ffn; ++i) h[i] = static_cast<float>(g[i] / (1.0 + std::exp(-g[i])) * u[i]);
+      const auto d = reference_matmul(down, e, h, 1);
+      for (int64_t i = 0; i < width; ++i) run.expected[t * width + i] += weights[t * n_used + j] * d[i];
+    }
+  }
+  return run;
+}
+
+TEST(BackendCpu, MoeFfnMatchesTheReference) {
+  for (uint32_t type : {kF16, kQ4_K, kQ8_0}) {
+    const MoeRun dequantized = run_moe(type, 2, 7);
+    // Outputs are sums of terms near 100 that cancel: float rounding shows at 1e-4 of the small ones.
+    expect_near_all(dequantized.out, dequantized.expected, 1e-3, types().type(type).name);
+    EXPECT_LT(relative_rms_error(dequantized.out, dequantized.expected), 1e-5) << types().type(type).name;
+    // With the dot kernels, gate/up/down see activations rounded to Q8_0 / Q8_K (not F16's, which are floats).
+    const MoeRun with_dot = run_moe(type, 2, 7, Backend::with_dot_kernels);
+    EXPECT_LT(relative_rms_error(with_dot.out, with_dot.expected), type == kF16 ? 1e-5 : 0.03) << types().type(type).name;
+  }
+}
+
+TEST(BackendCpu, MoeFfnDoesNotDependOnTheThreadCount) {
+  EXPECT_EQ(run_moe(kQ8_0, 1, 9).out, run_moe(kQ8_0, 4, 9).out);
+}
+
+// Embedding lookup, row and elementwise ops.
+TEST(BackendCpu, GetRowsDequantizesTheChosenRows) {
+  const HostWeight embeddings = make_weight(kQ8_0, 64, 10, 1, 30);
+  const std::vector<int32_t> ids = {3, 0, 9, 3};
+  Backend backend(2);
+  strata_weight* table_weight = backend.load(embeddings);
+  strata_buffer* out = backend.alloc_floats(ids.size() * 64);
+  ASSERT_EQ(table().get_rows(backend.get(), table_weight, ids.data(), 4, out, backend.error()), STRATA_OK);
+  std::vector<float> expected;
+  for (int32_t id : ids) expected.insert(expected.end(), embeddings.row(0, id), embeddings.row(0, id) + 64);
+  EXPECT_EQ(backend.read(out, expected.size()), expected);
+  const int32_t outside = 10;
+  EXPECT_EQ(table().get_rows(backend.get(), table_weight, &outside, 1, out, backend.error()), STRATA_E_INVALID_ARGUMENT);
+}
+
+TEST(BackendCpu, RmsNormMatchesTheReferenceInPlace) {
+  const int32_t rows = 5, width = 200;
+  const auto x = random_floats(rows * width, 31, 3.0f), gain = random_floats(width, 32);
+  Backend backend(2);
+  strata_buffer* buffer = backend.upload(x);
+  ASSERT_EQ(table().rms_norm(backend.get(), buffer, backend.load_f32(gain), rows, width, 1e-6f, buffer, backend.error()),
+            STRATA_OK);
+  std::vector<double> expected(x.size());
+  for (int32_t r = 0; r < rows; ++r) {
+    double sum = 0.0;
+    for (int32_t i = 0; i < width; ++i) sum += double{x[r * width + i]} * x[r * width + i];
+    const double scale = 1.0 / std::sqrt(sum / width + 1e-6);
+    for (int32_t i = 0; i < width; ++i) expected[r * width + i] = x[r * width + i] * scale * gain[i];
+  }
+  expect_near_all(backend.read(buffer, x.size()), expected, 1e-5, "rms_norm");
+}
+
+TEST(BackendCpu, RopeNeoxRotatesPairsHalfTheRotatedDimsApart) {
+  const int32_t n_tokens = 3, n_heads = 2, head_dim = 16, n_rot = 12;
+  const float base = 10000.0f;
+  const std::vector<int32_t> positions = {0, 7, 300};
+  const auto x = random_floats(n_tokens * n_heads * head_dim, 33);
+  Backend backend(2);
+  strata_buffer* buffer = backend.upload(x);
+  ASSERT_EQ(table().rope_neox(backend.get(), buffer, positions.data(), n_tokens, n_heads, head_dim, n_rot, base,
+                              backend.error()),
+            STRATA_OK);
+  std::vector<double> expected(x.begin(), x.end());  // dims from n_rot on stay as they are
+  for (int32_t t = 0; t < n_tokens; ++t) {
+    for (int32_t h = 0; h < n_heads; ++h) {
+      const int64_t at = (t * n_heads + h) * head_dim;
+      for (int32_t i = 0; i < n_rot / 2; ++i) {
+        const double theta = positions[t] * std::pow(double{base}, -2.0 * i / n_rot);
+        const double x0 = x[at + i], x1 = x[at + i + n_rot / 2];
+        expected[at + i] = x0 * std::cos(theta) - x1 * std::sin(theta);
+        expected[at + i + n_rot / 2] = x0 * std::sin(theta) + x1 * std::cos(theta);
+      }
+    }
+  }
+  // Angles are computed in float, as ggml does: at position 300 they are off by a few ulps of 300.
+  expect_near_all(backend.read(buffer, x.size()), expected, 1e-4, "rope_neox");
+}
+
+TEST(BackendCpu, ElementwiseOpsMatchTheReference) {
+  const int64_t n = 40000;  // several chunks
+  const auto a = random_floats(n, 34, 4.0f), b = random_floats(n, 35);
+  Backend backend(3);
+  strata_buffer* a_buffer = backend.upload(a);
+  strata_buffer* b_buffer = backend.upload(b);
+  strata_buffer* out = backend.alloc_floats(n);
+  std::vector<double> expected(n);
+  const auto check = [&](strata_status status, auto reference, const char* what) {
+    ASSERT_EQ(status, STRATA_OK) << what << ": " << backend.message();
+    for (int64_t i = 0; i < n; ++i) expected[i] = reference(double{a[i]}, double{b[i]});
+    expect_near_all(backend.read(out, n), expected, 1e-6, what);
+  };
+  check(table().add(backend.get(), a_buffer, b_buffer, n, out, backend.error()),
+        [](double p, double q) { return p + q; }, "add");
+  check(table().mul(backend.get(), a_buffer, b_buffer, n, out, backend.error()),
+        [](double p, double q) { return p * q; }, "mul");
+  check(table().unary(backend.get(), STRATA_UNARY_SILU, a_buffer, n, out, backend.error()),
+        [](double p, double) { return p / (1.0 + std::exp(-p)); }, "silu");
+  check(table().unary(backend.get(), STRATA_UNARY_SIGMOID, a_buffer, n, out, backend.error()),
+        [](double p, double) { return 1.0 / (1.0 + std::exp(-p)); }, "sigmoid");
+  EXPECT_EQ(table().unary(backend.get(), 99, a_buffer, n, out, backend.error()), STRATA_E_INVALID_ARGUMENT);
+}
+
+TEST(BackendCpu, ScaleRowsMultipliesEachRowByItsScale) {
+  const int32_t rows = 4, width = 5000;
+  const auto x = random_floats(rows * width, 36), scale = random_floats(rows, 37);
+  Backend backend(2);
+  strata_buffer* buffer = backend.upload(x);
+  ASSERT_EQ(table().scale_rows(backend.get(), buffer, backend.upload(scale), rows, width, backend.error()), STRATA_OK);
+  std::vector<double> expected(x.size());
+  for (size_t i = 0; i < x.size(); ++i) expected[i] = double{x[i]} * scale[i / width];
+  expect_near_all(backend.read(buffer, x.size()), expected, 1e-7, "scale_rows");
+}
+
+// Rough speed of a 2048 x 2048 matmul on both paths, printed for the record (not asserted: machines differ).
+TEST(BackendCpuSpeed, Matmul2048) {
+  for (uint32_t type : {kF16, kQ8_0}) {
+    const HostWeight w = make_weight(type, 2048, 2048, 1, 40);
+    for (auto kernels : {Backend::with_dot_kernels, Backend::without_dot_kernels}) {
+      for (int threads : {1, 2}) {
+        Backend backend(threads, "{}", kernels);
+        strata_weight* weight = backend.load(w);
+        for (int32_t n_tokens : {1, 64}) {
+          strata_buffer* x = backend.upload(random_floats(n_tokens * 2048, 41));
+          strata_buffer* out = backend.alloc_floats(n_tokens * 2048);
+          const int repeats = n_tokens == 1 ? 20 : 3;
+          const auto start = std::chrono::steady_clock::now();
+          for (int i = 0; i < repeats; ++i) {
+            ASSERT_EQ(table().matmul(backend.get(), weight, 0, x, n_tokens, nullptr, out, backend.error()), STRATA_OK);
+          }
+          const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+          std::printf("matmul 2048x2048 %s %s, %2d tokens, %s: %.2f ms\n", types().type(type).name,
+                      kernels == Backend::with_dot_kernels ? "dot kernel" : "dequantized", n_tokens,
+                      table().describe(backend.get()), elapsed.count() / repeats);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
