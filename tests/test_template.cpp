@@ -151,6 +151,7 @@ TEST(TemplateExpressions, SlicingArithmeticAndPythonPrinting) {
             "64 3 a1NoneTrue abab [1, 2] True True");
   EXPECT_EQ(render("{{ 'a' if n > 5 else 'b' }}{{ 'x' if false }}|{{ true and 'x' }} {{ false or 'y' }} {{ 'z' not in ['a'] }}", {{"n", 7}}),
             "a|x y True");
+  EXPECT_EQ(render("{{ '%s=%d' % ('a', 1) }} {{ '%.2f' % 1.5 }}"), "a=1 1.50");
   EXPECT_EQ(render("{{ \"tab\\there\" }} {{ 'uni\\u00e9\\x41' }} {{ \"a\" \"b\" }} {{ 'q\\'s' }}"), "tab\there uniéA ab q's");
 }
 

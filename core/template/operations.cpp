@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/template/failure.hpp"
+#include "core/template/filters.hpp"
 #include "core/template/methods.hpp"
 #include "core/template/unicode.hpp"
 
@@ -159,6 +160,11 @@ Value binary_operation(std::string_view op, const Value& left, const Value& righ
   if (op == ">=") return compare(left, right) >= 0;
   if (left.is_number() && right.is_number()) return arithmetic(op, left, right);
   if (op == "+") return concatenate(left, right);
+  if (op == "%" && left.is_string()) {  // printf-style formatting, as the `format` filter does it
+    CallArgs args;
+    args.positional = right.is_tuple() ? right.list_data().items : std::vector<Value>{right};
+    return apply_filter("format", left, args);
+  }
   if (op == "*") {
     if ((left.is_string() || left.is_list_or_tuple()) && right.is_number() && !right.is_float()) return repeat(left, right.as_int());
     if ((right.is_string() || right.is_list_or_tuple()) && left.is_number() && !left.is_float()) return repeat(right, left.as_int());
