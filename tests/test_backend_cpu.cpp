@@ -287,12 +287,18 @@ TEST(BackendCpu, DescribeNamesThreadsAndInstructionSet) {
 }
 
 TEST(BackendCpu, EnvironmentChoosesTheInstructionSetOverTheOption) {
+  const char* outer = std::getenv("STRATA_CPU_ISA");  // CI may run the whole suite under one level
+  const std::string saved = outer != nullptr ? outer : "";
   setenv("STRATA_CPU_ISA", "scalar", 1);
   {
     Backend backend(1, R"({"isa": "auto"})");
     EXPECT_STREQ(table().describe(backend.get()), "cpu: 1 threads, scalar");
   }
-  unsetenv("STRATA_CPU_ISA");
+  if (outer != nullptr) {
+    setenv("STRATA_CPU_ISA", saved.c_str(), 1);
+  } else {
+    unsetenv("STRATA_CPU_ISA");
+  }
 }
 
 TEST(BackendCpu, RejectsAnUnknownInstructionSet) {
