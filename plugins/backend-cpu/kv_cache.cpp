@@ -11,11 +11,13 @@
 namespace strata::cpu {
 
 KvTensor::KvTensor(int32_t kv_type, size_t n_rows, int32_t head_dim)
-    : is_int8_(kv_type == STRATA_KV_INT8), head_dim_(head_dim) {
+    : is_int8_(kv_type == STRATA_KV_INT8),
+      head_dim_(head_dim),
+      groups_per_row_((head_dim + kInt8GroupSize - 1) / kInt8GroupSize) {
   const size_t n_values = n_rows * static_cast<size_t>(head_dim);
   if (is_int8_) {
     levels_.resize(n_values);
-    scales_.resize(n_rows);
+    scales_.resize(n_rows * groups_per_row_);
   } else {
     halves_.resize(n_values);
   }
@@ -27,18 +29,28 @@ void KvTensor::store(size_t row, const float* x) {
     for (int32_t i = 0; i < head_dim_; ++i) halves_[first + i] = sdk::fp32_to_fp16(x[i]);
     return;
   }
-  float amax = 0.0f;
-  for (int32_t i = 0; i < head_dim_; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float scale = amax / 127.0f;
-  const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
-  for (int32_t i = 0; i < head_dim_; ++i) levels_[first + i] = static_cast<int8_t>(std::lround(x[i] * inverse));
-  scales_[row] = scale;
+  for (int32_t group = 0; group < groups_per_row_; ++group) {
+    const int32_t start = group * kInt8GroupSize;
+    const int32_t size = std::min(kInt8GroupSize, head_dim_ - start);
+    float amax = 0.0f;
+    for (int32_t i = 0; i < size; ++i) amax = std::max(amax, std::fabs(x[start + i]));
+    const float scale = amax / 127.0f;
+    const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+    for (int32_t i = 0; i < size; ++i) levels_[first + start + i] = static_cast<int8_t>(std::lround(x[start + i] * inverse));
+    scales_[row * groups_per_row_ + group] = scale;
+  }
 }
 
 float KvTensor::dot(const FloatKernels& kernels, size_t row, const float* x) const {
   const size_t first = row * head_dim_;
   if (!is_int8_) return kernels.dot_f16(halves_.data() + first, x, head_dim_);
-  return scales_[row] * kernels.dot_i8(levels_.data() + first, x, head_dim_);
+  float sum = 0.0f;
+  for (int32_t group = 0; group < groups_per_row_; ++group) {
+    const int32_t start = group * kInt8GroupSize;
+    sum += scales_[row * groups_per_row_ + group] *
+           kernels.dot_i8(levels_.data() + first + start, x + start, std::min(kInt8GroupSize, head_dim_ - start));
+  }
+  return sum;
 }
 
 void KvTensor::accumulate(const FloatKernels& kernels, size_t row, float a, float* y) const {
@@ -46,7 +58,11 @@ void KvTensor::accumulate(const FloatKernels& kernels, size_t row, float a, floa
   if (!is_int8_) {
     kernels.axpy_f16(a, halves_.data() + first, y, head_dim_);
   } else {
-    kernels.axpy_i8(a * scales_[row], levels_.data() + first, y, head_dim_);
+    for (int32_t group = 0; group < groups_per_row_; ++group) {
+      const int32_t start = group * kInt8GroupSize;
+      kernels.axpy_i8(a * scales_[row * groups_per_row_ + group], levels_.data() + first + start, y + start,
+                      std::min(kInt8GroupSize, head_dim_ - start));
+    }
   }
 }
 
