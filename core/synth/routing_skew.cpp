@@ -1,7 +1,7 @@
 #include "core/synth/routing_skew.hpp"
 
+#include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <numeric>
 #include <string>
 
@@ -33,7 +33,9 @@ RoutingSkew::RoutingSkew(const ModelShape& shape, float exponent, uint64_t seed)
   // and the router's random part (orthogonal to u) gives logits of std kRouterLogitStd / sqrt(1 + kappa^2).
   const double lean_after_norm = kLeanKappa * std::sqrt(n) / std::sqrt(1.0 + kLeanKappa * kLeanKappa);
   const double noise_std = kRouterLogitStd / std::sqrt(1.0 + kLeanKappa * kLeanKappa);
-  const double gumbel_scale = noise_std * std::sqrt(6.0) / std::numbers::pi;  // a Gumbel of that std
+  // The largest of K Gaussians of std sigma is close to a Gumbel of scale sigma / sqrt(2 ln K) (extreme
+  // value theory), and top-1 choice is decided among the largest logits.
+  const double gumbel_scale = noise_std / std::sqrt(2.0 * std::log(std::max(2u, shape.n_expert)));
 
   alpha_.resize(shape.n_layer);
   for (uint32_t layer = 0; layer < shape.n_layer; ++layer) {

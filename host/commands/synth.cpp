@@ -35,9 +35,9 @@ std::string fast_path_summary(const synth::SynthReport& report) {
     ++count;
     patterns.insert(std::regex_replace(tensor.name, block_index, "blk.*."));
   }
-  std::string text = std::to_string(count) + " tensors";
-  for (const auto& pattern : patterns) text += (pattern == *patterns.begin() ? ": " : ", ") + pattern;
-  return text;
+  std::string list;
+  for (const auto& pattern : patterns) list += (list.empty() ? "" : ", ") + pattern;
+  return std::to_string(count) + " tensors" + (list.empty() ? "" : " (" + list + ")");
 }
 
 void run_synth(const SynthCommandOptions& o) {
