@@ -88,14 +88,25 @@ struct QuantTypeAdapter {
 template <class Codec>
 concept HasCpuDot = requires { Codec::cpu_activation_type; &Codec::cpu_dot_rows; };
 
+// And CUDA launchers (see quant.h), when the plugin is built with CUDA:
+//   static strata_status cuda_dequantize_f16(const void*, uint16_t*, int64_t, void*, strata_error*);
+//   static strata_status cuda_matvec(const void*, int64_t, int64_t, size_t, const float*, int64_t, float*,
+//                                    void*, strata_error*);
+template <class Codec>
+concept HasCudaKernels = requires { &Codec::cuda_dequantize_f16; &Codec::cuda_matvec; };
+
 template <class Codec>
 constexpr strata_quant_type make_quant_type() {
   strata_quant_type type{sizeof(strata_quant_type), Codec::type_id,   Codec::name,
                          Codec::block_elements,      Codec::block_bytes, &QuantTypeAdapter<Codec>::dequantize,
-                         &QuantTypeAdapter<Codec>::quantize, 0, nullptr};
+                         &QuantTypeAdapter<Codec>::quantize, 0, nullptr, nullptr, nullptr};
   if constexpr (HasCpuDot<Codec>) {
     type.cpu_activation_type = Codec::cpu_activation_type;
     type.cpu_dot_rows = &Codec::cpu_dot_rows;
+  }
+  if constexpr (HasCudaKernels<Codec>) {
+    type.cuda_dequantize_f16 = &Codec::cuda_dequantize_f16;
+    type.cuda_matvec = &Codec::cuda_matvec;
   }
   return type;
 }

@@ -38,6 +38,18 @@ typedef struct strata_quant_type {
    * Must be thread-safe: the backend calls it from several threads on disjoint rows. */
   void (*cpu_dot_rows)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, const void* activation,
                        float* out);
+
+  /* CUDA kernels; optional (NULL when the plugin was built without CUDA: a CUDA backend then uses its own
+   * kernels for the type or refuses it). Pointers are device memory of the current device; stream is a
+   * cudaStream_t. Plugins and backends link the shared CUDA runtime so that streams and memory are one.
+   * A launcher only enqueues work; errors it can see at launch are returned. */
+  /* out (f16, IEEE half bits) = n_blocks dequantized blocks. */
+  strata_status (*cuda_dequantize_f16)(const void* blocks, uint16_t* out, int64_t n_blocks, void* stream,
+                                       strata_error* error);
+  /* out[t][r] = dot(weight row r, x[t]) for r < n_rows, t < n_tokens (small: the decode path, 1 to 8);
+   * rows hold n values and are row_bytes apart; x and out are float32 row-major. */
+  strata_status (*cuda_matvec)(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes, const float* x,
+                               int64_t n_tokens, float* out, void* stream, strata_error* error);
 } strata_quant_type;
 
 typedef struct strata_quant_table {
