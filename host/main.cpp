@@ -9,6 +9,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"strata: mixture-of-experts inference engine"};
   app.require_subcommand(1);
+  app.fallthrough();  // global flags such as --log-level may follow the subcommand
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "debug, info, warn, error or off")->capture_default_str();
   app.parse_complete_callback([&] { strata::set_log_level(log_level); });
@@ -18,6 +19,8 @@ int main(int argc, char** argv) {
   strata::host::register_synth_command(app);
   strata::host::register_logits_command(app);
   strata::host::register_bench_command(app);
+  strata::host::register_generate_command(app);
+  strata::host::register_chat_command(app);
   strata::host::register_template_command(app);
   strata::host::register_tokenize_command(app);
   strata::host::register_detokenize_command(app);

@@ -11,6 +11,8 @@ void register_inspect_command(CLI::App& app);
 void register_synth_command(CLI::App& app);
 void register_logits_command(CLI::App& app);
 void register_bench_command(CLI::App& app);
+void register_generate_command(CLI::App& app);
+void register_chat_command(CLI::App& app);
 void register_template_command(CLI::App& app);
 void register_tokenize_command(CLI::App& app);
 void register_detokenize_command(CLI::App& app);

@@ -16,6 +16,18 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
   command->add_option("-t,--threads", options.threads, "CPU threads (default: the number of physical cores)");
 }
 
+void add_sampling_options(CLI::App* command, SamplingParams& sampling) {
+  command->add_option("--temp", sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
+  command->add_option("--top-k", sampling.top_k, "Keep the k most likely tokens (<= 0: off)")->capture_default_str();
+  command->add_option("--top-p", sampling.top_p, "Nucleus sampling mass (1: off)")->capture_default_str();
+  command->add_option("--min-p", sampling.min_p, "Drop tokens below min-p x p(best) (0: off)")->capture_default_str();
+  command->add_option("--repeat-penalty", sampling.repetition_penalty, "Repetition penalty (1: off)")->capture_default_str();
+  command->add_option("--presence-penalty", sampling.presence_penalty, "Presence penalty (0: off)")->capture_default_str();
+  command->add_option("--frequency-penalty", sampling.frequency_penalty, "Frequency penalty (0: off)")->capture_default_str();
+  command->add_option("--repeat-last-n", sampling.repeat_last_n, "Tokens the penalties look back at (-1: all)")->capture_default_str();
+  command->add_option("-s,--seed", sampling.seed, "Random seed: the same seed gives the same output")->capture_default_str();
+}
+
 std::vector<int32_t> parse_token_list(const std::string& text) {
   std::string list = text;
   if (list.find_first_not_of("0123456789, \t\n") != std::string::npos && std::filesystem::is_regular_file(text)) {

@@ -1,4 +1,4 @@
-// Flags shared by the commands that run a model (logits, generate, bench), and token-list parsing.
+// Flags shared by the commands that run a model (logits, generate, chat, bench), and token-list parsing.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,11 +7,15 @@
 #include <vector>
 
 #include "core/engine/engine.hpp"
+#include "core/sampling/sampler.hpp"
 
 namespace strata::host {
 
 // --model (required), --manifest, --backend, --threads.
 void add_engine_options(CLI::App* command, EngineOptions& options);
+
+// --temp, --top-k, --top-p, --min-p, the penalties and --seed.
+void add_sampling_options(CLI::App* command, SamplingParams& sampling);
 
 // "1,2,3" (commas or spaces), or the name of a file holding such a list.
 std::vector<int32_t> parse_token_list(const std::string& text);

@@ -1,0 +1,64 @@
+#include "core/engine/generation.hpp"
+
+#include <algorithm>
+
+#include "core/util/error.hpp"
+
+namespace strata {
+
+std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt, const GenerationOptions& options,
+                              const std::function<bool(int32_t)>& on_token) {
+  if (prompt.empty()) throw Error("generation needs a prompt of at least one token");
+  Sampler sampler(options.sampling);
+  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  std::vector<int32_t> generated;
+  std::vector<float> logits = session.forward(prompt, false);
+  while (static_cast<int32_t>(generated.size()) < options.max_tokens) {
+    const int32_t token = sampler.sample(logits, history);
+    if (options.end_tokens.contains(token)) break;
+    generated.push_back(token);
+    history.push_back(token);
+    if (!on_token(token)) break;
+    if (static_cast<int32_t>(generated.size()) == options.max_tokens) break;
+    if (session.position() >= session.context_size()) break;  // the context is full: stop, as a peer does
+    logits = session.forward(std::span(&token, 1), false);
+  }
+  return generated;
+}
+
+std::string StopStrings::push(const std::string& text) {
+  if (stopped_) return "";
+  held_ += text;
+  size_t first_stop = std::string::npos;
+  for (const auto& stop : stops_) {
+    if (!stop.empty()) first_stop = std::min(first_stop, held_.find(stop));
+  }
+  if (first_stop != std::string::npos) {
+    stopped_ = true;
+    std::string out = held_.substr(0, first_stop);
+    held_.clear();
+    return out;
+  }
+  // Keep the longest tail that is a proper prefix of some stop string.
+  size_t keep = 0;
+  for (const auto& stop : stops_) {
+    if (stop.empty()) continue;
+    for (size_t length = std::min(stop.size() - 1, held_.size()); length > keep; --length) {
+      if (held_.compare(held_.size() - length, length, stop, 0, length) == 0) {
+        keep = length;
+        break;
+      }
+    }
+  }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+std::string StopStrings::finish() {
+  std::string out = stopped_ ? "" : held_;
+  held_.clear();
+  return out;
+}
+
+}  // namespace strata

@@ -1,0 +1,101 @@
+// Generation: greedy decoding follows the forward's argmax, seeds reproduce, stop strings never leak.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/engine/engine.hpp"
+#include "core/engine/generation.hpp"
+#include "support/reference.hpp"
+#include "support/run_command.hpp"
+
+namespace strata {
+namespace {
+
+TEST(StopStrings, HoldsBackAPossibleStartAndCutsAtTheStop) {
+  StopStrings stops({"</end>", "STOP"});
+  EXPECT_EQ(stops.push("hello </"), "hello ");  // "</" may begin "</end>"
+  EXPECT_EQ(stops.push("b> and S"), "</b> and ");
+  EXPECT_FALSE(stops.stopped());
+  EXPECT_EQ(stops.push("TO"), "");
+  EXPECT_EQ(stops.push("P tail"), "");
+  EXPECT_TRUE(stops.stopped());
+  EXPECT_EQ(stops.push("more"), "");
+  EXPECT_EQ(stops.finish(), "");
+}
+
+TEST(StopStrings, ReleasesWhatWasHeldAtTheEnd) {
+  StopStrings stops({"STOP"});
+  EXPECT_EQ(stops.push("abc ST"), "abc ");
+  EXPECT_EQ(stops.finish(), "ST");
+  StopStrings none({});
+  EXPECT_EQ(none.push("anything"), "anything");
+}
+
+class GenerationOnReference : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
+    if (!std::filesystem::exists(path_)) GTEST_SKIP() << "reference model missing: " << path_;
+    EngineOptions options;
+    options.model = path_;
+    options.manifest = test::default_manifest_path();
+    options.threads = 2;
+    engine_ = std::make_unique<Engine>(options);
+  }
+  std::filesystem::path path_;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(GenerationOnReference, GreedyFollowsTheArgmaxOfTheForward) {
+  const std::vector<int32_t> prompt = {5, 17, 42, 99};
+  GenerationOptions options;
+  options.max_tokens = 12;
+  options.sampling.temperature = 0.0f;
+  Session session(engine_->model(), {.n_ctx = 64});
+  const auto generated = generate(session, prompt, options, [](int32_t) { return true; });
+  ASSERT_EQ(generated.size(), 12u);
+
+  // The same sequence through one forward call: each generated token is the argmax before it.
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), generated.begin(), generated.end() - 1);
+  Session check(engine_->model(), {.n_ctx = 64});
+  const auto logits = check.forward(all, true);
+  const auto vocab = static_cast<size_t>(engine_->model().config().n_vocab);
+  for (size_t i = 0; i < generated.size(); ++i) {
+    const auto row = logits.begin() + static_cast<std::ptrdiff_t>((prompt.size() - 1 + i) * vocab);
+    EXPECT_EQ(std::max_element(row, row + static_cast<std::ptrdiff_t>(vocab)) - row, generated[i]) << "step " << i;
+  }
+}
+
+TEST_F(GenerationOnReference, SameSeedSameOutputAndTheCallbackCanStop) {
+  GenerationOptions options;
+  options.max_tokens = 16;
+  options.sampling.temperature = 1.0f;
+  options.sampling.seed = 7;
+  auto run = [&] {
+    Session session(engine_->model(), {.n_ctx = 64});
+    return generate(session, std::vector<int32_t>{1, 2, 3}, options, [](int32_t) { return true; });
+  };
+  EXPECT_EQ(run(), run());
+  Session session(engine_->model(), {.n_ctx = 64});
+  int calls = 0;
+  const auto stopped = generate(session, std::vector<int32_t>{1, 2, 3}, options, [&](int32_t) { return ++calls < 3; });
+  EXPECT_EQ(stopped.size(), 3u);
+}
+
+TEST(GenerateCli, PrintsTokenIdsAndIsDeterministicWithASeed) {
+  const auto model = test::reference_dir() / "models" / "qwen2moe-tiny-q8_0.gguf";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing";
+  const std::string command = test::shell_quote(test::strata_executable().string()) + " generate --log-level warn --model " +
+                              test::shell_quote(model.string()) + " --tokens 10,20,30 -n 6 --temp 0.9 --seed 3";
+  const auto first = test::run_command(command);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.out, test::run_command(command).out);
+  int count = 0;
+  for (size_t i = 0; i < first.out.size(); ++i) count += first.out[i] == ' ' ? 1 : 0;
+  EXPECT_EQ(count, 5) << first.out;
+}
+
+}  // namespace
+}  // namespace strata
