@@ -121,11 +121,7 @@ TEST(LogitsCli, WritesTheSameLogitsAsTheLibrary) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ReferenceLogits, ::testing::ValuesIn(test::reference_model_names()),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-                           return name;
-                         });
+                         [](const auto& info) { return test::test_name(info.param); });
 
 }  // namespace
 }  // namespace strata

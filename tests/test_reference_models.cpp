@@ -60,11 +60,7 @@ TEST_P(ReferenceModel, TensorsMatchThePeersTypesShapesAndDequantizedValues) {
 
 INSTANTIATE_TEST_SUITE_P(All, ReferenceModel,
                          ::testing::ValuesIn(test::reference_model_names()),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-                           return name;
-                         });
+                         [](const auto& info) { return test::test_name(info.param); });
 
 }  // namespace
 }  // namespace strata

@@ -157,11 +157,7 @@ TEST_P(ReferenceVocab, StreamingHoldsBackCharactersSplitAcrossTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocab, ReferenceVocab, ::testing::ValuesIn(reference_vocab_names()),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-                           return name;
-                         });
+                         [](const auto& info) { return test::test_name(info.param); });
 
 fs::path vocab_path(const char* name) { return test::reference_dir() / "vocab" / name; }
 

@@ -28,7 +28,7 @@ void add_sampling_options(CLI::App* command, SamplingParams& sampling) {
   command->add_option("-s,--seed", sampling.seed, "Random seed: the same seed gives the same output")->capture_default_str();
 }
 
-std::vector<int32_t> parse_token_list(const std::string& text) {
+std::vector<int32_t> parse_token_list(const std::string& text, const std::string& flag) {
   std::string list = text;
   if (list.find_first_not_of("0123456789, \t\n") != std::string::npos && std::filesystem::is_regular_file(text)) {
     std::ifstream in(text);
@@ -49,11 +49,11 @@ std::vector<int32_t> parse_token_list(const std::string& text) {
       used = 0;
     }
     if (used != word.size() || value < 0 || value > INT32_MAX) {
-      throw Error("--tokens: '" + word + "' is not a token id (expected e.g. 1,2,3 or a file holding such a list)");
+      throw Error(flag + ": '" + word + "' is not a token id (expected e.g. 1,2,3 or a file holding such a list)");
     }
     tokens.push_back(static_cast<int32_t>(value));
   }
-  if (tokens.empty()) throw Error("--tokens: no token ids given");
+  if (tokens.empty()) throw Error(flag + ": no token ids given");
   return tokens;
 }
 

@@ -17,7 +17,7 @@ void add_engine_options(CLI::App* command, EngineOptions& options);
 // --temp, --top-k, --top-p, --min-p, the penalties and --seed.
 void add_sampling_options(CLI::App* command, SamplingParams& sampling);
 
-// "1,2,3" (commas or spaces), or the name of a file holding such a list.
-std::vector<int32_t> parse_token_list(const std::string& text);
+// "1,2,3" (commas or spaces), or the name of a file holding such a list; flag names the option in errors.
+std::vector<int32_t> parse_token_list(const std::string& text, const std::string& flag = "--tokens");
 
 }  // namespace strata::host

@@ -11,6 +11,7 @@
 #include "core/tokenizer/tokenizer.hpp"
 #include "core/util/error.hpp"
 #include "host/commands/commands.hpp"
+#include "host/commands/engine_options.hpp"
 
 namespace strata::host {
 namespace {
@@ -31,29 +32,6 @@ std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot read");
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// "1 2 3" or "1,2,3" (or both mixed) -> ids.
-std::vector<tokenizer::TokenId> parse_ids(const std::string& text) {
-  std::vector<tokenizer::TokenId> ids;
-  size_t pos = 0;
-  while (true) {
-    pos = text.find_first_not_of(" ,\t\n\r", pos);
-    if (pos == std::string::npos) break;
-    const size_t end = std::min(text.find_first_of(" ,\t\n\r", pos), text.size());
-    const std::string word = text.substr(pos, end - pos);
-    size_t used = 0;
-    long long value = -1;
-    try {
-      value = std::stoll(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != word.size() || value < 0 || value > INT32_MAX) throw Error("--ids: '" + word + "' is not a token id");
-    ids.push_back(static_cast<tokenizer::TokenId>(value));
-    pos = end;
-  }
-  return ids;
 }
 
 }  // namespace
@@ -81,7 +59,7 @@ void register_detokenize_command(CLI::App& app) {
   command->add_option("--ids", options->ids, "Token ids separated by spaces or commas")->required();
   command->callback([options] {
     const tokenizer::Tokenizer tokenizer(gguf::Model(options->model));
-    std::cout << tokenizer.decode(parse_ids(options->ids)) << std::flush;
+    std::cout << tokenizer.decode(parse_token_list(options->ids, "--ids")) << std::flush;
   });
 }
 

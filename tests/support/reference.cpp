@@ -1,6 +1,7 @@
 #include "support/reference.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 namespace strata::test {
 
@@ -15,6 +16,12 @@ std::vector<std::string> reference_model_names() {
   std::sort(names.begin(), names.end());
   if (names.empty()) names.push_back("reference-data-missing");
   return names;
+}
+
+std::string test_name(const std::string& model_name) {
+  std::string name = model_name;
+  for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return name;
 }
 
 std::filesystem::path strata_executable() { return std::filesystem::path(STRATA_BIN_DIR) / "strata"; }

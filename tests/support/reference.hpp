@@ -13,6 +13,9 @@ std::filesystem::path reference_dir();
 // parameterized tests still instantiate and then skip with a message.
 std::vector<std::string> reference_model_names();
 
+// A model or vocabulary name as a GoogleTest parameter name (letters, digits and underscores).
+std::string test_name(const std::string& model_name);
+
 std::filesystem::path strata_executable();
 std::filesystem::path default_manifest_path();
 
