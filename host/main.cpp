@@ -1,4 +1,5 @@
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 
@@ -12,7 +13,15 @@ int main(int argc, char** argv) {
   app.fallthrough();  // global flags such as --log-level may follow the subcommand
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "debug, info, warn, error or off")->capture_default_str();
-  app.parse_complete_callback([&] { strata::set_log_level(log_level); });
+  std::string cpu_isa;
+  app.add_option("--cpu-isa", cpu_isa,
+                 "CPU instruction set for every CPU kernel: auto, avx512, avx2 or scalar (same as STRATA_CPU_ISA)")
+      ->check(CLI::IsMember({"auto", "avx512", "avx2", "scalar"}));
+  app.parse_complete_callback([&] {
+    strata::set_log_level(log_level);
+    // The kernels read the choice from the environment when they first run, in every plugin alike.
+    if (!cpu_isa.empty()) ::setenv("STRATA_CPU_ISA", cpu_isa.c_str(), 1);
+  });
 
   strata::host::register_plugins_command(app);
   strata::host::register_inspect_command(app);
