@@ -165,7 +165,9 @@ void bind_parameters(const std::vector<Parameter>& parameters, const CallArgs& a
   for (size_t i = parameters.size(); i < args.positional.size(); ++i) extra_positional.push_back(args.positional[i]);
   Value extra_keyword = Value::dict();
   for (const auto& [name, value] : args.keyword) {
-    const bool is_parameter = std::any_of(parameters.begin(), parameters.end(), [&](const Parameter& p) { return p.name == name; });
+    const auto& keyword = name;  // clang 14 cannot capture a structured binding
+    const bool is_parameter =
+        std::any_of(parameters.begin(), parameters.end(), [&](const Parameter& p) { return p.name == keyword; });
     if (name == "caller") {
       frame->set("caller", value);
     } else if (!is_parameter) {
