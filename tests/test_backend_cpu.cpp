@@ -114,13 +114,26 @@ class TypeLookup {
     strata_quant_type copy = *type;
     copy.cpu_activation_type = 0;
     copy.cpu_dot_rows = nullptr;
+    copy.cpu_dot_rows_multi = nullptr;
     return &stripped.emplace(type_id, copy).first->second;
+  }
+  // The same types with their one-token kernels only: matmul then calls cpu_dot_rows once per token.
+  static const strata_quant_type* find_one_token_dot(void* context, uint32_t type_id) {
+    auto& one_token = static_cast<TypeLookup*>(context)->one_token_;
+    const auto known = one_token.find(type_id);
+    if (known != one_token.end()) return &known->second;
+    const strata_quant_type* type = find(context, type_id);
+    if (type == nullptr) return nullptr;
+    strata_quant_type copy = *type;
+    copy.cpu_dot_rows_multi = nullptr;
+    return &one_token.emplace(type_id, copy).first->second;
   }
   const strata_quant_type& type(uint32_t type_id) { return *find(this, type_id); }
 
  private:
   strata::QuantRegistry registry_;
   std::map<uint32_t, strata_quant_type> stripped_;  // node-based: pointers stay valid
+  std::map<uint32_t, strata_quant_type> one_token_;
 };
 
 TypeLookup& types() {
@@ -153,11 +166,13 @@ HostWeight make_weight(uint32_t type_id, int64_t ne0, int64_t ne1, int64_t ne2, 
 // One backend instance with its buffers, weights and caches, freed with it.
 class Backend {
  public:
-  enum Kernels { with_dot_kernels, without_dot_kernels };
+  enum Kernels { with_dot_kernels, without_dot_kernels, one_token_dot_kernels };
 
   explicit Backend(int n_threads, const std::string& options = "{}", Kernels kernels = with_dot_kernels) {
     const strata_backend_config config{sizeof(strata_backend_config), n_threads, options.c_str(), &types(),
-                                       kernels == with_dot_kernels ? &TypeLookup::find : &TypeLookup::find_without_dot};
+                                       kernels == with_dot_kernels       ? &TypeLookup::find
+                                       : kernels == without_dot_kernels ? &TypeLookup::find_without_dot
+                                                                        : &TypeLookup::find_one_token_dot};
     EXPECT_EQ(table().create(&config, &backend_, error()), STRATA_OK) << message_;
   }
   ~Backend() {
@@ -389,6 +404,20 @@ TEST(BackendCpu, MatmulDotPathMatchesTheReferenceOnConvertedActivations) {
     expect_near_all(backend.matmul(w, 0, x, 3), reference_matmul(w, 0, seen, 3), 1e-4, weight_type.name);
     if (type == kTestQ8DotQ8) {
       EXPECT_GT(test_dot_calls.load(), 0);
+    }
+  }
+}
+
+// A multi-token kernel computes, per token, what the one-token kernel does: the same sums in the same order.
+TEST(BackendCpu, MatmulMultiTokenKernelMatchesOneTokenAtATime) {
+  for (uint32_t type : {kIQ3_XXS, kIQ3_S}) {
+    ASSERT_NE(types().type(type).cpu_dot_rows_multi, nullptr) << types().type(type).name;
+    const HostWeight w = make_weight(type, 512, 45, 2, 60);
+    Backend multi(2), one_token(2, "{}", Backend::one_token_dot_kernels);
+    for (int32_t n_tokens : {2, 8, 19}) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * 512, 61);
+      EXPECT_EQ(multi.matmul(w, 1, x, n_tokens), one_token.matmul(w, 1, x, n_tokens))
+          << types().type(type).name << " x " << n_tokens;
     }
   }
 }

@@ -63,11 +63,14 @@ struct Problem {
   size_t row_bytes = 0;
   std::vector<uint8_t> weight;
   std::vector<float> weight_values;
-  std::vector<uint8_t> activation;
+  std::vector<uint8_t> activation;  // n_tokens rows, activation_stride bytes apart
   std::vector<float> activation_values;
+  int64_t n_tokens = 1;
+  size_t activation_stride = 0;
 };
 
-Problem make_problem(const KernelCase& c, int64_t blocks_per_row, int64_t n_rows, size_t gap, uint32_t seed) {
+Problem make_problem(const KernelCase& c, int64_t blocks_per_row, int64_t n_rows, size_t gap, uint32_t seed,
+                     int64_t n_tokens = 1) {
   const strata_quant_type& w = *c.weight_type;
   const strata_quant_type& a = base_type(c.activation_type_id);
   Problem p;
@@ -85,14 +88,19 @@ Problem make_problem(const KernelCase& c, int64_t blocks_per_row, int64_t n_rows
     check(w.quantize(x.data() + r * p.n, row, 1, p.n, nullptr, &error), message);
     check(w.dequantize(row, p.weight_values.data() + r * p.n, blocks_per_row, &error), message);
   }
-  // Activations with a few outliers, as hidden states have.
-  std::vector<float> y = gaussian(p.n, seed + 1);
-  for (int64_t i = 0; i < p.n; i += 97) y[i] *= 8.0f;
+  // Activations with a few outliers, as hidden states have; rows apart by more than their bytes, too.
+  std::vector<float> y = gaussian(p.n * n_tokens, seed + 1);
+  for (int64_t i = 0; i < p.n * n_tokens; i += 97) y[i] *= 8.0f;
   const int64_t activation_blocks = p.n / a.block_elements;
-  p.activation.resize(activation_blocks * a.block_bytes);
-  p.activation_values.resize(p.n);
-  check(a.quantize(y.data(), p.activation.data(), 1, p.n, nullptr, &error), message);
-  check(a.dequantize(p.activation.data(), p.activation_values.data(), activation_blocks, &error), message);
+  p.n_tokens = n_tokens;
+  p.activation_stride = static_cast<size_t>(activation_blocks) * a.block_bytes + (n_tokens > 1 ? gap : 0);
+  p.activation.assign(p.activation_stride * n_tokens, 0x5a);
+  p.activation_values.resize(p.n * n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    uint8_t* row = p.activation.data() + t * p.activation_stride;
+    check(a.quantize(y.data() + t * p.n, row, 1, p.n, nullptr, &error), message);
+    check(a.dequantize(row, p.activation_values.data() + t * p.n, activation_blocks, &error), message);
+  }
   return p;
 }
 
@@ -165,6 +173,37 @@ TEST_P(CpuKernel, EverySimdLevelOfThisCpuMatchesScalar) {
   }
 }
 
+// Tokens across more than one of the kernels' token chunks, output rows further apart than n_rows: each
+// token's results are what the one-token kernel of the same level gives.
+TEST_P(CpuKernel, MultiTokenKernelMatchesOneTokenAtEveryLevel) {
+  const KernelCase& c = GetParam();
+  const Problem p = make_problem(c, 2, 5, 40, 21, 2 * strata::sdk::kDotTokens + 3);
+  const size_t out_stride = static_cast<size_t>(p.n_rows) + 3;
+  for (CpuIsa isa : strata::sdk::kAllCpuIsas) {
+    if (isa > strata::sdk::detect_cpu_isa()) continue;
+    const strata::sdk::CpuDotKernel& kernel = c.variants->pick_kernel(isa);
+    if (kernel.rows_multi == nullptr) continue;
+    std::vector<float> multi(out_stride * p.n_tokens, std::nanf(""));
+    kernel.rows_multi(p.n, p.n_rows, p.weight.data(), p.row_bytes, p.activation.data(), p.activation_stride,
+                      p.n_tokens, multi.data(), out_stride);
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+      std::vector<float> one(p.n_rows, std::nanf(""));
+      kernel.rows(p.n, p.n_rows, p.weight.data(), p.row_bytes, p.activation.data() + t * p.activation_stride,
+                  one.data());
+      for (int64_t r = 0; r < p.n_rows; ++r) {
+        EXPECT_EQ(multi[t * out_stride + r], one[r])
+            << strata::sdk::cpu_isa_name(isa) << ", token " << t << ", row " << r;
+      }
+    }
+  }
+}
+
+// The types whose kernels have a multi-token form at every level export it.
+TEST_P(CpuKernel, ExportsItsMultiTokenKernel) {
+  const KernelCase& c = GetParam();
+  EXPECT_EQ(c.weight_type->cpu_dot_rows_multi != nullptr, c.variants->scalar.rows_multi != nullptr);
+}
+
 TEST_P(CpuKernel, ZeroRowsWritesNothing) {
   const Problem p = problem(5);
   float untouched = 42.0f;
@@ -217,7 +256,7 @@ TEST(CpuIsaChoice, MissingOrUnknownLevelFallsBackWithWarning) {
 TEST(CpuIsaChoice, VariantsFallToTheBestLevelBelow) {
   const auto scalar = +[](int64_t, int64_t, const void*, size_t, const void*, float*) {};
   const auto avx2 = +[](int64_t, int64_t, const void*, size_t, const void*, float*) {};
-  const CpuDotVariants variants{scalar, avx2};
+  const CpuDotVariants variants{{scalar}, {avx2}};
   EXPECT_EQ(variants.pick(CpuIsa::avx512), avx2);
   EXPECT_EQ(variants.pick(CpuIsa::avx2), avx2);
   EXPECT_EQ(variants.pick(CpuIsa::scalar), scalar);

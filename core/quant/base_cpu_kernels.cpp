@@ -118,9 +118,9 @@ constexpr sdk::CpuDotRowsFn kF32Avx2 = nullptr, kF16Avx2 = nullptr, kBF16Avx2 = 
 
 }  // namespace
 
-const sdk::CpuDotVariants kF32Dot{dot_rows<float_row_dot_scalar<load_f32, 4>>, kF32Avx2};
-const sdk::CpuDotVariants kF16Dot{dot_rows<float_row_dot_scalar<load_f16, 2>>, kF16Avx2};
-const sdk::CpuDotVariants kBF16Dot{dot_rows<float_row_dot_scalar<load_bf16, 2>>, kBF16Avx2};
-const sdk::CpuDotVariants kQ8_0Dot{dot_rows<q8_0_row_dot_scalar>, kQ8_0Avx2};
+const sdk::CpuDotVariants kF32Dot{{dot_rows<float_row_dot_scalar<load_f32, 4>>}, {kF32Avx2}};
+const sdk::CpuDotVariants kF16Dot{{dot_rows<float_row_dot_scalar<load_f16, 2>>}, {kF16Avx2}};
+const sdk::CpuDotVariants kBF16Dot{{dot_rows<float_row_dot_scalar<load_bf16, 2>>}, {kBF16Avx2}};
+const sdk::CpuDotVariants kQ8_0Dot{{dot_rows<q8_0_row_dot_scalar>}, {kQ8_0Avx2}};
 
 }  // namespace strata::cpu_kernels

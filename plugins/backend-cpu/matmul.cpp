@@ -5,6 +5,7 @@
 #include "matmul.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@
 namespace strata::cpu {
 namespace {
 
+using CpuDotRowsMultiFn = decltype(strata_quant_type::cpu_dot_rows_multi);
+
 // Rows per tile: the tile's floats (4 rows of a 2048-wide weight, 32 KiB) stay in L1 while all tokens pass
 // over them (twice as fast at 64 tokens as an L2-sized tile), and a 2048-row weight splits into 512 tiles.
 constexpr int64_t kTileFloats = 8192;
@@ -20,6 +23,7 @@ constexpr int64_t kTileFloats = 8192;
 struct TaskPlan {
   MatmulTask task;
   bool use_dot_rows = false;
+  CpuDotRowsMultiFn dot_rows_multi = nullptr;
   const strata_quant_type* activation_type = nullptr;  // set when activations must be converted
   size_t activation_row_bytes = 0;
   size_t activation_offset = 0;  // into backend.activations
@@ -28,13 +32,25 @@ struct TaskPlan {
   int64_t n_tiles = 0;
 };
 
+// The type's multi-token kernel, when its plugin is new enough to have the field and fills it.
+CpuDotRowsMultiFn multi_token_kernel(const strata_quant_type& type) {
+  if (type.struct_size < offsetof(strata_quant_type, cpu_dot_rows_multi) + sizeof type.cpu_dot_rows_multi) {
+    return nullptr;
+  }
+  return type.cpu_dot_rows_multi;
+}
+
 // The CPU dot kernel of a weight's type, when there is one whose activation type this backend can produce.
 void choose_kernel(strata_backend& backend, TaskPlan& plan) {
   const strata_weight& weight = *plan.task.weight;
   const strata_quant_type& type = *weight.type;
-  if (type.struct_size < sizeof(strata_quant_type) || type.cpu_dot_rows == nullptr) return;
+  if (type.struct_size < offsetof(strata_quant_type, cpu_dot_rows) + sizeof type.cpu_dot_rows ||
+      type.cpu_dot_rows == nullptr) {
+    return;
+  }
   if (type.cpu_activation_type == kTypeF32) {
     plan.use_dot_rows = true;
+    plan.dot_rows_multi = multi_token_kernel(type);
     return;
   }
   const strata_quant_type* activation = backend.find_type(type.cpu_activation_type);
@@ -42,6 +58,7 @@ void choose_kernel(strata_backend& backend, TaskPlan& plan) {
     return;  // the float fallback computes the same product
   }
   plan.use_dot_rows = true;
+  plan.dot_rows_multi = multi_token_kernel(type);
   plan.activation_type = activation;
   plan.activation_row_bytes = static_cast<size_t>(weight.ne0 / activation->block_elements) * activation->block_bytes;
 }
@@ -108,17 +125,25 @@ void convert_activations(strata_backend& backend, std::vector<TaskPlan>& plans) 
   });
 }
 
-// out[t][row0 + r] for the tile's rows through the type's dot kernel.
+// out[t][row0 + r] for the tile's rows through the type's dot kernel: all tokens in one call when the type
+// has a multi-token kernel (each weight block decoded once for several tokens), else one call per token.
 void tile_with_dot_rows(const strata_backend& backend, const TaskPlan& plan, const std::byte* rows, int64_t row0,
                         int64_t n_rows) {
   const MatmulTask& task = plan.task;
   const strata_weight& weight = *task.weight;
+  const bool converted = plan.activation_type != nullptr;
+  const std::byte* activations = converted ? backend.activations.data() + plan.activation_offset
+                                           : reinterpret_cast<const std::byte*>(task.x);
+  const size_t stride = converted ? plan.activation_row_bytes : static_cast<size_t>(weight.ne0) * sizeof(float);
+  float* out = task.out + row0;
+  if (plan.dot_rows_multi != nullptr && task.n_tokens > 1) {
+    plan.dot_rows_multi(weight.ne0, n_rows, rows, weight.row_bytes, activations, stride, task.n_tokens, out,
+                        static_cast<size_t>(weight.ne1));
+    return;
+  }
   for (int64_t t = 0; t < task.n_tokens; ++t) {
-    const void* activation = plan.activation_type != nullptr
-                                 ? static_cast<const void*>(backend.activations.data() + plan.activation_offset +
-                                                            t * plan.activation_row_bytes)
-                                 : static_cast<const void*>(task.x + t * weight.ne0);
-    weight.type->cpu_dot_rows(weight.ne0, n_rows, rows, weight.row_bytes, activation, task.out + t * weight.ne1 + row0);
+    weight.type->cpu_dot_rows(weight.ne0, n_rows, rows, weight.row_bytes, activations + t * stride,
+                              out + t * weight.ne1);
   }
 }
 

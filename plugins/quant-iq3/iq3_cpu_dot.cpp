@@ -9,76 +9,128 @@
 namespace strata::iq3 {
 namespace {
 
-using sdk::dot_rows;
 using sdk::Q8K;
-
-struct SubBlock {
-  uint32_t points[kGroupsPerSubBlock];  // magnitudes of values 4g .. 4g+3, lowest byte first
-  uint32_t sign_bits;                   // bit i set: value i is negative
-  int32_t scale;
-};
 
 // IQ3_XXS: d * (2l + 1) / 4 * grid byte, see iq3_xxs.hpp.
 struct Xxs {
   static constexpr int kBlockBytes = 98, kIndicesOffset = 2, kSignsAndScalesOffset = 66;
   static constexpr float kScaleFactor = 0.25f;
-  static SubBlock sub_block(const uint8_t* block, int ib) {
-    SubBlock s;
-    const uint8_t* indices = block + kIndicesOffset + kGroupsPerSubBlock * ib;
-    for (int g = 0; g < kGroupsPerSubBlock; ++g) s.points[g] = kIq3XxsGrid[indices[g]];
-    const uint32_t packed = load_u32(block + kSignsAndScalesOffset + 4 * ib);
-    s.sign_bits = 0;
-    for (int group = 0; group < kSubBlockValues / kSignGroupValues; ++group) {
-      s.sign_bits |= static_cast<uint32_t>(kSignsIq2xs[(packed >> (7 * group)) & 127]) << (8 * group);
-    }
-    s.scale = 2 * static_cast<int32_t>(packed >> 28) + 1;
-    return s;
+  // A power of two above the largest grid byte (62): magnitude * sign + kOffset is an unsigned byte.
+  static constexpr int kOffsetShift = 6;
+  static constexpr const uint32_t* kGrid = kIq3XxsGrid;
+  static uint32_t grid_index(const uint8_t* block, int ib, int g) {
+    return block[kIndicesOffset + kGroupsPerSubBlock * ib + g];
   }
+  static uint32_t sign_bits(const uint8_t* block, int ib) {
+    const uint32_t packed = load_u32(block + kSignsAndScalesOffset + 4 * ib);
+    uint32_t bits = 0;
+    for (int group = 0; group < kSubBlockValues / kSignGroupValues; ++group) {
+      bits |= static_cast<uint32_t>(kSignsIq2xs[(packed >> (7 * group)) & 127]) << (8 * group);
+    }
+    return bits;
+  }
+  static int32_t scale(const uint8_t* block, int ib) {
+    return 2 * static_cast<int32_t>(load_u32(block + kSignsAndScalesOffset + 4 * ib) >> 28) + 1;
+  }
+#if STRATA_X86
+  STRATA_TARGET_AVX2 static __m256i grid_indices_avx2(const uint8_t* block, int ib) {
+    return _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + kIndicesOffset + kGroupsPerSubBlock * ib)));
+  }
+  // Sub-blocks 2 * pair and 2 * pair + 1.
+  STRATA_TARGET_AVX512 static __m512i grid_indices_avx512(const uint8_t* block, int pair) {
+    return _mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kIndicesOffset + 2 * kGroupsPerSubBlock * pair)));
+  }
+  // The eight scales as int16.
+  STRATA_TARGET_AVX2 static __m128i scales_avx2(const uint8_t* block) {
+    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kSignsAndScalesOffset));
+    const __m256i nibbles = _mm256_srli_epi32(packed, 28);
+    const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(nibbles), _mm256_extracti128_si256(nibbles, 1));
+    return _mm_add_epi16(_mm_add_epi16(words, words), _mm_set1_epi16(1));
+  }
+#endif
 };
 
 // IQ3_S: d * (2l + 1) * grid byte, see iq3_s.hpp.
 struct S {
   static constexpr int kBlockBytes = 110, kQsOffset = 2, kQhOffset = 66, kSignsOffset = 74, kScalesOffset = 106;
   static constexpr float kScaleFactor = 1.0f;
-  static SubBlock sub_block(const uint8_t* block, int ib) {
-    SubBlock s;
-    const uint8_t high_bits = block[kQhOffset + ib];
-    for (int g = 0; g < kGroupsPerSubBlock; ++g) {
-      s.points[g] = kIq3SGrid[block[kQsOffset + kGroupsPerSubBlock * ib + g] | (((high_bits >> g) & 1) << 8)];
-    }
-    s.sign_bits = load_u32(block + kSignsOffset + 4 * ib);
-    s.scale = 2 * ((block[kScalesOffset + ib / 2] >> (4 * (ib % 2))) & 15) + 1;
-    return s;
+  static constexpr int kOffsetShift = 4;  // grid bytes are at most 15
+  static constexpr const uint32_t* kGrid = kIq3SGrid;
+  static uint32_t grid_index(const uint8_t* block, int ib, int g) {
+    return block[kQsOffset + kGroupsPerSubBlock * ib + g] | (((block[kQhOffset + ib] >> g) & 1u) << 8);
   }
+  static uint32_t sign_bits(const uint8_t* block, int ib) { return load_u32(block + kSignsOffset + 4 * ib); }
+  static int32_t scale(const uint8_t* block, int ib) {
+    return 2 * ((block[kScalesOffset + ib / 2] >> (4 * (ib % 2))) & 15) + 1;
+  }
+#if STRATA_X86
+  STRATA_TARGET_AVX2 static __m256i grid_indices_avx2(const uint8_t* block, int ib) {
+    const __m256i low = _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + kQsOffset + kGroupsPerSubBlock * ib)));
+    // Bit g of the high-bit byte moved to bit 8 of lane g.
+    const __m256i high = _mm256_sllv_epi32(_mm256_set1_epi32(block[kQhOffset + ib]), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1));
+    return _mm256_or_si256(low, _mm256_and_si256(high, _mm256_set1_epi32(256)));
+  }
+  STRATA_TARGET_AVX512 static __m512i grid_indices_avx512(const uint8_t* block, int pair) {
+    const __m512i low = _mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQsOffset + 2 * kGroupsPerSubBlock * pair)));
+    // The two high-bit bytes are one bit per lane.
+    const __mmask16 high = static_cast<__mmask16>(load_u16(block + kQhOffset + 2 * pair));
+    return _mm512_mask_or_epi32(low, high, low, _mm512_set1_epi32(256));
+  }
+  STRATA_TARGET_AVX2 static __m128i scales_avx2(const uint8_t* block) {
+    const __m128i bytes = _mm_cvtepu8_epi16(_mm_cvtsi32_si128(static_cast<int32_t>(load_u32(block + kScalesOffset))));
+    const __m128i nibbles = _mm_unpacklo_epi16(_mm_and_si128(bytes, _mm_set1_epi16(15)), _mm_srli_epi16(bytes, 4));
+    return _mm_add_epi16(_mm_add_epi16(nibbles, nibbles), _mm_set1_epi16(1));
+  }
+#endif
 };
 
+// The scalar kernel: sums[t] = dot(row, token t's activation row), each block decoded once for all tokens.
 template <class Format>
-float iq3_row_dot_scalar(int64_t n, const uint8_t* row, const void* activation) {
-  const auto* act = static_cast<const uint8_t*>(activation);
-  float sum = 0.0f;
+void iq3_row_dot_tokens_scalar(int64_t n, const uint8_t* row, const uint8_t* activations, size_t stride,
+                               int n_tokens, float* sums) {
+  for (int t = 0; t < n_tokens; ++t) sums[t] = 0.0f;
   for (int64_t b = 0; b < n / kBlockValues; ++b) {
     const uint8_t* block = row + b * Format::kBlockBytes;
-    const uint8_t* a = act + b * Q8K::kBytes;
-    int32_t scaled = 0;
+    int8_t weights[kBlockValues];
+    int32_t scales[kSubBlocks];
     for (int ib = 0; ib < kSubBlocks; ++ib) {
-      const SubBlock s = Format::sub_block(block, ib);
-      const int8_t* q8 = Q8K::values(a) + kSubBlockValues * ib;
-      int32_t dot = 0;
-      for (int i = 0; i < kSubBlockValues; ++i) {
-        const int32_t magnitude = (s.points[i / kGroupValues] >> (8 * (i % kGroupValues))) & 0xff;
-        dot += ((s.sign_bits >> i) & 1 ? -magnitude : magnitude) * q8[i];
+      const uint32_t sign_bits = Format::sign_bits(block, ib);
+      for (int g = 0; g < kGroupsPerSubBlock; ++g) {
+        const uint32_t point = Format::kGrid[Format::grid_index(block, ib, g)];
+        for (int j = 0; j < kGroupValues; ++j) {
+          const int i = kGroupValues * g + j, magnitude = static_cast<int>((point >> (8 * j)) & 0xff);
+          weights[kSubBlockValues * ib + i] = static_cast<int8_t>((sign_bits >> i) & 1 ? -magnitude : magnitude);
+        }
       }
-      scaled += s.scale * dot;
+      scales[ib] = Format::scale(block, ib);
     }
-    sum += sdk::fp16_to_fp32(load_u16(block)) * Q8K::scale(a) * static_cast<float>(scaled);
+    const float d = Format::kScaleFactor * sdk::fp16_to_fp32(load_u16(block));
+    for (int t = 0; t < n_tokens; ++t) {
+      const uint8_t* a = activations + t * stride + b * Q8K::kBytes;
+      const int8_t* q8 = Q8K::values(a);
+      int32_t scaled = 0;
+      for (int ib = 0; ib < kSubBlocks; ++ib) {
+        int32_t dot = 0;
+        for (int i = 0; i < kSubBlockValues; ++i) dot += weights[kSubBlockValues * ib + i] * q8[kSubBlockValues * ib + i];
+        scaled += scales[ib] * dot;
+      }
+      sums[t] += d * Q8K::scale(a) * static_cast<float>(scaled);
+    }
   }
-  return Format::kScaleFactor * sum;
 }
 
 #if STRATA_X86
 
+// The SIMD kernels multiply unsigned bytes (weight + offset) by the signed Q8_K bytes, which needs no
+// negation of q8 (-128 has no int8 negative); the offset's share, offset * sum(scale * q8), comes from the
+// per-16 sums Q8_K carries. Grid points are gathered straight into registers.
+
 // 0xff in byte i where bit i of sign_bits is set.
-STRATA_TARGET_AVX2 __m256i sign_byte_mask(uint32_t sign_bits) {
+STRATA_TARGET_AVX2 inline __m256i sign_byte_mask(uint32_t sign_bits) {
   const __m256i byte_of_bit = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
                                                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   const __m256i bit_in_byte = _mm256_set1_epi64x(0x8040201008040201);
@@ -86,49 +138,136 @@ STRATA_TARGET_AVX2 __m256i sign_byte_mask(uint32_t sign_bits) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit_in_byte), bit_in_byte);
 }
 
-// scale * sum(magnitude * sign * q8) in 8 int32 lanes. Negating q8 could overflow (Q8_K uses -128), so a
-// negative value's product is taken as magnitude * ~q8 + magnitude instead: ~q8 = -q8 - 1 always fits.
-STRATA_TARGET_AVX2 __m256i scaled_signed_dot(__m256i magnitudes, uint32_t sign_bits, __m256i q8, int32_t scale) {
-  const __m256i negative = sign_byte_mask(sign_bits);
-  const __m256i scale16 = _mm256_set1_epi16(static_cast<int16_t>(scale));
-  const __m256i products = sdk::scaled_dot_u8_s8(magnitudes, _mm256_xor_si256(q8, negative), scale16);
-  // Sums of 8 bytes in the low 16 bits of each 64-bit lane, times the scale by the same multiply-add.
-  const __m256i correction = _mm256_sad_epu8(_mm256_and_si256(magnitudes, negative), _mm256_setzero_si256());
-  return _mm256_add_epi32(products, _mm256_madd_epi16(correction, scale16));
+// The parts of a decoded block every token needs.
+struct BlockCommon {
+  __m256i scales16;  // each sub-block's scale twice, to pair with Q8_K's sums of 16 values
+  float d;
+};
+
+template <class Format>
+STRATA_TARGET_AVX2 inline BlockCommon block_common(const uint8_t* block, __m128i scales) {
+  return {_mm256_set_m128i(_mm_unpackhi_epi16(scales, scales), _mm_unpacklo_epi16(scales, scales)),
+          Format::kScaleFactor * _cvtsh_ss(load_u16(block))};
+}
+
+// -offset * sum over sub-blocks of scale * (sum of its q8), in 8 int32 lanes: the start of a token's sum.
+template <int OffsetShift>
+STRATA_TARGET_AVX2 inline __m256i minus_offset_share(const uint8_t* activation, __m256i scales16) {
+  const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(activation + Q8K::kSumsOffset));
+  return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sums, scales16), OffsetShift));
 }
 
 template <class Format>
-STRATA_TARGET_AVX2 float iq3_row_dot_avx2(int64_t n, const uint8_t* row, const void* activation) {
-  const auto* act = static_cast<const uint8_t*>(activation);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / kBlockValues; ++b) {
-    const uint8_t* block = row + b * Format::kBlockBytes;
-    const uint8_t* a = act + b * Q8K::kBytes;
-    __m256i scaled = _mm256_setzero_si256();
+struct BlockAvx2 {
+  __m256i weights[kSubBlocks];  // value + offset, unsigned
+  __m256i scales[kSubBlocks];   // the sub-block's scale in every int16 lane
+  BlockCommon common;
+
+  STRATA_TARGET_AVX2 explicit BlockAvx2(const uint8_t* block) {
+    const __m256i offset = _mm256_set1_epi8(1 << Format::kOffsetShift);
     for (int ib = 0; ib < kSubBlocks; ++ib) {
-      const SubBlock s = Format::sub_block(block, ib);
-      const __m256i magnitudes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.points));
-      const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Q8K::values(a) + kSubBlockValues * ib));
-      scaled = _mm256_add_epi32(scaled, scaled_signed_dot(magnitudes, s.sign_bits, q8, s.scale));
+      const __m256i magnitudes = _mm256_i32gather_epi32(reinterpret_cast<const int*>(Format::kGrid),
+                                                        Format::grid_indices_avx2(block, ib), 4);
+      const __m256i negative = sign_byte_mask(Format::sign_bits(block, ib));
+      weights[ib] = _mm256_add_epi8(_mm256_sub_epi8(_mm256_xor_si256(magnitudes, negative), negative), offset);
     }
-    const float d = _cvtsh_ss(load_u16(block)) * Q8K::scale(a);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(scaled), acc);
+    const __m128i scale_words = Format::scales_avx2(block);
+    alignas(16) int16_t s[kSubBlocks];
+    _mm_store_si128(reinterpret_cast<__m128i*>(s), scale_words);
+    for (int ib = 0; ib < kSubBlocks; ++ib) scales[ib] = _mm256_set1_epi16(s[ib]);
+    common = block_common<Format>(block, scale_words);
   }
-  return Format::kScaleFactor * sdk::hsum_f32(acc);
+
+  STRATA_TARGET_AVX2 __m256 accumulate(const uint8_t* a, __m256 acc) const {
+    const int8_t* q8 = Q8K::values(a);
+    __m256i sum = minus_offset_share<Format::kOffsetShift>(a, common.scales16);
+    for (int ib = 0; ib < kSubBlocks; ++ib) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + kSubBlockValues * ib));
+      sum = _mm256_add_epi32(sum, sdk::scaled_dot_u8_s8(weights[ib], q, scales[ib]));
+    }
+    return _mm256_fmadd_ps(_mm256_set1_ps(common.d * Q8K::scale(a)), _mm256_cvtepi32_ps(sum), acc);
+  }
+};
+
+// As BlockAvx2, two sub-blocks per register and the signs applied under a mask.
+template <class Format>
+struct BlockAvx512 {
+  static constexpr int kPairs = kSubBlocks / 2;
+  __m512i weights[kPairs];
+  __m512i scales[kPairs];  // sub-block 2p's scale in the low 16 int16 lanes, 2p + 1's in the high 16
+  BlockCommon common;
+
+  STRATA_TARGET_AVX512 explicit BlockAvx512(const uint8_t* block) {
+    const __m512i offset = _mm512_set1_epi8(1 << Format::kOffsetShift);
+    const __m128i scale_words = Format::scales_avx2(block);
+    const __m512i high_half = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
+    for (int p = 0; p < kPairs; ++p) {
+      const __m512i magnitudes = _mm512_i32gather_epi32(Format::grid_indices_avx512(block, p), Format::kGrid, 4);
+      const __mmask64 negative =
+          Format::sign_bits(block, 2 * p) | static_cast<uint64_t>(Format::sign_bits(block, 2 * p + 1)) << 32;
+      weights[p] = _mm512_mask_sub_epi8(_mm512_add_epi8(magnitudes, offset), negative, offset, magnitudes);
+      const __m512i which = _mm512_add_epi16(high_half, _mm512_set1_epi16(static_cast<int16_t>(2 * p)));
+      scales[p] = _mm512_permutexvar_epi16(which, _mm512_castsi128_si512(scale_words));
+    }
+    common = block_common<Format>(block, scale_words);
+  }
+
+  STRATA_TARGET_AVX512 __m512 accumulate(const uint8_t* a, __m512 acc) const {
+    const int8_t* q8 = Q8K::values(a);
+    __m512i sum = _mm512_zextsi256_si512(minus_offset_share<Format::kOffsetShift>(a, common.scales16));
+    for (int p = 0; p < kPairs; ++p) {
+      const __m512i q = _mm512_loadu_si512(q8 + 2 * kSubBlockValues * p);
+      sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(weights[p], q), scales[p]));
+    }
+    return _mm512_fmadd_ps(_mm512_set1_ps(common.d * Q8K::scale(a)), _mm512_cvtepi32_ps(sum), acc);
+  }
+};
+
+// The SIMD row kernels: each block decoded once, then met by every token.
+template <class Format>
+STRATA_TARGET_AVX2 void iq3_row_dot_tokens_avx2(int64_t n, const uint8_t* row, const uint8_t* activations,
+                                                size_t stride, int n_tokens, float* sums) {
+  __m256 acc[sdk::kDotTokens];
+  for (int t = 0; t < n_tokens; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kBlockValues; ++b) {
+    const BlockAvx2<Format> block(row + b * Format::kBlockBytes);
+    for (int t = 0; t < n_tokens; ++t) acc[t] = block.accumulate(activations + t * stride + b * Q8K::kBytes, acc[t]);
+  }
+  for (int t = 0; t < n_tokens; ++t) sums[t] = sdk::hsum_f32(acc[t]);
 }
 
-constexpr sdk::CpuDotRowsFn kXxsAvx2 = dot_rows<iq3_row_dot_avx2<Xxs>>;
-constexpr sdk::CpuDotRowsFn kSAvx2 = dot_rows<iq3_row_dot_avx2<S>>;
+template <class Format>
+STRATA_TARGET_AVX512 void iq3_row_dot_tokens_avx512(int64_t n, const uint8_t* row, const uint8_t* activations,
+                                                    size_t stride, int n_tokens, float* sums) {
+  __m512 acc[sdk::kDotTokens];
+  for (int t = 0; t < n_tokens; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / kBlockValues; ++b) {
+    const BlockAvx512<Format> block(row + b * Format::kBlockBytes);
+    for (int t = 0; t < n_tokens; ++t) acc[t] = block.accumulate(activations + t * stride + b * Q8K::kBytes, acc[t]);
+  }
+  for (int t = 0; t < n_tokens; ++t) sums[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+template <class Format>
+constexpr sdk::CpuDotKernel kAvx2 = sdk::kTokensDotKernel<iq3_row_dot_tokens_avx2<Format>>;
+template <class Format>
+constexpr sdk::CpuDotKernel kAvx512 = sdk::kTokensDotKernel<iq3_row_dot_tokens_avx512<Format>>;
 
 #else
 
-constexpr sdk::CpuDotRowsFn kXxsAvx2 = nullptr, kSAvx2 = nullptr;
+template <class Format>
+constexpr sdk::CpuDotKernel kAvx2 = {};
+template <class Format>
+constexpr sdk::CpuDotKernel kAvx512 = {};
 
 #endif
 
+template <class Format>
+constexpr sdk::CpuDotKernel kScalar = sdk::kTokensDotKernel<iq3_row_dot_tokens_scalar<Format>>;
+
 }  // namespace
 
-const sdk::CpuDotVariants kIq3XxsDot{dot_rows<iq3_row_dot_scalar<Xxs>>, kXxsAvx2};
-const sdk::CpuDotVariants kIq3SDot{dot_rows<iq3_row_dot_scalar<S>>, kSAvx2};
+const sdk::CpuDotVariants kIq3XxsDot{kScalar<Xxs>, kAvx2<Xxs>, kAvx512<Xxs>};
+const sdk::CpuDotVariants kIq3SDot{kScalar<S>, kAvx2<S>, kAvx512<S>};
 
 }  // namespace strata::iq3

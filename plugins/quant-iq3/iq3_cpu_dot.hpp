@@ -1,4 +1,5 @@
-// CPU dot kernels of IQ3_XXS and IQ3_S rows against Q8_K activations (a scalar variant and AVX2).
+// CPU dot kernels of IQ3_XXS and IQ3_S rows against Q8_K activations, one token or several at once (a
+// scalar variant, AVX2 and AVX-512).
 #pragma once
 
 #include "strata/cpu_dot.hpp"

@@ -19,6 +19,7 @@ struct Iq3SCodec {
   static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);
   static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kIq3SDot>;
+  static constexpr auto& cpu_dot_rows_multi = sdk::dispatched_dot_rows_multi<kIq3SDot>;
 };
 
 }  // namespace strata::iq3

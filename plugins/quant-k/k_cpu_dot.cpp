@@ -211,8 +211,8 @@ constexpr sdk::CpuDotRowsFn kQ4KAvx2 = nullptr, kQ5KAvx2 = nullptr, kQ6KAvx2 = n
 
 }  // namespace
 
-const sdk::CpuDotVariants kQ4KDot{dot_rows<scale_min_row_dot_scalar<false>>, kQ4KAvx2};
-const sdk::CpuDotVariants kQ5KDot{dot_rows<scale_min_row_dot_scalar<true>>, kQ5KAvx2};
-const sdk::CpuDotVariants kQ6KDot{dot_rows<q6_k_row_dot_scalar>, kQ6KAvx2};
+const sdk::CpuDotVariants kQ4KDot{{dot_rows<scale_min_row_dot_scalar<false>>}, {kQ4KAvx2}};
+const sdk::CpuDotVariants kQ5KDot{{dot_rows<scale_min_row_dot_scalar<true>>}, {kQ5KAvx2}};
+const sdk::CpuDotVariants kQ6KDot{{dot_rows<q6_k_row_dot_scalar>}, {kQ6KAvx2}};
 
 }  // namespace strata::quant_k

@@ -18,6 +18,11 @@ namespace strata::sdk {
 using CpuDotRowsFn = void (*)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
                               const void* activation, float* out);
 
+// strata_quant_type::cpu_dot_rows_multi.
+using CpuDotRowsMultiFn = void (*)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
+                                   const void* activations, size_t activation_stride, int64_t n_tokens, float* out,
+                                   size_t out_stride);
+
 // One dot product: n values of one weight row against the whole activation row.
 using RowDotFn = float (*)(int64_t n, const uint8_t* row, const void* activation);
 
@@ -27,17 +32,63 @@ void dot_rows(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, c
   for (int64_t r = 0; r < n_rows; ++r) out[r] = RowDot(n, rows + static_cast<size_t>(r) * row_bytes, activation);
 }
 
-// A type's kernels per level; a level without its own (nullptr) uses the best one below it.
-struct CpuDotVariants {
-  CpuDotRowsFn scalar;
-  CpuDotRowsFn avx2 = nullptr;
-  CpuDotRowsFn avx512 = nullptr;
+// Kernels built from a row kernel that takes up to kDotTokens tokens at once: sums[t] = dot(row, activation
+// row t) for t < n_tokens, activation row t at activations + t * activation_stride, so that the kernel
+// decodes each weight block once for all of them. Only plain types cross between these loops (baseline
+// code) and the row kernels (one per SIMD level).
+inline constexpr int kDotTokens = 8;
+using RowDotTokensFn = void (*)(int64_t n, const uint8_t* row, const uint8_t* activations, size_t activation_stride,
+                                int n_tokens, float* sums);
 
-  CpuDotRowsFn pick(CpuIsa isa) const {
-    if (isa >= CpuIsa::avx512 && avx512 != nullptr) return avx512;
-    if (isa >= CpuIsa::avx2 && avx2 != nullptr) return avx2;
+template <RowDotTokensFn RowDotTokens>
+void dot_rows_multi_by_tokens(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
+                              const void* activations, size_t activation_stride, int64_t n_tokens, float* out,
+                              size_t out_stride) {
+  const auto* rows = static_cast<const uint8_t*>(weight);
+  const auto* acts = static_cast<const uint8_t*>(activations);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint8_t* row = rows + static_cast<size_t>(r) * row_bytes;
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kDotTokens) {
+      const int count = static_cast<int>(n_tokens - t0 < kDotTokens ? n_tokens - t0 : kDotTokens);
+      float sums[kDotTokens];
+      RowDotTokens(n, row, acts + static_cast<size_t>(t0) * activation_stride, activation_stride, count, sums);
+      for (int t = 0; t < count; ++t) out[static_cast<size_t>(t0 + t) * out_stride + r] = sums[t];
+    }
+  }
+}
+
+template <RowDotTokensFn RowDotTokens>
+void dot_rows_by_tokens(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, const void* activation,
+                        float* out) {
+  const auto* rows = static_cast<const uint8_t*>(weight);
+  const auto* act = static_cast<const uint8_t*>(activation);
+  for (int64_t r = 0; r < n_rows; ++r) RowDotTokens(n, rows + static_cast<size_t>(r) * row_bytes, act, 0, 1, out + r);
+}
+
+// One SIMD level's kernels: rows for one token, and optionally rows for several.
+struct CpuDotKernel {
+  CpuDotRowsFn rows = nullptr;
+  CpuDotRowsMultiFn rows_multi = nullptr;
+};
+
+// Both forms from one row kernel.
+template <RowDotTokensFn RowDotTokens>
+inline constexpr CpuDotKernel kTokensDotKernel{dot_rows_by_tokens<RowDotTokens>, dot_rows_multi_by_tokens<RowDotTokens>};
+
+// A type's kernels per level; a level without its own (null rows) uses the best one below it.
+struct CpuDotVariants {
+  CpuDotKernel scalar;
+  CpuDotKernel avx2 = {};
+  CpuDotKernel avx512 = {};
+
+  const CpuDotKernel& pick_kernel(CpuIsa isa) const {
+    if (isa >= CpuIsa::avx512 && avx512.rows != nullptr) return avx512;
+    if (isa >= CpuIsa::avx2 && avx2.rows != nullptr) return avx2;
     return scalar;
   }
+  CpuDotRowsFn pick(CpuIsa isa) const { return pick_kernel(isa).rows; }
+  // Null when the picked level has no multi-token form.
+  CpuDotRowsMultiFn pick_multi(CpuIsa isa) const { return pick_kernel(isa).rows_multi; }
 };
 
 // A codec's cpu_dot_rows: the variant for this process's level, looked up on the first call.
@@ -46,6 +97,15 @@ void dispatched_dot_rows(int64_t n, int64_t n_rows, const void* weight, size_t r
                          float* out) {
   static const CpuDotRowsFn chosen = Variants.pick(cpu_isa());
   chosen(n, n_rows, weight, row_bytes, activation, out);
+}
+
+// A codec's cpu_dot_rows_multi, for variants whose every level has one.
+template <const CpuDotVariants& Variants>
+void dispatched_dot_rows_multi(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
+                               const void* activations, size_t activation_stride, int64_t n_tokens, float* out,
+                               size_t out_stride) {
+  static const CpuDotRowsMultiFn chosen = Variants.pick_multi(cpu_isa());
+  chosen(n, n_rows, weight, row_bytes, activations, activation_stride, n_tokens, out, out_stride);
 }
 
 // The Q8_K activation block (type 15) that k-quant and IQ kernels read: float d, int8 q[256], and the

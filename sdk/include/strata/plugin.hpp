@@ -88,6 +88,13 @@ struct QuantTypeAdapter {
 template <class Codec>
 concept HasCpuDot = requires { Codec::cpu_activation_type; &Codec::cpu_dot_rows; };
 
+// And, optionally, the multi-token form (strata_quant_type::cpu_dot_rows_multi):
+//   static void cpu_dot_rows_multi(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
+//                                  const void* activations, size_t activation_stride, int64_t n_tokens,
+//                                  float* out, size_t out_stride);
+template <class Codec>
+concept HasCpuDotMulti = HasCpuDot<Codec> && requires { &Codec::cpu_dot_rows_multi; };
+
 // And CUDA launchers (see quant.h), when the plugin is built with CUDA:
 //   static strata_status cuda_dequantize_f16(const void*, uint16_t*, int64_t, void*, strata_error*);
 //   static strata_status cuda_matvec(const void*, int64_t, int64_t, size_t, const float*, int64_t, float*,
@@ -104,6 +111,7 @@ constexpr strata_quant_type make_quant_type() {
     type.cpu_activation_type = Codec::cpu_activation_type;
     type.cpu_dot_rows = &Codec::cpu_dot_rows;
   }
+  if constexpr (HasCpuDotMulti<Codec>) type.cpu_dot_rows_multi = &Codec::cpu_dot_rows_multi;
   if constexpr (HasCudaKernels<Codec>) {
     type.cuda_dequantize_f16 = &Codec::cuda_dequantize_f16;
     type.cuda_matvec = &Codec::cuda_matvec;

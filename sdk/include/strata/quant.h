@@ -50,6 +50,14 @@ typedef struct strata_quant_type {
    * rows hold n values and are row_bytes apart; x and out are float32 row-major. */
   strata_status (*cuda_matvec)(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes, const float* x,
                                int64_t n_tokens, float* out, void* stream, strata_error* error);
+
+  /* Optional (NULL when absent: the CPU backend then calls cpu_dot_rows once per token). The same products
+   * for several tokens in one pass over the weight rows, so that a kernel decodes each block once for all
+   * of them: out[t * out_stride + r] = dot(weight row r, activation row t) for r < n_rows, t < n_tokens;
+   * activation row t starts activation_stride bytes after row t - 1. Thread-safe as cpu_dot_rows. */
+  void (*cpu_dot_rows_multi)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
+                             const void* activations, size_t activation_stride, int64_t n_tokens, float* out,
+                             size_t out_stride);
 } strata_quant_type;
 
 typedef struct strata_quant_table {
