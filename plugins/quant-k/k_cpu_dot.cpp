@@ -199,13 +199,64 @@ STRATA_TARGET_AVX2 float q6_k_row_dot_avx2(int64_t n, const uint8_t* row, const 
   return sdk::hsum_f32(acc);
 }
 
+// ---- AVX-512 ----
+
+// As the AVX2 kernel, 64 values per register: a half's 64 low-bit bytes give values 0..63 (low nibbles) and
+// 64..127 (high nibbles); its 32 high-bit bytes, in both 256-bit halves, are shifted per 16-bit lane so that
+// each half of the register sees its own two bits.
+STRATA_TARGET_AVX512 float q6_k_row_dot_avx512(int64_t n, const uint8_t* row, const void* activation) {
+  const auto* act = static_cast<const uint8_t*>(activation);
+  const __m512i low_nibble = _mm512_set1_epi8(0x0f), top_bits = _mm512_set1_epi8(0x30);
+  const __m512i shift_first = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  const __m512i shift_second = _mm512_add_epi16(shift_first, _mm512_set1_epi16(4));
+  const __m512i lane_index = _mm512_srli_epi16(
+      _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7,
+                       6, 5, 4, 3, 2, 1, 0),
+      3);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / kSuperBlock; ++b) {
+    const uint8_t* block = row + b * kQ6KBytes;
+    const uint8_t* a = act + b * Q8K::kBytes;
+    const int8_t* q8 = Q8K::values(a);
+    const __m128i scale_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ6KScalesOffset));
+    const __m256i scales16 = _mm256_cvtepi8_epi16(scale_bytes);
+    const __m256i sums16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + Q8K::kSumsOffset));
+    __m512i scaled = _mm512_zextsi256_si512(
+        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(scales16, sums16), 5)));
+    const __m512i all_scales = _mm512_castsi256_si512(scales16);
+    for (int half = 0; half < 2; ++half) {
+      const __m512i packed_low = _mm512_loadu_si512(block + 64 * half);
+      const __m512i high = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kQ6KHighBitsOffset + 32 * half)));
+      const __m512i levels[2] = {
+          _mm512_or_si512(_mm512_and_si512(packed_low, low_nibble),
+                          _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(high, shift_first), 4), top_bits)),
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(packed_low, 4), low_nibble),
+                          _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(high, shift_second), 4), top_bits))};
+      for (int k = 0; k < 2; ++k) {
+        // 64 values span four 16-value sub-blocks: int16 lane j takes scale 8 * half + 4 * k + j / 8.
+        const int first = 8 * half + 4 * k;
+        const __m512i lane_scales =
+            _mm512_permutexvar_epi16(_mm512_add_epi16(lane_index, _mm512_set1_epi16(static_cast<int16_t>(first))),
+                                     all_scales);
+        const __m512i q8v = _mm512_loadu_si512(q8 + 128 * half + 64 * k);
+        scaled = _mm512_add_epi32(scaled, _mm512_madd_epi16(_mm512_maddubs_epi16(levels[k], q8v), lane_scales));
+      }
+    }
+    const float d = Q8K::scale(a) * _cvtsh_ss(load_u16(block + kQ6KDOffset));
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(scaled), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
 constexpr sdk::CpuDotRowsFn kQ4KAvx2 = dot_rows<scale_min_row_dot_avx2<false>>;
 constexpr sdk::CpuDotRowsFn kQ5KAvx2 = dot_rows<scale_min_row_dot_avx2<true>>;
 constexpr sdk::CpuDotRowsFn kQ6KAvx2 = dot_rows<q6_k_row_dot_avx2>;
+constexpr sdk::CpuDotRowsFn kQ6KAvx512 = dot_rows<q6_k_row_dot_avx512>;
 
 #else
 
-constexpr sdk::CpuDotRowsFn kQ4KAvx2 = nullptr, kQ5KAvx2 = nullptr, kQ6KAvx2 = nullptr;
+constexpr sdk::CpuDotRowsFn kQ4KAvx2 = nullptr, kQ5KAvx2 = nullptr, kQ6KAvx2 = nullptr, kQ6KAvx512 = nullptr;
 
 #endif
 
@@ -213,6 +264,6 @@ constexpr sdk::CpuDotRowsFn kQ4KAvx2 = nullptr, kQ5KAvx2 = nullptr, kQ6KAvx2 = n
 
 const sdk::CpuDotVariants kQ4KDot{{dot_rows<scale_min_row_dot_scalar<false>>}, {kQ4KAvx2}};
 const sdk::CpuDotVariants kQ5KDot{{dot_rows<scale_min_row_dot_scalar<true>>}, {kQ5KAvx2}};
-const sdk::CpuDotVariants kQ6KDot{{dot_rows<q6_k_row_dot_scalar>}, {kQ6KAvx2}};
+const sdk::CpuDotVariants kQ6KDot{{dot_rows<q6_k_row_dot_scalar>}, {kQ6KAvx2}, {kQ6KAvx512}};
 
 }  // namespace strata::quant_k

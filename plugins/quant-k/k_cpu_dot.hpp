@@ -1,4 +1,5 @@
-// CPU dot kernels of Q4_K, Q5_K and Q6_K rows against Q8_K activations (a scalar variant and AVX2).
+// CPU dot kernels of Q4_K, Q5_K and Q6_K rows against Q8_K activations (a scalar variant, AVX2, and AVX-512
+// for Q6_K).
 #pragma once
 
 #include "strata/cpu_dot.hpp"
