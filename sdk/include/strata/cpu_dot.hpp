@@ -36,7 +36,7 @@ void dot_rows(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, c
 // row t) for t < n_tokens, activation row t at activations + t * activation_stride, so that the kernel
 // decodes each weight block once for all of them. Only plain types cross between these loops (baseline
 // code) and the row kernels (one per SIMD level).
-inline constexpr int kDotTokens = 8;
+inline constexpr int kDotTokens = 16;
 using RowDotTokensFn = void (*)(int64_t n, const uint8_t* row, const uint8_t* activations, size_t activation_stride,
                                 int n_tokens, float* sums);
 
