@@ -43,9 +43,10 @@ void attend(const strata_backend& backend, const strata_kv_cache& cache, const s
   const FloatKernels& kernels = backend.kernels;
   const size_t first_row = cache.row(params.layer, kv_head, 0);
   const int32_t n_seen = position + 1;
+  cache.keys.dot_rows(kernels, first_row, n_seen, q, scores);
   float max_score = -INFINITY;
   for (int32_t j = 0; j < n_seen; ++j) {
-    scores[j] = cache.keys.dot(kernels, first_row + j, q) * params.scale;
+    scores[j] *= params.scale;
     max_score = std::max(max_score, scores[j]);
   }
   float sum = 0.0f;
@@ -53,9 +54,10 @@ void attend(const strata_backend& backend, const strata_kv_cache& cache, const s
     scores[j] = std::exp(scores[j] - max_score);
     sum += scores[j];
   }
-  std::fill(out, out + params.head_dim, 0.0f);
   const float normalizer = 1.0f / sum;
-  for (int32_t j = 0; j < n_seen; ++j) cache.values.accumulate(kernels, first_row + j, scores[j] * normalizer, out);
+  for (int32_t j = 0; j < n_seen; ++j) scores[j] *= normalizer;
+  std::fill(out, out + params.head_dim, 0.0f);
+  cache.values.accumulate_rows(kernels, first_row, n_seen, scores, out);
 }
 
 }  // namespace

@@ -19,6 +19,10 @@ struct FloatKernels {
   void (*axpy)(float a, const float* x, float* y, int64_t n);
   void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n);
   void (*axpy_i8)(float a, const int8_t* x, float* y, int64_t n);
+  // out[j] = dot(rows + j * n, x) for j < n_rows.
+  void (*dot_rows_f16)(const uint16_t* rows, int64_t n_rows, const float* x, int64_t n, float* out);
+  // y += a[j] * (rows + j * n) for j < n_rows, in that order.
+  void (*axpy_rows_f16)(const float* a, const uint16_t* rows, int64_t n_rows, float* y, int64_t n);
 };
 
 const FloatKernels& float_kernels(CpuIsa isa);

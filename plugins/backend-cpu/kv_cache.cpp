@@ -66,6 +66,23 @@ void KvTensor::accumulate(const FloatKernels& kernels, size_t row, float a, floa
   }
 }
 
+void KvTensor::dot_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* x, float* out) const {
+  if (!is_int8_) {
+    kernels.dot_rows_f16(halves_.data() + first * head_dim_, n_rows, x, head_dim_, out);
+    return;
+  }
+  for (int64_t j = 0; j < n_rows; ++j) out[j] = dot(kernels, first + j, x);
+}
+
+void KvTensor::accumulate_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* a,
+                               float* y) const {
+  if (!is_int8_) {
+    kernels.axpy_rows_f16(a, halves_.data() + first * head_dim_, n_rows, y, head_dim_);
+    return;
+  }
+  for (int64_t j = 0; j < n_rows; ++j) accumulate(kernels, first + j, a[j], y);
+}
+
 void kv_create(strata_backend* backend, const strata_kv_config* config, strata_kv_cache** out) {
   deref(backend, "backend");
   const auto& checked = deref(config, "kv config");

@@ -25,6 +25,9 @@ class KvTensor {
   float dot(const FloatKernels& kernels, size_t row, const float* x) const;
   // y += a * row
   void accumulate(const FloatKernels& kernels, size_t row, float a, float* y) const;
+  // out[j] = dot(row first + j, x) and y += a[j] * row first + j, for j < n_rows: a head's whole span.
+  void dot_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* x, float* out) const;
+  void accumulate_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* a, float* y) const;
 
  private:
   bool is_int8_;
