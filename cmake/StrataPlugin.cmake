@@ -6,6 +6,7 @@ function(strata_add_plugin name)
   set_target_properties(strata-${name} PROPERTIES
     LIBRARY_OUTPUT_DIRECTORY ${STRATA_PLUGIN_DIR}
     CXX_VISIBILITY_PRESET hidden
+    CUDA_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
 endfunction()
 
@@ -15,6 +16,7 @@ function(strata_add_codec_library name)
   add_library(${name} STATIC ${ARGN})
   target_link_libraries(${name} PUBLIC strata::sdk)
   target_include_directories(${name} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
-  set_target_properties(${name} PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+  set_target_properties(${name} PROPERTIES CXX_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden
+                                           VISIBILITY_INLINES_HIDDEN ON)
   set_property(GLOBAL APPEND PROPERTY STRATA_CODEC_LIBS ${name})
 endfunction()

@@ -9,6 +9,9 @@
 #include <cstdint>
 
 #include "iq3_cpu_dot.hpp"
+#ifdef STRATA_WITH_CUDA
+#include "cuda/iq3_cuda.hpp"
+#endif
 
 namespace strata::iq3 {
 
@@ -20,6 +23,10 @@ struct Iq3XxsCodec {
   static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kIq3XxsDot>;
   static constexpr auto& cpu_dot_rows_multi = sdk::dispatched_dot_rows_multi<kIq3XxsDot>;
+#ifdef STRATA_WITH_CUDA
+  static constexpr auto& cuda_dequantize_f16 = cuda::iq3_xxs_dequantize_f16;
+  static constexpr auto& cuda_matvec = cuda::iq3_xxs_matvec;
+#endif
 };
 
 }  // namespace strata::iq3

@@ -5,6 +5,9 @@
 #include <cstdint>
 
 #include "k_cpu_dot.hpp"
+#ifdef STRATA_WITH_CUDA
+#include "cuda/k_cuda.hpp"
+#endif
 
 namespace strata::quant_k {
 
@@ -15,6 +18,10 @@ struct Q6KCodec {
   static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);
   static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kQ6KDot>;
+#ifdef STRATA_WITH_CUDA
+  static constexpr auto& cuda_dequantize_f16 = cuda::q6_k_dequantize_f16;
+  static constexpr auto& cuda_matvec = cuda::q6_k_matvec;
+#endif
 };
 
 }  // namespace strata::quant_k

@@ -1,0 +1,55 @@
+# STRATA_CUDA: AUTO builds the CUDA plugin when a working nvcc is found, ON requires one, OFF skips it.
+# Sets STRATA_WITH_CUDA, enables the CUDA language and makes CUDA::cudart and CUDA::cublas available.
+# The default comes from the environment when set there (CI builds one architecture to save time).
+if(DEFINED ENV{STRATA_CUDA_ARCHS})
+  set(STRATA_DEFAULT_CUDA_ARCHS "$ENV{STRATA_CUDA_ARCHS}")
+else()
+  set(STRATA_DEFAULT_CUDA_ARCHS "75;86;89;90")
+endif()
+set(STRATA_CUDA_ARCHS "${STRATA_DEFAULT_CUDA_ARCHS}" CACHE STRING "CUDA architectures of the CUDA targets (CMAKE_CUDA_ARCHITECTURES)")
+set(STRATA_WITH_CUDA OFF)
+if(NOT STRATA_CUDA MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "STRATA_CUDA must be AUTO, ON or OFF (got '${STRATA_CUDA}')")
+endif()
+
+if(NOT STRATA_CUDA STREQUAL "OFF")
+  # nvcc is often installed without being on PATH; the toolkit's usual place is the fallback.
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+    find_program(STRATA_NVCC nvcc)
+    if(NOT STRATA_NVCC AND EXISTS /usr/local/cuda/bin/nvcc)
+      set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+    endif()
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_ARCHITECTURES ${STRATA_CUDA_ARCHS})
+    # One shared runtime for the host and every plugin, so that streams and device memory are one.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+    enable_language(CUDA)
+    # The SDK headers are C++20 (strata::sdk asks for cxx_std_20); CMake before 3.27 does not know nvcc's flag.
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
+    find_package(CUDAToolkit REQUIRED)
+    set(STRATA_WITH_CUDA ON)
+    message(STATUS "CUDA ${CMAKE_CUDA_COMPILER_VERSION}: building the CUDA plugin for architectures ${STRATA_CUDA_ARCHS}")
+  elseif(STRATA_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "STRATA_CUDA=ON but no working CUDA compiler was found (set CMAKE_CUDA_COMPILER or CUDACXX)")
+  else()
+    message(STATUS "nvcc not found: the CUDA plugin is not built (STRATA_CUDA=AUTO)")
+  endif()
+endif()
+
+# strata_add_cuda_kernels(TARGET SOURCES...): CUDA sources of a plugin or codec library, built only with
+# CUDA; defines STRATA_WITH_CUDA for the target and those linking it, so headers can declare the launchers.
+function(strata_add_cuda_kernels target)
+  if(NOT STRATA_WITH_CUDA)
+    return()
+  endif()
+  target_sources(${target} PRIVATE ${ARGN})
+  target_compile_definitions(${target} PUBLIC STRATA_WITH_CUDA)
+  target_link_libraries(${target} PUBLIC CUDA::cudart)
+  set_target_properties(${target} PROPERTIES CUDA_VISIBILITY_PRESET hidden)
+endfunction()

@@ -1,0 +1,232 @@
+// One sequence's KV cache and causal grouped-query attention over it. Rows of head_dim values are laid
+// out [layer][kv head][position] as in the CPU backend, as IEEE half, or as int8 with one float scale per
+// 16 values (kInt8GroupSize) rounded the CPU backend's way, so both backends cache the same numbers.
+#include <cuda_fp16.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "backend_objects.hpp"
+#include "cuda_status.hpp"
+#include "ops.hpp"
+#include "strata/cuda_block_kernels.cuh"
+
+struct strata_kv_cache {
+  strata_kv_config config;
+  int32_t groups_per_row;  // int8 scales per row; the last group may be short
+  strata::cuda::DeviceAllocation keys, values, key_scales, value_scales;
+
+  size_t row(int32_t layer, int32_t kv_head, int32_t position) const {
+    return (static_cast<size_t>(layer) * config.n_head_kv + kv_head) * config.n_ctx + position;
+  }
+};
+
+namespace strata::cuda {
+namespace {
+
+using sdk::cuda::kWarp;
+
+constexpr int kInt8GroupSize = 16;
+constexpr int kAttentionWarps = 4;
+constexpr int kMaxValuesPerLane = 8;  // head_dim up to 256
+
+// Where one KV tensor (keys or values) lives; half_rows or (levels, scales) by the cache type.
+struct KvView {
+  __half* halves;
+  int8_t* levels;
+  float* scales;
+  int head_dim, groups_per_row;
+
+  __device__ float load(size_t row, int i) const {
+    if (halves != nullptr) return __half2float(halves[row * head_dim + i]);
+    return static_cast<float>(levels[row * head_dim + i]) * scales[row * groups_per_row + i / kInt8GroupSize];
+  }
+};
+
+KvView view(const strata_kv_cache& cache, const DeviceAllocation& data, const DeviceAllocation& scales) {
+  const bool is_int8 = cache.config.kv_type == STRATA_KV_INT8;
+  return {is_int8 ? nullptr : data.as<__half>(), is_int8 ? data.as<int8_t>() : nullptr, scales.as<float>(),
+          cache.config.head_dim, cache.groups_per_row};
+}
+
+// One block per (token, kv head) and tensor; a thread per value (f16) or per group of 16 (int8).
+__global__ void store_kernel(KvView keys, KvView values, const float* k, const float* v, const int32_t* positions,
+                             int layer, int n_head_kv, int n_ctx) {
+  const int token = blockIdx.x / n_head_kv, kv_head = blockIdx.x % n_head_kv;
+  const bool is_value = blockIdx.y == 1;
+  const KvView target = is_value ? values : keys;
+  const float* x = (is_value ? v : k) + (int64_t{token} * n_head_kv + kv_head) * target.head_dim;
+  const size_t row = (static_cast<size_t>(layer) * n_head_kv + kv_head) * n_ctx + positions[token];
+  if (target.halves != nullptr) {
+    for (int i = threadIdx.x; i < target.head_dim; i += blockDim.x) target.halves[row * target.head_dim + i] = __float2half_rn(x[i]);
+    return;
+  }
+  for (int group = threadIdx.x; group < target.groups_per_row; group += blockDim.x) {
+    const int start = group * kInt8GroupSize, end = min(start + kInt8GroupSize, target.head_dim);
+    float amax = 0.0f;
+    for (int i = start; i < end; ++i) amax = fmaxf(amax, fabsf(x[i]));
+    const float scale = amax / 127.0f;
+    const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+    for (int i = start; i < end; ++i) target.levels[row * target.head_dim + i] = static_cast<int8_t>(lroundf(x[i] * inverse));
+    target.scales[row * target.groups_per_row + group] = scale;
+  }
+}
+
+// One block per (token, head). Each warp walks every kAttentionWarps-th cache position with an online
+// softmax (running max, running sum, rescaled accumulator); lanes hold values lane, lane + 32, ...; the
+// warps' partial results are merged at the end. Nothing is stored per position, so any context fits.
+__global__ void __launch_bounds__(kWarp* kAttentionWarps)
+    attention_kernel(KvView keys, KvView values, const float* q, const int32_t* positions, float* out, int layer,
+                     int n_head, int n_head_kv, int n_ctx, float scale) {
+  __shared__ float warp_max[kAttentionWarps], warp_sum_shared[kAttentionWarps];
+  __shared__ float warp_acc[kAttentionWarps][kMaxValuesPerLane * kWarp];
+  const int token = blockIdx.x / n_head, head = blockIdx.x % n_head;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int head_dim = keys.head_dim;
+  const int kv_head = head / (n_head / n_head_kv);
+  const size_t first_row = (static_cast<size_t>(layer) * n_head_kv + kv_head) * n_ctx;
+  const float* q_row = q + (int64_t{token} * n_head + head) * head_dim;
+
+  float q_values[kMaxValuesPerLane], acc[kMaxValuesPerLane];
+#pragma unroll
+  for (int k = 0; k < kMaxValuesPerLane; ++k) {
+    const int i = lane + kWarp * k;
+    q_values[k] = i < head_dim ? q_row[i] : 0.0f;
+    acc[k] = 0.0f;
+  }
+  float running_max = -INFINITY, running_sum = 0.0f;
+  for (int j = warp; j <= positions[token]; j += kAttentionWarps) {
+    const size_t row = first_row + j;
+    float dot = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMaxValuesPerLane; ++k) {
+      const int i = lane + kWarp * k;
+      if (i < head_dim) dot += keys.load(row, i) * q_values[k];
+    }
+    const float score = sdk::cuda::warp_sum(dot) * scale;
+    const float new_max = fmaxf(running_max, score);
+    const float correction = expf(running_max - new_max), weight = expf(score - new_max);
+    running_sum = running_sum * correction + weight;
+#pragma unroll
+    for (int k = 0; k < kMaxValuesPerLane; ++k) {
+      const int i = lane + kWarp * k;
+      if (i < head_dim) acc[k] = acc[k] * correction + weight * values.load(row, i);
+    }
+    running_max = new_max;
+  }
+  if (lane == 0) {
+    warp_max[warp] = running_max;
+    warp_sum_shared[warp] = running_sum;
+  }
+#pragma unroll
+  for (int k = 0; k < kMaxValuesPerLane; ++k) warp_acc[warp][lane + kWarp * k] = acc[k];
+  __syncthreads();
+
+  float total_max = -INFINITY;
+  for (int w = 0; w < kAttentionWarps; ++w) total_max = fmaxf(total_max, warp_max[w]);
+  float total_sum = 0.0f;
+  float factors[kAttentionWarps];
+  for (int w = 0; w < kAttentionWarps; ++w) {
+    factors[w] = warp_sum_shared[w] > 0.0f ? expf(warp_max[w] - total_max) : 0.0f;  // a warp that saw nothing adds 0
+    total_sum += warp_sum_shared[w] * factors[w];
+  }
+  float* out_row = out + (int64_t{token} * n_head + head) * head_dim;
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+    float value = 0.0f;
+    for (int w = 0; w < kAttentionWarps; ++w) value += warp_acc[w][i] * factors[w];
+    out_row[i] = value / total_sum;
+  }
+}
+
+void check_params(const strata_kv_cache& cache, const strata_attention_params& params) {
+  const strata_kv_config& config = cache.config;
+  if (params.struct_size < sizeof(strata_attention_params)) invalid_argument("attention params: struct_size is too small");
+  if (params.layer < 0 || params.layer >= config.n_layers) {
+    invalid_argument("attention: layer " + std::to_string(params.layer) + " is outside the cache's " +
+                     std::to_string(config.n_layers) + " layers");
+  }
+  if (params.n_head_kv != config.n_head_kv || params.head_dim != config.head_dim) {
+    invalid_argument("attention: " + std::to_string(params.n_head_kv) + " kv heads of " +
+                     std::to_string(params.head_dim) + " do not match the cache's " +
+                     std::to_string(config.n_head_kv) + " of " + std::to_string(config.head_dim));
+  }
+  if (params.n_tokens < 0 || params.n_head <= 0 || params.n_head % params.n_head_kv != 0) {
+    invalid_argument("attention: " + std::to_string(params.n_head) + " query heads are not a multiple of " +
+                     std::to_string(params.n_head_kv) + " kv heads");
+  }
+  if (params.n_tokens > 0 && params.positions == nullptr) invalid_argument("attention: positions is NULL");
+  for (int32_t t = 0; t < params.n_tokens; ++t) {
+    const int32_t position = params.positions[t];
+    if (position < 0 || position >= config.n_ctx) {
+      invalid_argument("position " + std::to_string(position) + " is past the context of " +
+                       std::to_string(config.n_ctx));
+    }
+  }
+}
+
+}  // namespace
+
+void kv_create(strata_backend* backend, const strata_kv_config* config, strata_kv_cache** out) {
+  auto& instance = deref(backend, "backend");
+  const auto& checked = deref(config, "kv config");
+  deref(out, "out");
+  if (checked.struct_size < sizeof(strata_kv_config)) invalid_argument("kv config: struct_size is too small");
+  if (checked.n_layers <= 0 || checked.n_ctx <= 0 || checked.n_head_kv <= 0 || checked.head_dim <= 0) {
+    invalid_argument("kv config: layers, context, kv heads and head_dim must be positive");
+  }
+  if (checked.head_dim > kMaxValuesPerLane * kWarp) {
+    throw sdk::Failure(STRATA_E_UNSUPPORTED, "kv config: head_dim " + std::to_string(checked.head_dim) +
+                                                 " is above the CUDA attention's " +
+                                                 std::to_string(kMaxValuesPerLane * kWarp));
+  }
+  if (checked.kv_type != STRATA_KV_F16 && checked.kv_type != STRATA_KV_INT8) {
+    invalid_argument("kv config: unknown kv_type " + std::to_string(checked.kv_type));
+  }
+  auto cache = std::make_unique<strata_kv_cache>();
+  cache->config = checked;
+  cache->groups_per_row = (checked.head_dim + kInt8GroupSize - 1) / kInt8GroupSize;
+  const size_t n_rows = static_cast<size_t>(checked.n_layers) * checked.n_head_kv * checked.n_ctx;
+  const size_t value_bytes = checked.kv_type == STRATA_KV_INT8 ? 1 : 2;
+  for (auto [data, scales, what] : {std::tuple{&cache->keys, &cache->key_scales, "keys"},
+                                    std::tuple{&cache->values, &cache->value_scales, "values"}}) {
+    *data = instance.budget.allocate(n_rows * checked.head_dim * value_bytes, std::string("KV cache ") + what);
+    if (checked.kv_type == STRATA_KV_INT8) {
+      *scales = instance.budget.allocate(n_rows * cache->groups_per_row * sizeof(float),
+                                         std::string("KV cache ") + what + " scales");
+    }
+  }
+  *out = cache.release();
+}
+
+void kv_free(strata_backend* backend, strata_kv_cache* cache) {
+  if (backend != nullptr && cache != nullptr) cudaStreamSynchronize(backend->stream);
+  delete cache;
+}
+
+void attention(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,
+               const strata_buffer* q, const strata_buffer* k, const strata_buffer* v, strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  auto& kv = deref(cache, "kv cache");
+  const auto& p = deref(params, "attention params");
+  check_params(kv, p);
+  const int64_t n_tokens = p.n_tokens, head_dim = p.head_dim;
+  const int64_t q_width = p.n_head * head_dim, kv_width = p.n_head_kv * head_dim;
+  const float* q_values = floats(q, n_tokens * q_width, "attention q");
+  const float* k_values = floats(k, n_tokens * kv_width, "attention k");
+  const float* v_values = floats(v, n_tokens * kv_width, "attention v");
+  float* out_values = floats(out, n_tokens * q_width, "attention out");
+  if (out == q || out == k || out == v) invalid_argument("attention: out must not be an input");
+  if (n_tokens == 0) return;
+
+  const int32_t* positions = instance.upload(instance.positions, p.positions, static_cast<size_t>(n_tokens));
+  const KvView keys = view(kv, kv.keys, kv.key_scales), values = view(kv, kv.values, kv.value_scales);
+  store_kernel<<<dim3(static_cast<unsigned>(n_tokens * p.n_head_kv), 2), kWarp * kAttentionWarps, 0, instance.stream>>>(
+      keys, values, k_values, v_values, positions, p.layer, p.n_head_kv, kv.config.n_ctx);
+  check_launch("kv store");
+  attention_kernel<<<static_cast<unsigned>(n_tokens * p.n_head), kWarp * kAttentionWarps, 0, instance.stream>>>(
+      keys, values, q_values, positions, out_values, p.layer, p.n_head, p.n_head_kv, kv.config.n_ctx, p.scale);
+  check_launch("attention");
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,109 @@
+// Creating a backend instance: its options, device, stream, cuBLAS handle and VRAM budget.
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "backend_objects.hpp"
+#include "cuda_status.hpp"
+#include "ops.hpp"
+
+namespace strata::cuda {
+namespace {
+
+constexpr int64_t kDefaultReserveMib = 512;
+
+// The manifest's options for this plugin (set at init); an instance's own options override them.
+nlohmann::json& plugin_options() {
+  static nlohmann::json options = nlohmann::json::object();
+  return options;
+}
+
+nlohmann::json parse_options(const char* options_json, const char* where) {
+  auto options = nlohmann::json::parse(options_json != nullptr ? options_json : "{}", nullptr, false);
+  if (options.is_discarded() || !options.is_object()) invalid_argument(std::string(where) + " are not a JSON object");
+  for (const auto& [key, value] : options.items()) {
+    if (key != "vram_reserve_mib" && key != "device") {
+      invalid_argument(std::string(where) + ": unknown option \"" + key + "\" (known: vram_reserve_mib, device)");
+    }
+    if (!value.is_number_integer() || value.get<int64_t>() < 0) {
+      invalid_argument(std::string(where) + ": option \"" + key + "\" must be a non-negative integer");
+    }
+  }
+  return options;
+}
+
+int64_t option(const nlohmann::json& options, const char* key, int64_t fallback) {
+  if (const auto own = options.find(key); own != options.end()) return own->get<int64_t>();
+  if (const auto shared = plugin_options().find(key); shared != plugin_options().end()) return shared->get<int64_t>();
+  return fallback;
+}
+
+int select_device(int64_t wanted) {
+  int count = 0;
+  check(cudaGetDeviceCount(&count), "counting CUDA devices");
+  if (wanted >= count) {
+    invalid_argument("backend-cuda option device " + std::to_string(wanted) + ": only " + std::to_string(count) +
+                     " CUDA devices");
+  }
+  const int device = static_cast<int>(wanted);
+  check(cudaSetDevice(device), "selecting CUDA device " + std::to_string(device));
+  return device;
+}
+
+size_t free_vram() {
+  size_t free_bytes = 0, total_bytes = 0;
+  check(cudaMemGetInfo(&free_bytes, &total_bytes), "reading free VRAM");
+  return free_bytes;
+}
+
+std::string describe_device(int device, const VramBudget& budget, size_t reserve_bytes) {
+  cudaDeviceProp properties{};
+  check(cudaGetDeviceProperties(&properties, device), "reading device properties");
+  char text[512];
+  std::snprintf(text, sizeof text, "cuda: device %d %s (sm_%d%d, %d SMs), %.1f GiB usable, %s reserved", device,
+                properties.name, properties.major, properties.minor, properties.multiProcessorCount,
+                static_cast<double>(budget.limit()) / (1024.0 * 1024.0 * 1024.0), mib_text(reserve_bytes).c_str());
+  return text;
+}
+
+}  // namespace
+
+void set_plugin_options(const char* options_json) { plugin_options() = parse_options(options_json, "backend-cuda manifest options"); }
+
+void create(const strata_backend_config* config, strata_backend** out) {
+  const auto& checked = deref(config, "config");
+  deref(out, "out");
+  if (checked.struct_size < sizeof(strata_backend_config)) invalid_argument("config: struct_size is too small");
+  const auto options = parse_options(checked.options_json, "backend-cuda options");
+  const int device = select_device(option(options, "device", 0));
+  const auto reserve_bytes = static_cast<size_t>(option(options, "vram_reserve_mib", kDefaultReserveMib)) << 20;
+  *out = new strata_backend(checked, device, reserve_bytes);
+}
+
+void destroy(strata_backend* backend) { delete backend; }
+
+const char* describe(strata_backend* backend) { return deref(backend, "backend").description.c_str(); }
+
+}  // namespace strata::cuda
+
+strata_backend::strata_backend(const strata_backend_config& config, int device, size_t reserve_bytes)
+    : device(device),
+      quant_context(config.quant_context),
+      find_quant_type(config.find_quant_type),
+      budget(strata::cuda::free_vram(), reserve_bytes) {
+  using strata::cuda::check;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a CUDA stream");
+  if (const cublasStatus_t status = cublasCreate(&cublas); status != CUBLAS_STATUS_SUCCESS) {
+    cudaStreamDestroy(stream);
+    check(status, "creating a cuBLAS handle");
+  }
+  check(cublasSetStream(cublas, stream), "binding cuBLAS to the stream");
+  description = strata::cuda::describe_device(device, budget, reserve_bytes);
+}
+
+strata_backend::~strata_backend() {
+  cudaStreamSynchronize(stream);
+  cublasDestroy(cublas);
+  cudaStreamDestroy(stream);
+}

@@ -1,0 +1,112 @@
+// The objects behind the backend ABI's opaque handles, and checked access to them for the ops.
+// A backend instance is driven by one host thread at a time; its ops are queued in call order on one
+// stream, and only buffer_read (and the ops that need device results on the host) wait for it.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cuda_status.hpp"
+#include "device_memory.hpp"
+#include "strata/backend.h"
+#include "strata/plugin.hpp"
+#include "weight_kernels.hpp"
+
+struct strata_buffer {
+  strata::cuda::DeviceAllocation memory;
+  size_t bytes = 0;
+};
+
+struct strata_weight {
+  std::string name;
+  const strata_quant_type* type = nullptr;
+  strata::cuda::WeightKernels kernels;
+  int64_t ne0 = 0, ne1 = 0, ne2 = 0;
+  size_t row_bytes = 0;
+  const std::byte* host = nullptr;  // the host's bytes (valid until weight_free): get_rows decodes there
+  strata::cuda::DeviceAllocation device;
+
+  const std::byte* matrix(int64_t expert) const {
+    return device.as<const std::byte>() + static_cast<size_t>(expert * ne1) * row_bytes;
+  }
+};
+
+struct strata_backend {
+  strata_backend(const strata_backend_config& config, int device, size_t reserve_bytes);
+  ~strata_backend();
+  strata_backend(const strata_backend&) = delete;
+  strata_backend& operator=(const strata_backend&) = delete;
+
+  const strata_quant_type* find_type(uint32_t type_id) const {
+    return find_quant_type != nullptr ? find_quant_type(quant_context, type_id) : nullptr;
+  }
+  // Copies host values to a scratch (positions, ids); the copy is queued on the stream.
+  template <class T>
+  const T* upload(strata::cuda::DeviceScratch& scratch, const T* values, size_t count);
+
+  int device;
+  void* quant_context;
+  const strata_quant_type* (*find_quant_type)(void* quant_context, uint32_t type_id);
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  strata::cuda::VramBudget budget;
+  std::string description;
+
+  strata::cuda::DeviceScratch weight_tile{"f16 weight tile scratch"};
+  strata::cuda::DeviceScratch activations_f16{"f16 activation scratch"};
+  strata::cuda::DeviceScratch positions{"positions scratch"};
+  strata::cuda::DeviceScratch moe_slots{"moe slot scratch"};
+  strata::cuda::DeviceScratch moe_floats{"moe activation scratch"};
+};
+
+namespace strata::cuda {
+
+[[noreturn]] inline void invalid_argument(const std::string& message) {
+  throw sdk::Failure(STRATA_E_INVALID_ARGUMENT, message);
+}
+
+template <class T>
+T& deref(T* pointer, const char* what) {
+  if (pointer == nullptr) invalid_argument(std::string(what) + " is NULL");
+  return *pointer;
+}
+
+// The first count elements of a buffer as T (device memory), after checking that the buffer holds them.
+template <class T>
+T* elements(strata_buffer* buffer, int64_t count, const char* what) {
+  const strata_buffer& checked = deref(buffer, what);
+  if (count < 0 || static_cast<uint64_t>(count) > checked.bytes / sizeof(T)) {
+    invalid_argument(std::string(what) + ": a buffer of " + std::to_string(checked.bytes) + " bytes cannot hold " +
+                     std::to_string(count) + " values");
+  }
+  return checked.memory.as<T>();
+}
+template <class T>
+const T* elements(const strata_buffer* buffer, int64_t count, const char* what) {
+  return elements<T>(const_cast<strata_buffer*>(buffer), count, what);
+}
+inline float* floats(strata_buffer* buffer, int64_t count, const char* what) { return elements<float>(buffer, count, what); }
+inline const float* floats(const strata_buffer* buffer, int64_t count, const char* what) {
+  return elements<float>(buffer, count, what);
+}
+
+// An F32 vector weight of at least width values (norm weights, biases), on the device.
+const float* f32_vector(const strata_weight* weight, int64_t width, const char* what);
+
+// Blocks of threads covering n items.
+inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+
+}  // namespace strata::cuda
+
+template <class T>
+const T* strata_backend::upload(strata::cuda::DeviceScratch& scratch, const T* values, size_t count) {
+  T* device_values = scratch.get<T>(budget, stream, count);
+  // From pageable memory the copy is staged before the call returns, so values may go right after.
+  strata::cuda::check(cudaMemcpyAsync(device_values, values, count * sizeof(T), cudaMemcpyHostToDevice, stream),
+                      "copying op inputs to the GPU");
+  return device_values;
+}

@@ -1,0 +1,71 @@
+// Device memory within a budget: everything the backend allocates (weights, buffers, caches, scratch)
+// counts against the VRAM that was free at start minus a reserve, so a model that does not fit fails at
+// load with the tensor's name and sizes instead of at some later allocation.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace strata::cuda {
+
+class VramBudget;
+
+// One cudaMalloc, freed (and given back to its budget) with the object.
+class DeviceAllocation {
+ public:
+  DeviceAllocation() = default;
+  ~DeviceAllocation();
+  DeviceAllocation(DeviceAllocation&& other) noexcept;
+  DeviceAllocation& operator=(DeviceAllocation&& other) noexcept;
+
+  void* get() const { return pointer_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(pointer_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  friend class VramBudget;
+  DeviceAllocation(VramBudget* budget, void* pointer, size_t bytes) : budget_(budget), pointer_(pointer), bytes_(bytes) {}
+  void release() noexcept;
+
+  VramBudget* budget_ = nullptr;
+  void* pointer_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class VramBudget {
+ public:
+  // free_bytes: what the device had free when the backend started.
+  VramBudget(size_t free_bytes, size_t reserve_bytes);
+
+  // Throws sdk::Failure(STRATA_E_OUT_OF_MEMORY) naming what, its size and what is left.
+  DeviceAllocation allocate(size_t bytes, const std::string& what);
+  size_t used() const { return used_; }
+  size_t limit() const { return limit_; }
+
+ private:
+  friend class DeviceAllocation;
+  size_t free_at_start_, reserve_, limit_, used_ = 0;
+};
+
+// Scratch that grows on demand and is kept between ops, so that steady-state ops allocate nothing.
+class DeviceScratch {
+ public:
+  explicit DeviceScratch(const char* what) : what_(what) {}
+  // At least bytes of device memory; growing waits for the stream, whose queued work may still use the old.
+  void* get(VramBudget& budget, void* stream, size_t bytes);
+  template <class T>
+  T* get(VramBudget& budget, void* stream, size_t count) {
+    return static_cast<T*>(get(budget, stream, count * sizeof(T)));
+  }
+
+ private:
+  const char* what_;
+  DeviceAllocation memory_;
+};
+
+std::string mib_text(size_t bytes);
+
+}  // namespace strata::cuda

@@ -1,0 +1,163 @@
+// Row-wise and elementwise ops: RMS norm, NEOX rope, add, mul, unary, row scaling.
+#include <cmath>
+#include <string>
+
+#include "activation_functions.cuh"
+#include "backend_objects.hpp"
+#include "cuda_status.hpp"
+#include "ops.hpp"
+#include "strata/cuda_block_kernels.cuh"
+
+namespace strata::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class Op>
+__global__ void binary_kernel(const float* a, const float* b, float* out, int64_t n, Op op) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) out[i] = op(a[i], b[i]);
+}
+
+template <class Op>
+__global__ void unary_kernel(const float* x, float* out, int64_t n, Op op) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) out[i] = op(x[i]);
+}
+
+struct Add {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Mul {
+  __device__ float operator()(float a, float b) const { return a * b; }
+};
+struct Silu {
+  __device__ float operator()(float x) const { return silu(x); }
+};
+struct Sigmoid {
+  __device__ float operator()(float x) const { return sigmoid(x); }
+};
+
+// One block per row: the sum of squares, then out = x * (1 / sqrt(mean + eps)) * gain.
+__global__ void rms_norm_kernel(const float* x, const float* gain, float* out, int width, float eps) {
+  __shared__ float warp_sums[kThreads / sdk::cuda::kWarp];
+  const float* row = x + blockIdx.x * int64_t{width};
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < width; i += blockDim.x) sum += row[i] * row[i];
+  sum = sdk::cuda::warp_sum(sum);
+  if (threadIdx.x % sdk::cuda::kWarp == 0) warp_sums[threadIdx.x / sdk::cuda::kWarp] = sum;
+  __syncthreads();
+  if (threadIdx.x < sdk::cuda::kWarp) {
+    sum = threadIdx.x < blockDim.x / sdk::cuda::kWarp ? warp_sums[threadIdx.x] : 0.0f;
+    sum = sdk::cuda::warp_sum(sum);
+    if (threadIdx.x == 0) warp_sums[0] = sum;
+  }
+  __syncthreads();
+  const float scale = 1.0f / sqrtf(warp_sums[0] / static_cast<float>(width) + eps);
+  float* result = out + blockIdx.x * int64_t{width};
+  for (int i = threadIdx.x; i < width; i += blockDim.x) result[i] = row[i] * scale * gain[i];
+}
+
+// One block per (token, head), one thread per rotated pair. The angle is built as ggml and the CPU backend
+// build it, position * theta_scale^i by repeated float multiplication, so the angles agree exactly.
+__global__ void rope_neox_kernel(float* x, const int32_t* positions, int n_heads, int head_dim, int half,
+                                 float theta_scale) {
+  const int token = blockIdx.x / n_heads, head = blockIdx.x % n_heads;
+  float* v = x + (int64_t{token} * n_heads + head) * head_dim;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    float theta = static_cast<float>(positions[token]);
+    for (int k = 0; k < i; ++k) theta *= theta_scale;
+    const float c = cosf(theta), s = sinf(theta);
+    const float x0 = v[i], x1 = v[i + half];
+    v[i] = x0 * c - x1 * s;
+    v[i + half] = x0 * s + x1 * c;
+  }
+}
+
+__global__ void scale_rows_kernel(float* x, const float* scale, int64_t n, int width) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) x[i] *= scale[i / width];
+}
+
+template <class Op>
+void binary(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out,
+            const char* what, Op op) {
+  auto& instance = deref(backend, "backend");
+  const float* a_values = floats(a, n, what);
+  const float* b_values = floats(b, n, what);
+  float* out_values = floats(out, n, what);
+  if (n == 0) return;
+  binary_kernel<<<blocks_for(n, kThreads), kThreads, 0, instance.stream>>>(a_values, b_values, out_values, n, op);
+  check_launch(what);
+}
+
+template <class Op>
+void apply_unary(strata_backend& backend, const float* x, float* out, int64_t n, Op op) {
+  if (n == 0) return;
+  unary_kernel<<<blocks_for(n, kThreads), kThreads, 0, backend.stream>>>(x, out, n, op);
+  check_launch("unary");
+}
+
+}  // namespace
+
+void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weight* weight, int32_t rows,
+              int32_t width, float eps, strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  if (rows < 0 || width <= 0) invalid_argument("rms_norm: bad shape");
+  const float* x_values = floats(x, int64_t{rows} * width, "rms_norm x");
+  float* out_values = floats(out, int64_t{rows} * width, "rms_norm out");
+  const float* gain = f32_vector(weight, width, "rms_norm weight");
+  if (rows == 0) return;
+  rms_norm_kernel<<<rows, kThreads, 0, instance.stream>>>(x_values, gain, out_values, width, eps);
+  check_launch("rms_norm");
+}
+
+void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens,
+               int32_t n_heads, int32_t head_dim, int32_t n_rot, float base) {
+  auto& instance = deref(backend, "backend");
+  if (n_tokens < 0 || n_heads <= 0 || n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim) {
+    invalid_argument("rope_neox: n_rot " + std::to_string(n_rot) + " must be even and at most head_dim " +
+                     std::to_string(head_dim));
+  }
+  if (n_tokens > 0 && positions == nullptr) invalid_argument("rope_neox: positions is NULL");
+  float* values = floats(x, int64_t{n_tokens} * n_heads * head_dim, "rope_neox x");
+  if (n_tokens == 0) return;
+  const int32_t* device_positions = instance.upload(instance.positions, positions, static_cast<size_t>(n_tokens));
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  const int half = n_rot / 2;
+  rope_neox_kernel<<<n_tokens * n_heads, std::min(half, kThreads), 0, instance.stream>>>(
+      values, device_positions, n_heads, head_dim, half, theta_scale);
+  check_launch("rope_neox");
+}
+
+void add(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out) {
+  binary(backend, a, b, n, out, "add", Add{});
+}
+
+void mul(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out) {
+  binary(backend, a, b, n, out, "mul", Mul{});
+}
+
+void unary(strata_backend* backend, int32_t op, const strata_buffer* x, int64_t n, strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  const float* x_values = floats(x, n, "unary x");
+  float* out_values = floats(out, n, "unary out");
+  switch (op) {
+    case STRATA_UNARY_SILU: return apply_unary(instance, x_values, out_values, n, Silu{});
+    case STRATA_UNARY_SIGMOID: return apply_unary(instance, x_values, out_values, n, Sigmoid{});
+  }
+  invalid_argument("unary: unknown op " + std::to_string(op));
+}
+
+void scale_rows(strata_backend* backend, strata_buffer* x, const strata_buffer* scale, int32_t rows, int32_t width) {
+  auto& instance = deref(backend, "backend");
+  if (rows < 0 || width < 0) invalid_argument("scale_rows: bad shape");
+  float* values = floats(x, int64_t{rows} * width, "scale_rows x");
+  const float* scales = floats(scale, rows, "scale_rows scale");
+  const int64_t n = int64_t{rows} * width;
+  if (n == 0) return;
+  scale_rows_kernel<<<blocks_for(n, kThreads), kThreads, 0, instance.stream>>>(values, scales, n, width);
+  check_launch("scale_rows");
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,123 @@
+// Weight x activation products. Up to kMaxMatvecTokens tokens: the type's matvec kernel decodes the stored
+// blocks on the fly (the decode path is bound by reading the weights once). More tokens: the weights are
+// decoded a tile of rows at a time to f16 (F16 weights are used in place) and cuBLAS multiplies on the
+// tensor cores with float accumulation; F32 weights take a plain float GEMM.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <string>
+
+#include "cuda_status.hpp"
+#include "matmul.hpp"
+#include "ops.hpp"
+
+namespace strata::cuda {
+namespace {
+
+// A decoded tile of at most this many bytes of f16 (a 2048-wide weight: 16384 rows).
+constexpr size_t kTileBytes = size_t{64} << 20;
+constexpr int kThreads = 256;
+
+__global__ void to_f16_kernel(const float* x, __half* out, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) out[i] = __float2half_rn(x[i]);
+}
+
+__global__ void add_bias_kernel(float* out, const float* bias, int64_t n_tokens, int64_t width) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n_tokens * width) out[i] += bias[i % width];
+}
+
+// out rows [row0, row0 + n_rows) of every token, from f16 weight rows w (ne0 values each) and f16 x.
+void gemm_f16(strata_backend& backend, const __half* w, const __half* x, int64_t ne0, int64_t ne1, int64_t row0,
+              int64_t n_rows, int64_t n_tokens, float* out) {
+  // Column-major view: out^T (n_rows x n_tokens, leading dimension ne1) = w^T x.
+  const float one = 1.0f, zero = 0.0f;
+  check(cublasGemmEx(backend.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n_rows), static_cast<int>(n_tokens),
+                     static_cast<int>(ne0), &one, w, CUDA_R_16F, static_cast<int>(ne0), x, CUDA_R_16F,
+                     static_cast<int>(ne0), &zero, out + row0, CUDA_R_32F, static_cast<int>(ne1), CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
+}
+
+void gemm_f32(strata_backend& backend, const float* w, const float* x, int64_t ne0, int64_t ne1, int64_t n_tokens,
+              float* out) {
+  const float one = 1.0f, zero = 0.0f;
+  check(cublasSgemm(backend.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(ne1), static_cast<int>(n_tokens),
+                    static_cast<int>(ne0), &one, w, static_cast<int>(ne0), x, static_cast<int>(ne0), &zero, out,
+                    static_cast<int>(ne1)),
+        "cublasSgemm");
+}
+
+void multiply_batch(strata_backend& backend, const strata_weight& weight, int64_t expert, const float* x,
+                    int64_t n_tokens, float* out) {
+  const int64_t ne0 = weight.ne0, ne1 = weight.ne1;
+  const std::byte* matrix = weight.matrix(expert);
+  if (weight.type->type_id == kTypeF32) {
+    gemm_f32(backend, reinterpret_cast<const float*>(matrix), x, ne0, ne1, n_tokens, out);
+    return;
+  }
+  __half* x16 = backend.activations_f16.get<__half>(backend.budget, backend.stream, static_cast<size_t>(n_tokens * ne0));
+  to_f16_kernel<<<blocks_for(n_tokens * ne0, kThreads), kThreads, 0, backend.stream>>>(x, x16, n_tokens * ne0);
+  check_launch("to_f16");
+  if (weight.type->type_id == kTypeF16) {
+    gemm_f16(backend, reinterpret_cast<const __half*>(matrix), x16, ne0, ne1, 0, ne1, n_tokens, out);
+    return;
+  }
+  const int64_t tile_rows = std::clamp<int64_t>(static_cast<int64_t>(kTileBytes / (ne0 * sizeof(__half))), 1, ne1);
+  auto* tile = backend.weight_tile.get<__half>(backend.budget, backend.stream, static_cast<size_t>(tile_rows * ne0));
+  const int64_t blocks_per_row = ne0 / weight.type->block_elements;
+  for (int64_t row0 = 0; row0 < ne1; row0 += tile_rows) {
+    const int64_t n_rows = std::min(tile_rows, ne1 - row0);
+    check_call([&](strata_error* error) {
+      return weight.kernels.dequantize_f16(matrix + row0 * weight.row_bytes, reinterpret_cast<uint16_t*>(tile),
+                                           n_rows * blocks_per_row, backend.stream, error);
+    });
+    gemm_f16(backend, tile, x16, ne0, ne1, row0, n_rows, n_tokens, out);
+  }
+}
+
+}  // namespace
+
+void multiply(strata_backend& backend, const strata_weight& weight, int64_t expert, const float* x, int64_t n_tokens,
+              float* out) {
+  if (n_tokens == 0) return;
+  if (!weight.kernels.available()) {
+    throw sdk::Failure(STRATA_E_UNSUPPORTED, "matmul " + weight.name + ": no CUDA kernels for type " +
+                                                 weight.type->name + " (its quant plugin was built without CUDA)");
+  }
+  if (weight.ne0 % 8 != 0) {
+    throw sdk::Failure(STRATA_E_UNSUPPORTED,
+                       "matmul " + weight.name + ": rows of " + std::to_string(weight.ne0) + " values (a multiple of 8 is needed)");
+  }
+  if (n_tokens <= kMaxMatvecTokens) {
+    check_call([&](strata_error* error) {
+      return weight.kernels.matvec(weight.matrix(expert), weight.ne0, weight.ne1, weight.row_bytes, x, n_tokens, out,
+                                   backend.stream, error);
+    });
+  } else {
+    multiply_batch(backend, weight, expert, x, n_tokens, out);
+  }
+}
+
+void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, const strata_buffer* x,
+            int32_t n_tokens, const strata_weight* bias, strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  const auto& weight = deref(w, "matmul weight");
+  if (expert < 0 || expert >= weight.ne2) {
+    invalid_argument("matmul " + weight.name + ": expert " + std::to_string(expert) + " is outside 0.." +
+                     std::to_string(weight.ne2 - 1));
+  }
+  if (n_tokens < 0) invalid_argument("matmul: negative n_tokens");
+  if (x == out) invalid_argument("matmul " + weight.name + ": out must not be x");
+  const float* x_values = floats(x, n_tokens * weight.ne0, "matmul x");
+  float* out_values = floats(out, n_tokens * weight.ne1, "matmul out");
+  const float* bias_values = bias != nullptr ? f32_vector(bias, weight.ne1, "matmul bias") : nullptr;
+  multiply(instance, weight, expert, x_values, n_tokens, out_values);
+  if (bias_values == nullptr || n_tokens == 0) return;
+  add_bias_kernel<<<blocks_for(n_tokens * weight.ne1, kThreads), kThreads, 0, instance.stream>>>(out_values, bias_values,
+                                                                                                 n_tokens, weight.ne1);
+  check_launch("add_bias");
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,132 @@
+// Activation buffers and weights in device memory, and the embedding lookup.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend_objects.hpp"
+#include "cuda_status.hpp"
+#include "ops.hpp"
+
+namespace strata::cuda {
+namespace {
+
+void check_range(const strata_buffer& buffer, size_t offset, size_t bytes, const char* what) {
+  if (offset > buffer.bytes || bytes > buffer.bytes - offset) {
+    invalid_argument(std::string(what) + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset) + "+" +
+                     std::to_string(bytes) + ") are outside a buffer of " + std::to_string(buffer.bytes) + " bytes");
+  }
+}
+
+}  // namespace
+
+void buffer_alloc(strata_backend* backend, size_t bytes, strata_buffer** out) {
+  auto& instance = deref(backend, "backend");
+  deref(out, "out");
+  auto buffer = std::make_unique<strata_buffer>();
+  buffer->memory = instance.budget.allocate(bytes, "a buffer of " + std::to_string(bytes) + " bytes");
+  buffer->bytes = bytes;
+  // Zeroed, as the CPU backend's buffers are.
+  check(cudaMemsetAsync(buffer->memory.get(), 0, buffer->memory.bytes(), instance.stream), "zeroing a buffer");
+  *out = buffer.release();
+}
+
+void buffer_free(strata_backend* backend, strata_buffer* buffer) {
+  // Queued ops may still use the memory; cudaFree waits for the device, this makes the wait explicit.
+  if (backend != nullptr && buffer != nullptr) cudaStreamSynchronize(backend->stream);
+  delete buffer;
+}
+
+void buffer_write(strata_backend* backend, strata_buffer* buffer, size_t offset, const void* src, size_t bytes) {
+  auto& instance = deref(backend, "backend");
+  check_range(deref(buffer, "buffer"), offset, bytes, "buffer_write");
+  if (bytes == 0) return;
+  check(cudaMemcpyAsync(buffer->memory.as<std::byte>() + offset, &deref(static_cast<const std::byte*>(src), "src"),
+                        bytes, cudaMemcpyHostToDevice, instance.stream),
+        "buffer_write");
+}
+
+void buffer_read(strata_backend* backend, strata_buffer* buffer, size_t offset, void* dst, size_t bytes) {
+  auto& instance = deref(backend, "backend");
+  check_range(deref(buffer, "buffer"), offset, bytes, "buffer_read");
+  if (bytes > 0) {
+    check(cudaMemcpyAsync(&deref(static_cast<std::byte*>(dst), "dst"), buffer->memory.as<std::byte>() + offset, bytes,
+                          cudaMemcpyDeviceToHost, instance.stream),
+          "buffer_read");
+  }
+  check(cudaStreamSynchronize(instance.stream), "buffer_read: waiting for the queued ops");
+}
+
+void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out) {
+  auto& instance = deref(backend, "backend");
+  const auto& checked = deref(desc, "weight desc");
+  deref(out, "out");
+  if (checked.struct_size < sizeof(strata_weight_desc)) invalid_argument("weight desc: struct_size is too small");
+  const std::string name = checked.name != nullptr ? checked.name : "(unnamed)";
+  const strata_quant_type* type = instance.find_type(checked.type);
+  if (type == nullptr || type->dequantize == nullptr) {
+    throw sdk::Failure(STRATA_E_UNSUPPORTED,
+                       "weight " + name + ": no quant plugin provides type " + std::to_string(checked.type));
+  }
+  if (checked.ne0 <= 0 || checked.ne1 <= 0 || checked.ne2 <= 0 || checked.ne0 % type->block_elements != 0) {
+    invalid_argument("weight " + name + ": shape " + std::to_string(checked.ne0) + " x " + std::to_string(checked.ne1) +
+                     " x " + std::to_string(checked.ne2) + " is not whole rows of " + type->name + " blocks of " +
+                     std::to_string(type->block_elements));
+  }
+  auto weight = std::make_unique<strata_weight>();
+  weight->name = name;
+  weight->type = type;
+  weight->kernels = weight_kernels(*type);
+  weight->ne0 = checked.ne0;
+  weight->ne1 = checked.ne1;
+  weight->ne2 = checked.ne2;
+  weight->row_bytes = static_cast<size_t>(checked.ne0 / type->block_elements) * type->block_bytes;
+  weight->host = &deref(static_cast<const std::byte*>(checked.data), "weight data");
+  const size_t bytes = weight->row_bytes * static_cast<size_t>(checked.ne1 * checked.ne2);
+  weight->device = instance.budget.allocate(bytes, "weight " + name + " (" + type->name + ")");
+  // A synchronous copy: the host bytes may be an mmap-ed file that is touched here for the first time.
+  check(cudaMemcpy(weight->device.get(), weight->host, bytes, cudaMemcpyHostToDevice), "uploading weight " + name);
+  *out = weight.release();
+}
+
+void weight_free(strata_backend* backend, strata_weight* weight) {
+  if (backend != nullptr && weight != nullptr) cudaStreamSynchronize(backend->stream);
+  delete weight;
+}
+
+const float* f32_vector(const strata_weight* weight, int64_t width, const char* what) {
+  const auto& checked = deref(weight, what);
+  if (checked.type->type_id != kTypeF32 || checked.ne0 * checked.ne1 * checked.ne2 < width) {
+    invalid_argument(std::string(what) + " " + checked.name + ": expected " + std::to_string(width) +
+                     " F32 values, got type " + checked.type->name + " with " +
+                     std::to_string(checked.ne0 * checked.ne1 * checked.ne2) + " values");
+  }
+  return checked.device.as<const float>();
+}
+
+// A handful of rows per step: they are decoded on the host by the type's exact reference dequantizer
+// and copied up, which serves every type, with or without CUDA kernels, with the CPU backend's values.
+void get_rows(strata_backend* backend, const strata_weight* table, const int32_t* ids, int32_t n_ids,
+              strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  const auto& weight = deref(table, "get_rows table");
+  if (weight.ne2 != 1) invalid_argument("get_rows: " + weight.name + " has " + std::to_string(weight.ne2) + " matrices");
+  if (n_ids < 0 || (n_ids > 0 && ids == nullptr)) invalid_argument("get_rows: no ids");
+  const int64_t width = weight.ne0;
+  float* out_values = floats(out, n_ids * width, "get_rows out");
+  std::vector<float> rows(static_cast<size_t>(n_ids * width));
+  for (int32_t i = 0; i < n_ids; ++i) {
+    if (ids[i] < 0 || ids[i] >= weight.ne1) {
+      invalid_argument("get_rows: row " + std::to_string(ids[i]) + " is outside the " + std::to_string(weight.ne1) +
+                       " rows of " + weight.name);
+    }
+    check_call([&](strata_error* error) {
+      return weight.type->dequantize(weight.host + ids[i] * weight.row_bytes, rows.data() + i * width,
+                                     width / weight.type->block_elements, error);
+    });
+  }
+  if (rows.empty()) return;
+  check(cudaMemcpyAsync(out_values, rows.data(), rows.size() * sizeof(float), cudaMemcpyHostToDevice, instance.stream),
+        "get_rows: copying the rows");
+}
+
+}  // namespace strata::cuda

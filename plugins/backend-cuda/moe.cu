@@ -1,0 +1,155 @@
+// The grouped expert FFN. The chosen expert ids come to the host (one small copy per layer), the
+// (token, choice) slots are grouped by expert with a counting sort that keeps token order, and each expert
+// used by the step multiplies its tokens' gathered rows at once: its weights are read once per step.
+// Each token then sums its experts in its own choice order, so the result does not depend on the grouping.
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "activation_functions.cuh"
+#include "backend_objects.hpp"
+#include "cuda_status.hpp"
+#include "matmul.hpp"
+#include "ops.hpp"
+
+namespace strata::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+void check_expert_shapes(const strata_weight& gate, const strata_weight& up, const strata_weight& down) {
+  if (up.ne0 != gate.ne0 || up.ne1 != gate.ne1 || up.ne2 != gate.ne2 || down.ne0 != gate.ne1 ||
+      down.ne1 != gate.ne0 || down.ne2 != gate.ne2) {
+    invalid_argument("moe_ffn: expert shapes do not fit: gate " + gate.name + " " + std::to_string(gate.ne0) + "x" +
+                     std::to_string(gate.ne1) + "x" + std::to_string(gate.ne2) + ", up " + up.name + " " +
+                     std::to_string(up.ne0) + "x" + std::to_string(up.ne1) + "x" + std::to_string(up.ne2) +
+                     ", down " + down.name + " " + std::to_string(down.ne0) + "x" + std::to_string(down.ne1) + "x" +
+                     std::to_string(down.ne2));
+  }
+}
+
+// grouped[position] = x[token of the slot at position]; slot = token * n_used + choice.
+__global__ void gather_kernel(const float* x, const int32_t* slot_at, int n_used, int64_t width, float* grouped,
+                              int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n) return;
+  const int64_t position = i / width;
+  grouped[i] = x[slot_at[position] / n_used * width + i % width];
+}
+
+__global__ void swiglu_kernel(float* gate, const float* up, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) gate[i] = silu(gate[i]) * up[i];
+}
+
+// out[t] = sum over j in choice order of weights[t][j] * down_out[position of slot t * n_used + j].
+__global__ void combine_kernel(const float* down_out, const int32_t* position_of, const float* weights, int n_used,
+                               int64_t width, float* out, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n) return;
+  const int64_t token = i / width, column = i % width;
+  float sum = 0.0f;
+  for (int j = 0; j < n_used; ++j) {
+    const int64_t slot = token * n_used + j;
+    sum += weights[slot] * down_out[position_of[slot] * width + column];
+  }
+  out[i] = sum;
+}
+
+// The slots grouped by expert: slot_at[position], position_of[slot], and each expert's first position.
+struct Grouping {
+  std::vector<int32_t> slot_at, position_of;
+  std::vector<int64_t> first_of_expert;
+};
+
+Grouping group_by_expert(const std::vector<int32_t>& expert_of_slot, int64_t n_experts, const std::string& name) {
+  Grouping grouping;
+  const auto n_slots = static_cast<int64_t>(expert_of_slot.size());
+  grouping.first_of_expert.assign(n_experts + 1, 0);
+  for (const int32_t expert : expert_of_slot) {
+    if (expert < 0 || expert >= n_experts) {
+      invalid_argument("moe_ffn: expert id " + std::to_string(expert) + " is outside the " +
+                       std::to_string(n_experts) + " experts of " + name);
+    }
+    ++grouping.first_of_expert[expert + 1];
+  }
+  std::partial_sum(grouping.first_of_expert.begin(), grouping.first_of_expert.end(), grouping.first_of_expert.begin());
+  grouping.slot_at.resize(n_slots);
+  grouping.position_of.resize(n_slots);
+  std::vector<int64_t> next(grouping.first_of_expert.begin(), grouping.first_of_expert.end() - 1);
+  for (int64_t slot = 0; slot < n_slots; ++slot) {
+    const int64_t position = next[expert_of_slot[slot]]++;
+    grouping.slot_at[position] = static_cast<int32_t>(slot);
+    grouping.position_of[slot] = static_cast<int32_t>(position);
+  }
+  return grouping;
+}
+
+// For each expert with tokens: out rows of its group = W[expert] x rows of its group.
+void multiply_groups(strata_backend& backend, const strata_weight& weight, const Grouping& grouping, const float* x,
+                     float* out) {
+  const int64_t n_experts = static_cast<int64_t>(grouping.first_of_expert.size()) - 1;
+  for (int64_t expert = 0; expert < n_experts; ++expert) {
+    const int64_t first = grouping.first_of_expert[expert], count = grouping.first_of_expert[expert + 1] - first;
+    if (count > 0) multiply(backend, weight, expert, x + first * weight.ne0, count, out + first * weight.ne1);
+  }
+}
+
+}  // namespace
+
+void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, int32_t n_used,
+             const strata_buffer* ids, const strata_buffer* weights, const strata_weight* gate,
+             const strata_weight* up, const strata_weight* down, strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  const auto& gate_weight = deref(gate, "moe_ffn gate");
+  const auto& up_weight = deref(up, "moe_ffn up");
+  const auto& down_weight = deref(down, "moe_ffn down");
+  check_expert_shapes(gate_weight, up_weight, down_weight);
+  if (n_tokens < 0 || n_used <= 0) invalid_argument("moe_ffn: n_tokens and n_used must be positive");
+  const int64_t width = gate_weight.ne0, ffn = gate_weight.ne1;
+  const int64_t n_slots = int64_t{n_tokens} * n_used;
+  const float* x_values = floats(x, n_tokens * width, "moe_ffn x");
+  const int32_t* id_values = elements<int32_t>(ids, n_slots, "moe_ffn ids");
+  const float* weight_values = floats(weights, n_slots, "moe_ffn weights");
+  float* out_values = floats(out, n_tokens * width, "moe_ffn out");
+  if (out == x) invalid_argument("moe_ffn: out must not be x");
+  if (n_tokens == 0) return;
+
+  std::vector<int32_t> expert_of_slot(n_slots);
+  check(cudaMemcpyAsync(expert_of_slot.data(), id_values, n_slots * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                        instance.stream),
+        "moe_ffn: reading the expert ids");
+  check(cudaStreamSynchronize(instance.stream), "moe_ffn: waiting for the router");
+  const Grouping grouping = group_by_expert(expert_of_slot, gate_weight.ne2, gate_weight.name);
+
+  int32_t* slot_indices = instance.moe_slots.get<int32_t>(instance.budget, instance.stream, 2 * n_slots);
+  check(cudaMemcpyAsync(slot_indices, grouping.slot_at.data(), n_slots * sizeof(int32_t), cudaMemcpyHostToDevice,
+                        instance.stream),
+        "moe_ffn: copying the grouping");
+  check(cudaMemcpyAsync(slot_indices + n_slots, grouping.position_of.data(), n_slots * sizeof(int32_t),
+                        cudaMemcpyHostToDevice, instance.stream),
+        "moe_ffn: copying the grouping");
+  const int32_t* slot_at = slot_indices;
+  const int32_t* position_of = slot_indices + n_slots;
+
+  // Scratch rows in grouped order: inputs, gate (then the SwiGLU product), up, down results.
+  float* grouped_x =
+      instance.moe_floats.get<float>(instance.budget, instance.stream, static_cast<size_t>(n_slots * (2 * width + 2 * ffn)));
+  float* gate_out = grouped_x + n_slots * width;
+  float* up_out = gate_out + n_slots * ffn;
+  float* down_out = up_out + n_slots * ffn;
+
+  gather_kernel<<<blocks_for(n_slots * width, kThreads), kThreads, 0, instance.stream>>>(
+      x_values, slot_at, n_used, width, grouped_x, n_slots * width);
+  check_launch("moe gather");
+  multiply_groups(instance, gate_weight, grouping, grouped_x, gate_out);
+  multiply_groups(instance, up_weight, grouping, grouped_x, up_out);
+  swiglu_kernel<<<blocks_for(n_slots * ffn, kThreads), kThreads, 0, instance.stream>>>(gate_out, up_out, n_slots * ffn);
+  check_launch("moe swiglu");
+  multiply_groups(instance, down_weight, grouping, gate_out, down_out);
+  combine_kernel<<<blocks_for(n_tokens * width, kThreads), kThreads, 0, instance.stream>>>(
+      down_out, position_of, weight_values, n_used, width, out_values, n_tokens * width);
+  check_launch("moe combine");
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,89 @@
+// Decoders of the core's base types for the SDK's block kernels, and the lookup of a type's kernels.
+#include <cstddef>
+
+#include "strata/cuda_block_kernels.cuh"
+#include "weight_kernels.hpp"
+
+namespace strata::cuda {
+namespace {
+
+using sdk::cuda::load_f16;
+using sdk::cuda::load_u16;
+
+constexpr uint32_t kTypeQ8_0 = 8;
+
+// Float types as blocks of 8 values; rows of these types must hold a multiple of 8 values.
+struct F32Decoder {
+  static constexpr int block_elements = 8, block_bytes = 32;
+  __device__ static void decode8(const uint8_t* block, int, float* values) {
+    const float4* v = reinterpret_cast<const float4*>(block);
+    const float4 a = v[0], b = v[1];
+    values[0] = a.x, values[1] = a.y, values[2] = a.z, values[3] = a.w;
+    values[4] = b.x, values[5] = b.y, values[6] = b.z, values[7] = b.w;
+  }
+};
+
+struct F16Decoder {
+  static constexpr int block_elements = 8, block_bytes = 16;
+  __device__ static void decode8(const uint8_t* block, int, float* values) {
+    const uint4 bits = *reinterpret_cast<const uint4*>(block);
+    const __half2* halves = reinterpret_cast<const __half2*>(&bits);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 pair = __half22float2(halves[i]);
+      values[2 * i] = pair.x, values[2 * i + 1] = pair.y;
+    }
+  }
+};
+
+struct BF16Decoder {
+  static constexpr int block_elements = 8, block_bytes = 16;
+  __device__ static void decode8(const uint8_t* block, int, float* values) {
+    const uint4 bits = *reinterpret_cast<const uint4*>(block);
+    const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      values[2 * i] = __uint_as_float(words[i] << 16);
+      values[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  }
+};
+
+// 32 int8 levels after an f16 scale, 34 bytes: value = d * level.
+struct Q8_0Decoder {
+  static constexpr int block_elements = 32, block_bytes = 34;
+  __device__ static void decode8(const uint8_t* block, int chunk, float* values) {
+    const float d = load_f16(block);
+    const auto* levels = reinterpret_cast<const int8_t*>(block + 2 + 8 * chunk);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) values[i] = __fmul_rn(d, static_cast<float>(levels[i]));
+  }
+};
+
+// The core's float types have blocks of one value, the decoders above blocks of 8: counts are converted.
+template <auto Launch>
+strata_status per_value_dequantize_f16(const void* blocks, uint16_t* out, int64_t n_values, void* stream,
+                                       strata_error* error) {
+  return Launch(blocks, out, n_values / 8, stream, error);
+}
+
+STRATA_DEFINE_CUDA_LAUNCHERS(f32, F32Decoder)
+STRATA_DEFINE_CUDA_LAUNCHERS(f16, F16Decoder)
+STRATA_DEFINE_CUDA_LAUNCHERS(bf16, BF16Decoder)
+STRATA_DEFINE_CUDA_LAUNCHERS(q8_0, Q8_0Decoder)
+
+}  // namespace
+
+WeightKernels weight_kernels(const strata_quant_type& type) {
+  switch (type.type_id) {
+    case kTypeF32: return {&per_value_dequantize_f16<f32_dequantize_f16>, &f32_matvec};
+    case kTypeF16: return {&per_value_dequantize_f16<f16_dequantize_f16>, &f16_matvec};
+    case kTypeBF16: return {&per_value_dequantize_f16<bf16_dequantize_f16>, &bf16_matvec};
+    case kTypeQ8_0: return {&q8_0_dequantize_f16, &q8_0_matvec};
+  }
+  // A plugin older than the CUDA fields has none.
+  if (type.struct_size < offsetof(strata_quant_type, cuda_matvec) + sizeof(type.cuda_matvec)) return {};
+  return {type.cuda_dequantize_f16, type.cuda_matvec};
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,20 @@
+// The two kernels a weight's type needs on the GPU (quant.h's launcher signatures): the backend's own for
+// the core's types F32, F16, BF16 and Q8_0, the quant plugin's for every other type.
+#pragma once
+
+#include "strata/quant.h"
+
+namespace strata::cuda {
+
+inline constexpr uint32_t kTypeF32 = 0, kTypeF16 = 1, kTypeBF16 = 30;
+
+struct WeightKernels {
+  decltype(strata_quant_type::cuda_dequantize_f16) dequantize_f16 = nullptr;
+  decltype(strata_quant_type::cuda_matvec) matvec = nullptr;
+
+  bool available() const { return dequantize_f16 != nullptr && matvec != nullptr; }
+};
+
+WeightKernels weight_kernels(const strata_quant_type& type);
+
+}  // namespace strata::cuda

@@ -1,0 +1,82 @@
+// IQ3_XXS and IQ3_S block decoders for the SDK's CUDA kernels. Each decodes exactly as the CPU dequantizer
+// (iq3_xxs.cpp, iq3_s.cpp): the same grid and sign tables, the same float products in the same order.
+#include <mutex>
+
+#include "cuda/iq3_cuda.hpp"
+#include "iq3_tables.hpp"
+#include "strata/cuda_block_kernels.cuh"
+
+namespace strata::iq3::cuda {
+namespace {
+
+using sdk::cuda::load_f16;
+using sdk::cuda::load_u32;
+
+// The device copies of the lookup tables, filled once from the host tables (one source of truth).
+__device__ uint32_t device_xxs_grid[256];
+__device__ uint32_t device_s_grid[512];
+__device__ uint8_t device_signs[128];
+
+strata_status upload_tables(strata_error* error) {
+  static std::once_flag once;
+  static cudaError_t status = cudaSuccess;
+  std::call_once(once, [] {
+    status = cudaMemcpyToSymbol(device_xxs_grid, kIq3XxsGrid, sizeof kIq3XxsGrid);
+    if (status == cudaSuccess) status = cudaMemcpyToSymbol(device_s_grid, kIq3SGrid, sizeof kIq3SGrid);
+    if (status == cudaSuccess) status = cudaMemcpyToSymbol(device_signs, kSignsIq2xs, sizeof kSignsIq2xs);
+  });
+  if (status == cudaSuccess) return STRATA_OK;
+  return sdk::cuda::fail(error, STRATA_E_INTERNAL, std::string("IQ3 tables to the GPU: ") + cudaGetErrorString(status));
+}
+
+// Writes the 4 magnitudes of a grid point times scale, negated where the sign bits (from bit first_bit) say.
+__device__ inline void expand_point(uint32_t point, float scale, uint32_t signs, int first_bit, float* out) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float value = __fmul_rn(scale, static_cast<float>((point >> (8 * j)) & 0xffu));
+    out[j] = (signs >> (first_bit + j)) & 1u ? -value : value;
+  }
+}
+
+// 256 values in 98 bytes: d, 64 grid indices, then per 32 values a uint32 of four 7-bit sign indices and
+// the scale nibble. A chunk of 8 values is one sign group: two grid points under one sign byte.
+struct Iq3XxsDecoder {
+  static constexpr int block_elements = 256, block_bytes = 98;
+  static strata_status prepare(strata_error* error) { return upload_tables(error); }
+  __device__ static void decode8(const uint8_t* block, int chunk, float* values) {
+    const int sub_block = chunk / 4, sign_group = chunk % 4;
+    const uint32_t packed = load_u32(block + 66 + 4 * sub_block);
+    const float sub_scale = __fmul_rn(__fmul_rn(load_f16(block), 0.5f + static_cast<float>(packed >> 28)), 0.5f);
+    const uint32_t signs = device_signs[(packed >> (7 * sign_group)) & 127];
+    const uint8_t* indices = block + 2 + 8 * sub_block + 2 * sign_group;
+    expand_point(device_xxs_grid[indices[0]], sub_scale, signs, 0, values);
+    expand_point(device_xxs_grid[indices[1]], sub_scale, signs, 4, values + 4);
+  }
+};
+
+// 256 values in 110 bytes: d, qs[64] (low 8 bits of the 9-bit indices), qh[8], signs[32], scales[4].
+// A chunk of 8 values is two grid points of one sub-block under one sign byte.
+struct Iq3SDecoder {
+  static constexpr int block_elements = 256, block_bytes = 110;
+  static strata_status prepare(strata_error* error) { return upload_tables(error); }
+  __device__ static void decode8(const uint8_t* block, int chunk, float* values) {
+    const int sub_block = chunk / 4, first_group = 2 * (chunk % 4);
+    const int nibble = (block[106 + sub_block / 2] >> (4 * (sub_block % 2))) & 0xf;
+    const float sub_scale = __fmul_rn(load_f16(block), static_cast<float>(1 + 2 * nibble));
+    const uint32_t high_bits = block[66 + sub_block];
+    const uint32_t signs = block[74 + 4 * sub_block + chunk % 4];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int group = first_group + half;
+      const uint32_t index = block[2 + 8 * sub_block + group] | (((high_bits >> group) & 1u) << 8);
+      expand_point(device_s_grid[index], sub_scale, signs, 4 * half, values + 4 * half);
+    }
+  }
+};
+
+}  // namespace
+
+STRATA_DEFINE_CUDA_LAUNCHERS(iq3_xxs, Iq3XxsDecoder)
+STRATA_DEFINE_CUDA_LAUNCHERS(iq3_s, Iq3SDecoder)
+
+}  // namespace strata::iq3::cuda

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# One command for a GPU machine: configure with CUDA for one architecture, build, run the CUDA backend's
+# tests (op by op against the CPU backend, and the reference models' logits with --backend cuda) and the
+# CPU reference-logit tests, then optionally more:
+#   --sanitize   also run the CUDA op tests under compute-sanitizer --tool memcheck
+#   --bench      also synthesize a qwen3-30b-a3b IQ3_S model and run strata bench --backend cuda on it
+# The reference data (models, logits, tokens) is read from $STRATA_REFERENCE_DIR, default .ref/ in the
+# checkout (a copy of ../shared/reference/{models,logits,dequant,tokens-a.txt}; the folder is ignored).
+# Environment: STRATA_CUDA_ARCHS (default 90), STRATA_BUILD_JOBS (default: all cores), STRATA_DEVICE_BUILD
+# (the build folder, default build-device), OUT (a folder for logs, when set).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sanitize=0 bench=0
+for argument in "$@"; do
+  case "$argument" in
+    --sanitize) sanitize=1 ;;
+    --bench) bench=1 ;;
+    *) echo "usage: $0 [--sanitize] [--bench]" >&2; exit 2 ;;
+  esac
+done
+
+build=${STRATA_DEVICE_BUILD:-build-device}
+reference=${STRATA_REFERENCE_DIR:-$PWD/.ref}
+logs=${OUT:-$build/logs}
+mkdir -p "$logs"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_CUDA=ON \
+  -DSTRATA_CUDA_ARCHS="${STRATA_CUDA_ARCHS:-90}" -DSTRATA_REFERENCE_DIR="$reference" >"$logs/configure.log"
+ninja -C "$build" -j "${STRATA_BUILD_JOBS:-$(nproc)}" >"$logs/build.log" || { tail -n 40 "$logs/build.log"; exit 1; }
+
+status=0
+"$build/bin/strata" plugins | tee "$logs/plugins.txt"
+"$build/bin/strata_tests" --gtest_filter='*BackendCuda*:*ReferenceLogits*' 2>&1 | tee "$logs/tests.log" |
+  grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|mean KL|Failure|error' || true
+grep -q '^\[  PASSED  \]' "$logs/tests.log" && ! grep -q '^\[  FAILED  \]' "$logs/tests.log" || status=1
+
+if [ "$sanitize" = 1 ]; then
+  compute-sanitizer --tool memcheck --error-exitcode 1 "$build/bin/strata_tests" \
+    --gtest_filter='*BackendCuda*:-*ReferenceLogits*' >"$logs/memcheck.log" 2>&1 || status=1
+  tail -n 5 "$logs/memcheck.log"
+fi
+
+if [ "$bench" = 1 ]; then
+  model=/tmp/strata-qwen3-30b-a3b-iq3_s.gguf
+  [ -f "$model" ] || "$build/bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --type iq3_s \
+    --threads "$(nproc)" --output "$model" >"$logs/synth.log" 2>&1
+  "$build/bin/strata" bench --model "$model" --backend cuda 2>&1 | tee "$logs/bench.txt"
+fi
+exit "$status"

@@ -1,0 +1,606 @@
+// The CUDA backend (plugins/backend-cuda, loaded from the build's plugin folder) against the CPU backend's
+// table on random data, op by op; the quant types' CUDA decoders bit for bit against their CPU
+// dequantizers; and the reference models' logits through the engine with --backend cuda, within the same
+// bar as the CPU forward. Every test skips, saying why, where the plugin was not built or no CUDA device
+// is present.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/engine/engine.hpp"
+#include "core/quant/quant_registry.hpp"
+#include "cpu_backend.hpp"
+#include "iq3_s.hpp"
+#include "iq3_xxs.hpp"
+#include "q4_k.hpp"
+#include "q5_k.hpp"
+#include "q6_k.hpp"
+#include "strata/half.hpp"
+#include "strata/plugin.hpp"
+#include "support/logit_metrics.hpp"
+#include "support/reference.hpp"
+
+namespace {
+
+constexpr uint32_t kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kIQ3_XXS = 18, kIQ3_S = 21,
+                   kBF16 = 30;
+
+// The CUDA plugin's table, or why it cannot run here.
+struct CudaPlugin {
+  const strata_backend_table* table = nullptr;
+  std::string unavailable;
+};
+
+const CudaPlugin& cuda_plugin() {
+  static const CudaPlugin plugin = [] {
+    const auto file = std::filesystem::path(STRATA_BIN_DIR) / "plugins" / "libstrata-backend-cuda.so";
+    if (!std::filesystem::exists(file)) return CudaPlugin{nullptr, "the CUDA backend was not built (STRATA_CUDA)"};
+    void* library = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);  // kept open for the whole run
+    if (library == nullptr) return CudaPlugin{nullptr, std::string("cannot load the CUDA backend: ") + dlerror()};
+    const auto query = reinterpret_cast<strata_plugin_query_fn>(dlsym(library, STRATA_PLUGIN_QUERY_SYMBOL));
+    const strata_plugin_descriptor* descriptor = query != nullptr ? query() : nullptr;
+    if (descriptor == nullptr) return CudaPlugin{nullptr, "the CUDA backend has no descriptor"};
+    char message[256] = "";
+    strata_error error{message, sizeof message};
+    int32_t score = 0;
+    if (descriptor->probe(&score, &error) != STRATA_OK) return CudaPlugin{nullptr, std::string("no GPU: ") + message};
+    return CudaPlugin{static_cast<const strata_backend_table*>(descriptor->table), ""};
+  }();
+  return plugin;
+}
+
+#define SKIP_WITHOUT_CUDA()                                                           \
+  if (cuda_plugin().table == nullptr) GTEST_SKIP() << cuda_plugin().unavailable
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> values(n);
+  for (float& v : values) v = normal(rng);
+  return values;
+}
+
+// The core's types, the k-quants and IQ3 (with their CUDA launchers when built with CUDA). The CPU
+// backend gets them without CPU dot kernels, so that its matmuls are float products of the decoded
+// weights, as the CUDA backend's are.
+class TypeLookup {
+ public:
+  TypeLookup() {
+    registry_.offer("core", strata::base_quant_table());
+    registry_.offer("quant-k", strata::sdk::QuantTable<strata::quant_k::Q4KCodec, strata::quant_k::Q5KCodec,
+                                                       strata::quant_k::Q6KCodec>::table);
+    registry_.offer("quant-iq3", strata::sdk::QuantTable<strata::iq3::Iq3XxsCodec, strata::iq3::Iq3SCodec>::table);
+    registry_.resolve({});
+    for (const uint32_t id : {kF32, kF16, kBF16, kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S}) {
+      strata_quant_type copy = *registry_.find(id);
+      copy.cpu_activation_type = 0;
+      copy.cpu_dot_rows = nullptr;
+      without_dot_.emplace(id, copy);
+    }
+  }
+  static const strata_quant_type* find(void* context, uint32_t type_id) {
+    return static_cast<TypeLookup*>(context)->registry_.find(type_id);
+  }
+  static const strata_quant_type* find_without_dot(void* context, uint32_t type_id) {
+    auto& types = static_cast<TypeLookup*>(context)->without_dot_;
+    const auto found = types.find(type_id);
+    return found != types.end() ? &found->second : nullptr;
+  }
+  const strata_quant_type& type(uint32_t type_id) { return *find(this, type_id); }
+
+ private:
+  strata::QuantRegistry registry_;
+  std::map<uint32_t, strata_quant_type> without_dot_;
+};
+
+TypeLookup& types() {
+  static TypeLookup lookup;
+  return lookup;
+}
+
+struct HostWeight {
+  uint32_t type;
+  int64_t ne0, ne1, ne2;
+  std::vector<uint8_t> bytes;
+  std::vector<float> decoded;
+};
+
+HostWeight make_weight(uint32_t type_id, int64_t ne0, int64_t ne1, int64_t ne2, uint32_t seed) {
+  const strata_quant_type& type = types().type(type_id);
+  HostWeight weight{type_id, ne0, ne1, ne2, {}, {}};
+  const std::vector<float> values = random_floats(static_cast<size_t>(ne0 * ne1 * ne2), seed, 0.5f);
+  const int64_t n_blocks = ne0 * ne1 * ne2 / type.block_elements;
+  weight.bytes.resize(static_cast<size_t>(n_blocks * type.block_bytes));
+  EXPECT_EQ(type.quantize(values.data(), weight.bytes.data(), ne1 * ne2, ne0, nullptr, nullptr), STRATA_OK);
+  weight.decoded.resize(values.size());
+  EXPECT_EQ(type.dequantize(weight.bytes.data(), weight.decoded.data(), n_blocks, nullptr), STRATA_OK);
+  return weight;
+}
+
+HostWeight f32_weight(const std::vector<float>& values) {
+  HostWeight weight{kF32, static_cast<int64_t>(values.size()), 1, 1, std::vector<uint8_t>(values.size() * 4), values};
+  std::memcpy(weight.bytes.data(), values.data(), weight.bytes.size());
+  return weight;
+}
+
+// One backend instance of either table, with its buffers, weights and caches freed with it.
+class Backend {
+ public:
+  Backend(const strata_backend_table& table, const std::string& options = "{}") : table_(table) {
+    const bool is_cpu = &table == &strata::cpu::cpu_backend_table();
+    const strata_backend_config config{sizeof(strata_backend_config), 2, options.c_str(), &types(),
+                                       is_cpu ? &TypeLookup::find_without_dot : &TypeLookup::find};
+    status_ = table_.create(&config, &backend_, error());
+  }
+  ~Backend() {
+    for (strata_buffer* buffer : buffers_) table_.buffer_free(backend_, buffer);
+    for (strata_weight* weight : weights_) table_.weight_free(backend_, weight);
+    for (strata_kv_cache* cache : caches_) table_.kv_free(backend_, cache);
+    if (backend_ != nullptr) table_.destroy(backend_);
+  }
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  const strata_backend_table& table() const { return table_; }
+  strata_backend* get() { return backend_; }
+  strata_status create_status() const { return status_; }
+  strata_error* error() {
+    message_[0] = '\0';
+    error_ = {message_, sizeof message_};
+    return &error_;
+  }
+  std::string message() const { return message_; }
+
+  strata_buffer* alloc(size_t bytes) {
+    strata_buffer* buffer = nullptr;
+    EXPECT_EQ(table_.buffer_alloc(backend_, bytes, &buffer, error()), STRATA_OK) << message_;
+    buffers_.push_back(buffer);
+    return buffer;
+  }
+  strata_buffer* alloc_floats(size_t n) { return alloc(n * sizeof(float)); }
+  template <class T>
+  strata_buffer* upload(const std::vector<T>& values) {
+    strata_buffer* buffer = alloc(values.size() * sizeof(T));
+    EXPECT_EQ(table_.buffer_write(backend_, buffer, 0, values.data(), values.size() * sizeof(T), error()), STRATA_OK);
+    return buffer;
+  }
+  template <class T = float>
+  std::vector<T> read(strata_buffer* buffer, size_t n) {
+    std::vector<T> values(n);
+    EXPECT_EQ(table_.buffer_read(backend_, buffer, 0, values.data(), n * sizeof(T), error()), STRATA_OK) << message_;
+    return values;
+  }
+  strata_status try_load(const HostWeight& weight, strata_weight** out) {
+    const strata_weight_desc desc{sizeof(strata_weight_desc), "blk.0.test.weight", weight.type, weight.ne0,
+                                  weight.ne1, weight.ne2, weight.bytes.data()};
+    const strata_status status = table_.weight_load(backend_, &desc, out, error());
+    if (status == STRATA_OK) weights_.push_back(*out);
+    return status;
+  }
+  strata_weight* load(const HostWeight& weight) {
+    strata_weight* loaded = nullptr;
+    EXPECT_EQ(try_load(weight, &loaded), STRATA_OK) << message_;
+    return loaded;
+  }
+  strata_kv_cache* kv(int32_t n_layers, int32_t n_ctx, int32_t n_head_kv, int32_t head_dim, int32_t kv_type) {
+    const strata_kv_config config{sizeof(strata_kv_config), n_layers, n_ctx, n_head_kv, head_dim, kv_type};
+    strata_kv_cache* cache = nullptr;
+    EXPECT_EQ(table_.kv_create(backend_, &config, &cache, error()), STRATA_OK) << message_;
+    caches_.push_back(cache);
+    return cache;
+  }
+  // Runs an op given as (backend, error) -> status and expects success.
+  template <class Op>
+  void run(const char* what, Op op) {
+    EXPECT_EQ(op(backend_, error()), STRATA_OK) << what << ": " << message_;
+  }
+
+ private:
+  const strata_backend_table& table_;
+  strata_backend* backend_ = nullptr;
+  strata_status status_ = STRATA_OK;
+  char message_[512] = "";
+  strata_error error_{};
+  std::vector<strata_buffer*> buffers_;
+  std::vector<strata_weight*> weights_;
+  std::vector<strata_kv_cache*> caches_;
+};
+
+// The CPU and the CUDA backend side by side: each test runs the same op on both.
+struct Pair {
+  Backend cpu{strata::cpu::cpu_backend_table()};
+  Backend cuda{*cuda_plugin().table};
+};
+
+// max |actual - expected| <= tolerance * max(rms(expected), floor).
+void expect_close(const std::vector<float>& actual, const std::vector<float>& expected, double tolerance,
+                  const std::string& what, double floor = 1e-3) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  double sum_squares = 0.0, worst = 0.0;
+  size_t worst_index = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    sum_squares += double{expected[i]} * expected[i];
+    const double error = std::fabs(double{actual[i]} - expected[i]);
+    if (!(error <= worst)) worst = error, worst_index = i;
+  }
+  const double bound = tolerance * std::max(std::sqrt(sum_squares / std::max<size_t>(expected.size(), 1)), floor);
+  EXPECT_LE(worst, bound) << what << ": element " << worst_index << " is " << actual[worst_index] << ", the CPU's "
+                          << expected[worst_index];
+}
+
+std::vector<float> matmul(Backend& backend, const HostWeight& w, int32_t expert, const std::vector<float>& x,
+                          int32_t n_tokens, const HostWeight* bias = nullptr) {
+  strata_weight* weight = backend.load(w);
+  strata_weight* bias_weight = bias != nullptr ? backend.load(*bias) : nullptr;
+  strata_buffer* out = backend.alloc_floats(static_cast<size_t>(n_tokens * w.ne1));
+  strata_buffer* input = backend.upload(x);
+  backend.run("matmul", [&](strata_backend* b, strata_error* e) {
+    return backend.table().matmul(b, weight, expert, input, n_tokens, bias_weight, out, e);
+  });
+  return backend.read(out, static_cast<size_t>(n_tokens * w.ne1));
+}
+
+// Matmul of every type, on the decode path (1-8 tokens) and the batched f16 path, against the CPU.
+class BackendCudaMatmul : public testing::TestWithParam<std::tuple<uint32_t, int32_t>> {};
+
+TEST_P(BackendCudaMatmul, MatchesTheCpuBackend) {
+  SKIP_WITHOUT_CUDA();
+  const auto [type_id, n_tokens] = GetParam();
+  const HostWeight weight = make_weight(type_id, 512, 72, 3, 7 + type_id);
+  const HostWeight bias = f32_weight(random_floats(72, 3));
+  const auto x = random_floats(static_cast<size_t>(n_tokens * 512), 11);
+  Pair pair;
+  const auto expected = matmul(pair.cpu, weight, 2, x, n_tokens, &bias);
+  const auto actual = matmul(pair.cuda, weight, 2, x, n_tokens, &bias);
+  // The batched path rounds weights and activations to f16; the decode path computes in float.
+  const bool exact_weights = n_tokens <= 8 || type_id == kF32;
+  expect_close(actual, expected, exact_weights ? 1e-5 : 3e-3, "matmul");
+}
+
+INSTANTIATE_TEST_SUITE_P(TypesAndBatches, BackendCudaMatmul,
+                         testing::Combine(testing::Values(kF32, kF16, kBF16, kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S),
+                                          testing::Values(1, 3, 8, 9, 40)),
+                         [](const auto& info) {
+                           return std::string(types().type(std::get<0>(info.param)).name) + "_" +
+                                  std::to_string(std::get<1>(info.param)) + "_tokens";
+                         });
+
+// One-hot activations pick single weights out of the product, so the CUDA decoders show exactly: on the
+// decode path each weight as the CPU dequantizer's float, on the batched path as that float rounded to f16.
+class BackendCudaDecoding : public testing::TestWithParam<uint32_t> {};
+
+TEST_P(BackendCudaDecoding, DecodesEveryWeightAsTheCpuDequantizer) {
+  SKIP_WITHOUT_CUDA();
+  const uint32_t type_id = GetParam();
+  const int64_t ne0 = 256, ne1 = 24;
+  const HostWeight weight = make_weight(type_id, ne0, ne1, 1, 21 + type_id);
+  Backend backend(*cuda_plugin().table);
+  for (const int32_t n_tokens : {8, 16}) {
+    for (int64_t first_column = 0; first_column < ne0; first_column += n_tokens) {
+      std::vector<float> x(static_cast<size_t>(n_tokens * ne0), 0.0f);
+      for (int32_t t = 0; t < n_tokens; ++t) x[t * ne0 + first_column + t] = 1.0f;
+      const auto out = matmul(backend, weight, 0, x, n_tokens);
+      for (int32_t t = 0; t < n_tokens; ++t) {
+        for (int64_t r = 0; r < ne1; ++r) {
+          float expected = weight.decoded[r * ne0 + first_column + t];
+          if (n_tokens > 8) expected = strata::sdk::fp16_to_fp32(strata::sdk::fp32_to_fp16(expected));
+          ASSERT_EQ(out[t * ne1 + r], expected) << "row " << r << " column " << first_column + t << ", "
+                                                << n_tokens << " tokens";
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, BackendCudaDecoding,
+                         testing::Values(kF16, kBF16, kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S),
+                         [](const auto& info) { return std::string(types().type(info.param).name); });
+
+TEST(BackendCuda, DescribeNamesTheDevice) {
+  SKIP_WITHOUT_CUDA();
+  Backend backend(*cuda_plugin().table);
+  EXPECT_EQ(std::string(backend.table().describe(backend.get())).rfind("cuda: device 0 ", 0), 0u)
+      << backend.table().describe(backend.get());
+}
+
+TEST(BackendCuda, AWeightBeyondTheBudgetFailsNamingItsSize) {
+  SKIP_WITHOUT_CUDA();
+  Backend backend(*cuda_plugin().table, R"({"vram_reserve_mib": 100000000})");
+  strata_weight* loaded = nullptr;
+  EXPECT_EQ(backend.try_load(make_weight(kQ8_0, 256, 64, 1, 1), &loaded), STRATA_E_OUT_OF_MEMORY);
+  EXPECT_NE(backend.message().find("weight blk.0.test.weight (Q8_0) needs"), std::string::npos) << backend.message();
+  EXPECT_NE(backend.message().find("vram_reserve_mib"), std::string::npos) << backend.message();
+}
+
+TEST(BackendCuda, RejectsUnknownOptions) {
+  SKIP_WITHOUT_CUDA();
+  Backend backend(*cuda_plugin().table, R"({"vram_reserve": 1})");
+  EXPECT_EQ(backend.create_status(), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_NE(backend.message().find("unknown option \"vram_reserve\""), std::string::npos) << backend.message();
+}
+
+TEST(BackendCuda, BuffersRoundTripAndRejectOutOfRangeAccess) {
+  SKIP_WITHOUT_CUDA();
+  Backend backend(*cuda_plugin().table);
+  const auto values = random_floats(1000, 5);
+  strata_buffer* buffer = backend.upload(values);
+  EXPECT_EQ(backend.read(buffer, values.size()), values);
+  float extra[4];
+  EXPECT_EQ(backend.table().buffer_read(backend.get(), buffer, 3990, extra, sizeof extra, backend.error()),
+            STRATA_E_INVALID_ARGUMENT);
+}
+
+// Runs attention on layer 1 for the tokens at positions [first, first + n) of a sequence.
+struct AttentionShape {
+  int32_t n_head, n_head_kv, head_dim;
+};
+
+std::vector<float> run_attention(Backend& backend, strata_kv_cache* cache, const AttentionShape& s, int32_t first,
+                                 int32_t n, const std::vector<float>& q_all, const std::vector<float>& k_all,
+                                 const std::vector<float>& v_all) {
+  const int64_t q_width = s.n_head * s.head_dim, kv_width = s.n_head_kv * s.head_dim;
+  const auto slice = [&](const std::vector<float>& all, int64_t width) {
+    return std::vector<float>(all.begin() + first * width, all.begin() + (first + n) * width);
+  };
+  std::vector<int32_t> positions(n);
+  std::iota(positions.begin(), positions.end(), first);
+  const strata_attention_params params{sizeof(strata_attention_params), 1, n, s.n_head, s.n_head_kv, s.head_dim,
+                                       1.0f / std::sqrt(static_cast<float>(s.head_dim)), positions.data()};
+  strata_buffer* out = backend.alloc_floats(static_cast<size_t>(n * q_width));
+  strata_buffer* q = backend.upload(slice(q_all, q_width));
+  strata_buffer* k = backend.upload(slice(k_all, kv_width));
+  strata_buffer* v = backend.upload(slice(v_all, kv_width));
+  backend.run("attention", [&](strata_backend* b, strata_error* e) {
+    return backend.table().attention(b, cache, &params, q, k, v, out, e);
+  });
+  return backend.read(out, static_cast<size_t>(n * q_width));
+}
+
+class BackendCudaAttention : public testing::TestWithParam<std::tuple<int32_t, int32_t>> {};
+
+TEST_P(BackendCudaAttention, PromptThenStepsMatchTheCpuBackend) {
+  SKIP_WITHOUT_CUDA();
+  const auto [kv_type, head_dim] = GetParam();
+  const AttentionShape s{8, 2, head_dim};
+  const int32_t n_ctx = 300, prompt = 290;
+  const auto q = random_floats(static_cast<size_t>(n_ctx * s.n_head * s.head_dim), 31);
+  const auto k = random_floats(static_cast<size_t>(n_ctx * s.n_head_kv * s.head_dim), 32);
+  const auto v = random_floats(static_cast<size_t>(n_ctx * s.n_head_kv * s.head_dim), 33);
+  Pair pair;
+  strata_kv_cache* cpu_cache = pair.cpu.kv(2, n_ctx, s.n_head_kv, s.head_dim, kv_type);
+  strata_kv_cache* cuda_cache = pair.cuda.kv(2, n_ctx, s.n_head_kv, s.head_dim, kv_type);
+  expect_close(run_attention(pair.cuda, cuda_cache, s, 0, prompt, q, k, v),
+               run_attention(pair.cpu, cpu_cache, s, 0, prompt, q, k, v), 1e-5, "prompt");
+  for (int32_t position = prompt; position < n_ctx; position += 3) {
+    const int32_t n = std::min(3, n_ctx - position);
+    expect_close(run_attention(pair.cuda, cuda_cache, s, position, n, q, k, v),
+                 run_attention(pair.cpu, cpu_cache, s, position, n, q, k, v), 1e-5,
+                 "step at " + std::to_string(position));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KvTypesAndHeadSizes, BackendCudaAttention,
+                         testing::Combine(testing::Values(STRATA_KV_F16, STRATA_KV_INT8), testing::Values(64, 80, 128)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) == STRATA_KV_F16 ? "f16" : "int8") + "_head" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(BackendCuda, AttentionPastTheContextIsAnError) {
+  SKIP_WITHOUT_CUDA();
+  Backend backend(*cuda_plugin().table);
+  strata_kv_cache* cache = backend.kv(1, 4, 1, 64, STRATA_KV_F16);
+  const int32_t position = 4;
+  const strata_attention_params params{sizeof(strata_attention_params), 0, 1, 1, 1, 64, 0.125f, &position};
+  strata_buffer* x = backend.alloc_floats(64);
+  strata_buffer* out = backend.alloc_floats(64);
+  EXPECT_EQ(backend.table().attention(backend.get(), cache, &params, x, x, x, out, backend.error()),
+            STRATA_E_INVALID_ARGUMENT);
+}
+
+TEST(BackendCuda, RouteMatchesTheCpuBackendIdsAndWeights) {
+  SKIP_WITHOUT_CUDA();
+  const int32_t n_tokens = 40, n_experts = 128, n_used = 8;
+  std::vector<float> logits = random_floats(n_tokens * n_experts, 14, 2.0f);
+  std::fill(logits.begin() + 38 * n_experts, logits.end(), 0.5f);  // the last two tokens: all tied
+  for (const int32_t routing : {STRATA_ROUTING_SOFTMAX_TOPK, STRATA_ROUTING_SOFTMAX_TOPK_NORM}) {
+    Pair pair;
+    std::vector<std::vector<int32_t>> ids;
+    std::vector<std::vector<float>> weights;
+    for (Backend* backend : {&pair.cpu, &pair.cuda}) {
+      strata_buffer* id_buffer = backend->alloc(n_tokens * n_used * sizeof(int32_t));
+      strata_buffer* weight_buffer = backend->alloc_floats(n_tokens * n_used);
+      strata_buffer* input = backend->upload(logits);
+      backend->run("route", [&](strata_backend* b, strata_error* e) {
+        return backend->table().route(b, input, n_tokens, n_experts, n_used, routing, id_buffer, weight_buffer, e);
+      });
+      ids.push_back(backend->read<int32_t>(id_buffer, n_tokens * n_used));
+      weights.push_back(backend->read(weight_buffer, n_tokens * n_used));
+    }
+    EXPECT_EQ(ids[1], ids[0]) << "routing " << routing;
+    expect_close(weights[1], weights[0], 1e-5, "route weights");
+  }
+}
+
+std::vector<float> run_moe(Backend& backend, const HostWeight& gate, const HostWeight& up, const HostWeight& down,
+                           const std::vector<float>& x, const std::vector<int32_t>& ids,
+                           const std::vector<float>& weights, int32_t n_tokens, int32_t n_used) {
+  strata_weight* gate_weight = backend.load(gate);
+  strata_weight* up_weight = backend.load(up);
+  strata_weight* down_weight = backend.load(down);
+  strata_buffer* out = backend.alloc_floats(static_cast<size_t>(n_tokens * gate.ne0));
+  strata_buffer* input = backend.upload(x);
+  strata_buffer* id_buffer = backend.upload(ids);
+  strata_buffer* weight_buffer = backend.upload(weights);
+  backend.run("moe_ffn", [&](strata_backend* b, strata_error* e) {
+    return backend.table().moe_ffn(b, input, n_tokens, n_used, id_buffer, weight_buffer, gate_weight, up_weight,
+                                   down_weight, out, e);
+  });
+  return backend.read(out, static_cast<size_t>(n_tokens * gate.ne0));
+}
+
+TEST(BackendCuda, MoeFfnMatchesTheCpuBackend) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t width = 256, ffn = 512, n_experts = 6;
+  const HostWeight gate = make_weight(kIQ3_S, width, ffn, n_experts, 41);
+  const HostWeight up = make_weight(kQ4_K, width, ffn, n_experts, 42);
+  const HostWeight down = make_weight(kQ8_0, ffn, width, n_experts, 43);
+  // 3 tokens: every expert on the decode path; 30 tokens: expert 0 takes the batched path.
+  for (const int32_t n_tokens : {3, 30}) {
+    const int32_t n_used = 2;
+    std::vector<int32_t> ids;
+    std::mt19937 rng(n_tokens);
+    for (int32_t t = 0; t < n_tokens; ++t) {
+      const int32_t other = 1 + static_cast<int32_t>(rng() % (n_experts - 1));
+      ids.insert(ids.end(), {t % 2 == 0 ? other : 0, t % 2 == 0 ? 0 : other});
+    }
+    const auto weights = random_floats(ids.size(), 44);
+    const auto x = random_floats(static_cast<size_t>(n_tokens * width), 45);
+    Pair pair;
+    expect_close(run_moe(pair.cuda, gate, up, down, x, ids, weights, n_tokens, n_used),
+                 run_moe(pair.cpu, gate, up, down, x, ids, weights, n_tokens, n_used), n_tokens <= 8 ? 1e-5 : 3e-3,
+                 std::to_string(n_tokens) + " tokens");
+  }
+}
+
+TEST(BackendCuda, GetRowsMatchesTheCpuBackend) {
+  SKIP_WITHOUT_CUDA();
+  const HostWeight table = make_weight(kIQ3_S, 256, 50, 1, 51);
+  const std::vector<int32_t> ids = {3, 49, 0, 3};
+  Pair pair;
+  std::vector<std::vector<float>> rows;
+  for (Backend* backend : {&pair.cpu, &pair.cuda}) {
+    strata_weight* weight = backend->load(table);
+    strata_buffer* out = backend->alloc_floats(ids.size() * 256);
+    backend->run("get_rows", [&](strata_backend* b, strata_error* e) {
+      return backend->table().get_rows(b, weight, ids.data(), static_cast<int32_t>(ids.size()), out, e);
+    });
+    rows.push_back(backend->read(out, ids.size() * 256));
+  }
+  EXPECT_EQ(rows[1], rows[0]);
+}
+
+// The row and elementwise ops, each run on both backends from the same inputs.
+TEST(BackendCuda, RowAndElementwiseOpsMatchTheCpuBackend) {
+  SKIP_WITHOUT_CUDA();
+  const int32_t rows = 6, n_heads = 4, head_dim = 64, width = n_heads * head_dim;
+  const auto a = random_floats(rows * width, 61, 3.0f);
+  const auto b = random_floats(rows * width, 62);
+  const HostWeight gain = f32_weight(random_floats(width, 63));
+  const auto row_scales = random_floats(rows, 64);
+  const std::vector<int32_t> positions = {0, 1, 7, 100, 4095, 70000};
+  Pair pair;
+  std::vector<std::vector<std::vector<float>>> results;
+  for (Backend* backend : {&pair.cpu, &pair.cuda}) {
+    const auto& t = backend->table();
+    strata_weight* gain_weight = backend->load(gain);
+    strata_buffer* x = backend->upload(a);
+    strata_buffer* y = backend->upload(b);
+    strata_buffer* out = backend->alloc_floats(a.size());
+    strata_buffer* scales = backend->upload(row_scales);
+    const auto n = static_cast<int64_t>(a.size());
+    std::vector<std::vector<float>> outputs;
+    const auto keep = [&](strata_buffer* buffer) { outputs.push_back(backend->read(buffer, a.size())); };
+    backend->run("rms_norm", [&](strata_backend* be, strata_error* e) { return t.rms_norm(be, x, gain_weight, rows, width, 1e-6f, out, e); });
+    keep(out);
+    backend->run("add", [&](strata_backend* be, strata_error* e) { return t.add(be, x, y, n, out, e); });
+    keep(out);
+    backend->run("mul", [&](strata_backend* be, strata_error* e) { return t.mul(be, x, y, n, out, e); });
+    keep(out);
+    backend->run("silu", [&](strata_backend* be, strata_error* e) { return t.unary(be, STRATA_UNARY_SILU, x, n, out, e); });
+    keep(out);
+    backend->run("sigmoid", [&](strata_backend* be, strata_error* e) { return t.unary(be, STRATA_UNARY_SIGMOID, x, n, out, e); });
+    keep(out);
+    backend->run("scale_rows", [&](strata_backend* be, strata_error* e) { return t.scale_rows(be, y, scales, rows, width, e); });
+    keep(y);
+    backend->run("rope_neox", [&](strata_backend* be, strata_error* e) {
+      return t.rope_neox(be, x, positions.data(), rows, n_heads, head_dim, 48, 1e6f, e);
+    });
+    keep(x);
+    results.push_back(std::move(outputs));
+  }
+  const char* names[] = {"rms_norm", "add", "mul", "silu", "sigmoid", "scale_rows", "rope_neox"};
+  for (size_t i = 0; i < results[0].size(); ++i) expect_close(results[1][i], results[0][i], 2e-6, names[i]);
+}
+
+// The engine on the reference models with --backend cuda: the bar of test_reference_logits.cpp.
+std::vector<int32_t> reference_tokens() {
+  std::ifstream in(strata::test::reference_dir() / "tokens-a.txt");
+  std::vector<int32_t> tokens;
+  std::string item;
+  while (std::getline(in, item, ',')) tokens.push_back(std::stoi(item));
+  return tokens;
+}
+
+class BackendCudaReferenceLogits : public testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_CUDA();
+    model_path_ = strata::test::reference_dir() / "models" / (GetParam() + ".gguf");
+    const auto stem = strata::test::reference_dir() / "logits" / (GetParam() + ".tokens-a");
+    if (!std::filesystem::exists(model_path_) || !std::filesystem::exists(stem.string() + ".exact.f32")) {
+      GTEST_SKIP() << "reference data not found for " << GetParam();
+    }
+    exact_ = strata::test::read_f32(stem.string() + ".exact.f32");
+    tokens_ = reference_tokens();
+    n_vocab_ = exact_.size() / tokens_.size();
+    const auto peer = strata::test::logit_distance(exact_, strata::test::read_f32(stem.string() + ".peer.f32"), n_vocab_);
+    kl_bar_ = std::max(2.0 * peer.mean_kl, 1e-5);
+    top1_bar_ = peer.top1 - 0.05;
+  }
+
+  std::vector<float> run(int32_t kv_type, int32_t batch) const {
+    strata::EngineOptions options;
+    options.model = model_path_;
+    options.manifest = strata::test::default_manifest_path();
+    options.backend = "cuda";
+    const strata::Engine engine(options);
+    strata::SessionOptions session_options;
+    session_options.n_ctx = static_cast<int32_t>(tokens_.size());
+    session_options.kv_type = kv_type;
+    session_options.max_batch = batch;
+    strata::Session session(engine.model(), session_options);
+    return session.forward(tokens_, true);
+  }
+
+  // Prints the distance and checks it against kl_factor times the KL bar.
+  void expect_within_bar(const std::vector<float>& logits, const std::string& what, double kl_factor,
+                         double top1_slack) const {
+    ASSERT_EQ(logits.size(), exact_.size());
+    const auto distance = strata::test::logit_distance(exact_, logits, n_vocab_);
+    std::printf("%s cuda %s: mean KL %.3g (bar %.3g), top-1 %.4f (bar %.4f)\n", GetParam().c_str(), what.c_str(),
+                distance.mean_kl, kl_factor * kl_bar_, distance.top1, top1_bar_ - top1_slack);
+    EXPECT_LE(distance.mean_kl, kl_factor * kl_bar_) << what;
+    EXPECT_GE(distance.top1, top1_bar_ - top1_slack) << what;
+  }
+
+  std::filesystem::path model_path_;
+  std::vector<float> exact_;
+  std::vector<int32_t> tokens_;
+  size_t n_vocab_ = 0;
+  double kl_bar_ = 0.0, top1_bar_ = 0.0;
+};
+
+// Steps of 256 tokens take the batched f16 path, steps of 1 the decode path.
+TEST_P(BackendCudaReferenceLogits, MeetTheBarInOneStepAndInSingleTokenSteps) {
+  for (const int32_t batch : {256, 1}) expect_within_bar(run(STRATA_KV_F16, batch), "kv=f16 batch=" + std::to_string(batch), 1.0, 0.0);
+}
+
+TEST_P(BackendCudaReferenceLogits, Int8KvCacheStaysWithinFourTimesTheBar) {
+  expect_within_bar(run(STRATA_KV_INT8, 256), "kv=int8", 4.0, 0.05);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, BackendCudaReferenceLogits, testing::ValuesIn(strata::test::reference_model_names()),
+                         [](const auto& info) { return strata::test::test_name(info.param); });
+
+}  // namespace
