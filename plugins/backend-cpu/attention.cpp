@@ -37,27 +37,35 @@ void check_params(const strata_kv_cache& cache, const strata_attention_params& p
   }
 }
 
-// out = softmax(q . k_j * scale) over j <= position, times v_j; scores and the sum are float.
-void attend(const strata_backend& backend, const strata_kv_cache& cache, const strata_attention_params& params,
-            int32_t position, int32_t kv_head, const float* q, float* scores, float* out) {
+// softmax(x * scale) in place over n values, in float.
+void scaled_softmax(float* x, int32_t n, float scale) {
+  float max_score = -INFINITY;
+  for (int32_t j = 0; j < n; ++j) {
+    x[j] *= scale;
+    max_score = std::max(max_score, x[j]);
+  }
+  float sum = 0.0f;
+  for (int32_t j = 0; j < n; ++j) {
+    x[j] = std::exp(x[j] - max_score);
+    sum += x[j];
+  }
+  const float normalizer = 1.0f / sum;
+  for (int32_t j = 0; j < n; ++j) x[j] *= normalizer;
+}
+
+// For the group of query heads sharing kv_head (consecutive heads, so q and out are group rows of
+// head_dim): out_g = softmax(q_g . k_j * scale) over j <= position, times v_j. Each cached row is read once
+// for the whole group. scores holds group rows of n_ctx floats.
+void attend_group(const strata_backend& backend, const strata_kv_cache& cache, const strata_attention_params& params,
+                  int32_t position, int32_t kv_head, int32_t group, const float* q, float* scores, float* out) {
   const FloatKernels& kernels = backend.kernels;
   const size_t first_row = cache.row(params.layer, kv_head, 0);
   const int32_t n_seen = position + 1;
-  cache.keys.dot_rows(kernels, first_row, n_seen, q, scores);
-  float max_score = -INFINITY;
-  for (int32_t j = 0; j < n_seen; ++j) {
-    scores[j] *= params.scale;
-    max_score = std::max(max_score, scores[j]);
-  }
-  float sum = 0.0f;
-  for (int32_t j = 0; j < n_seen; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
-    sum += scores[j];
-  }
-  const float normalizer = 1.0f / sum;
-  for (int32_t j = 0; j < n_seen; ++j) scores[j] *= normalizer;
-  std::fill(out, out + params.head_dim, 0.0f);
-  cache.values.accumulate_rows(kernels, first_row, n_seen, scores, out);
+  const size_t head_dim = static_cast<size_t>(params.head_dim), scores_stride = static_cast<size_t>(cache.config.n_ctx);
+  cache.keys.dot_rows(kernels, first_row, n_seen, q, head_dim, group, scores, scores_stride);
+  for (int32_t g = 0; g < group; ++g) scaled_softmax(scores + g * scores_stride, n_seen, params.scale);
+  std::fill(out, out + group * head_dim, 0.0f);
+  cache.values.accumulate_rows(kernels, first_row, n_seen, scores, scores_stride, out, head_dim, group);
 }
 
 }  // namespace
@@ -85,13 +93,13 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
     }
   });
   const int32_t group = p.n_head / p.n_head_kv;
-  instance.pool.parallel_for(n_tokens * p.n_head, [&](int64_t begin, int64_t end, int worker) {
-    float* scores = instance.worker_floats(worker, static_cast<size_t>(kv.config.n_ctx));
+  instance.pool.parallel_for(n_tokens * p.n_head_kv, [&](int64_t begin, int64_t end, int worker) {
+    float* scores = instance.worker_floats(worker, static_cast<size_t>(group) * kv.config.n_ctx);
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / p.n_head, head = item % p.n_head;
-      const int64_t offset = t * q_width + head * head_dim;
-      attend(instance, kv, p, p.positions[t], static_cast<int32_t>(head / group), q_values + offset, scores,
-             out_values + offset);
+      const int64_t t = item / p.n_head_kv, kv_head = item % p.n_head_kv;
+      const int64_t offset = t * q_width + kv_head * group * head_dim;
+      attend_group(instance, kv, p, p.positions[t], static_cast<int32_t>(kv_head), group, q_values + offset, scores,
+                   out_values + offset);
     }
   });
 }

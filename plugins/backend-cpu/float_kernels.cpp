@@ -105,23 +105,61 @@ STRATA_INLINE void axpy_body(float a, const T* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += a * to_float(x[i]);
 }
 
-// Contiguous rows of n values, as a head's cached keys and values are: one call per head, not per row.
+// Contiguous rows of n values (a kv head's cached keys or values) against several vectors (the query heads
+// sharing that kv head): each row is loaded and converted once for all of them, in one call per head group.
+constexpr int kMaxVectors = 8;
+
+// out[v * out_stride + j] = dot(row j, xs + v * x_stride), summed per vector as dot_body sums.
 template <class T>
-STRATA_INLINE void dot_rows_body(const T* rows, int64_t n_rows, const float* x, int64_t n, float* out) {
-  for (int64_t j = 0; j < n_rows; ++j) out[j] = dot_body(rows + j * n, x, n);
+STRATA_INLINE void dot_rows_body(const T* rows, int64_t n_rows, const float* xs, size_t x_stride, int n_x,
+                                 int64_t n, float* out, size_t out_stride) {
+  for (int v0 = 0; v0 < n_x; v0 += kMaxVectors) {
+    const int count = n_x - v0 < kMaxVectors ? n_x - v0 : kMaxVectors;
+    const float* x = xs + v0 * x_stride;
+    for (int64_t j = 0; j < n_rows; ++j) {
+      const T* row = rows + j * n;
+      vf acc[kMaxVectors][2] = {};
+      int64_t i = 0;
+      for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+        const vf first = load(row + i), second = load(row + i + kLanes);
+        for (int v = 0; v < count; ++v) {
+          acc[v][0] += first * load(x + v * x_stride + i);
+          acc[v][1] += second * load(x + v * x_stride + i + kLanes);
+        }
+      }
+      for (int v = 0; v < count; ++v) {
+        float sum = reduce(acc[v][0] + acc[v][1]);
+        for (int64_t m = i; m < n; ++m) sum += to_float(row[m]) * x[v * x_stride + m];
+        out[(v0 + v) * out_stride + j] = sum;
+      }
+    }
+  }
 }
 
-// Per lane the same sums in the same order as n_rows axpy calls, with y kept in a register meanwhile.
+// ys[v * y_stride ..] += a[v * a_stride + j] * row j for j < n_rows, in row order per lane (as n_rows axpy
+// calls would), each y chunk kept in a register meanwhile.
 template <class T>
-STRATA_INLINE void axpy_rows_body(const float* a, const T* rows, int64_t n_rows, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    vf acc = load(y + i);
-    for (int64_t j = 0; j < n_rows; ++j) acc += a[j] * load(rows + j * n + i);
-    store(y + i, acc);
-  }
-  for (; i < n; ++i) {
-    for (int64_t j = 0; j < n_rows; ++j) y[i] += a[j] * to_float(rows[j * n + i]);
+STRATA_INLINE void axpy_rows_body(const float* a, size_t a_stride, const T* rows, int64_t n_rows, float* ys,
+                                  size_t y_stride, int n_y, int64_t n) {
+  for (int v0 = 0; v0 < n_y; v0 += kMaxVectors) {
+    const int count = n_y - v0 < kMaxVectors ? n_y - v0 : kMaxVectors;
+    const float* weights = a + v0 * a_stride;
+    float* y = ys + v0 * y_stride;
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      vf acc[kMaxVectors];
+      for (int v = 0; v < count; ++v) acc[v] = load(y + v * y_stride + i);
+      for (int64_t j = 0; j < n_rows; ++j) {
+        const vf row = load(rows + j * n + i);
+        for (int v = 0; v < count; ++v) acc[v] += weights[v * a_stride + j] * row;
+      }
+      for (int v = 0; v < count; ++v) store(y + v * y_stride + i, acc[v]);
+    }
+    for (; i < n; ++i) {
+      for (int v = 0; v < count; ++v) {
+        for (int64_t j = 0; j < n_rows; ++j) y[v * y_stride + i] += weights[v * a_stride + j] * to_float(rows[j * n + i]);
+      }
+    }
   }
 }
 
@@ -136,11 +174,13 @@ STRATA_INLINE void axpy_rows_body(const float* a, const T* rows, int64_t n_rows,
   target_attribute void axpy(float a, const float* x, float* y, int64_t n) { axpy_body(a, x, y, n); }            \
   target_attribute void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) { axpy_body(a, x, y, n); }     \
   target_attribute void axpy_i8(float a, const int8_t* x, float* y, int64_t n) { axpy_body(a, x, y, n); }        \
-  target_attribute void dot_rows_f16(const uint16_t* rows, int64_t n_rows, const float* x, int64_t n, float* out) { \
-    dot_rows_body(rows, n_rows, x, n, out);                                                                      \
+  target_attribute void dot_rows_f16(const uint16_t* rows, int64_t n_rows, const float* xs, size_t x_stride,     \
+                                     int n_x, int64_t n, float* out, size_t out_stride) {                        \
+    dot_rows_body(rows, n_rows, xs, x_stride, n_x, n, out, out_stride);                                          \
   }                                                                                                              \
-  target_attribute void axpy_rows_f16(const float* a, const uint16_t* rows, int64_t n_rows, float* y, int64_t n) { \
-    axpy_rows_body(a, rows, n_rows, y, n);                                                                       \
+  target_attribute void axpy_rows_f16(const float* a, size_t a_stride, const uint16_t* rows, int64_t n_rows,      \
+                                      float* ys, size_t y_stride, int n_y, int64_t n) {                          \
+    axpy_rows_body(a, a_stride, rows, n_rows, ys, y_stride, n_y, n);                                             \
   }                                                                                                              \
   constexpr FloatKernels table{&dot, &dot4, &dot_f16, &dot_i8, &axpy, &axpy_f16, &axpy_i8, &dot_rows_f16,        \
                                &axpy_rows_f16};                                                                  \

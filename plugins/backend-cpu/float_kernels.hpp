@@ -19,10 +19,12 @@ struct FloatKernels {
   void (*axpy)(float a, const float* x, float* y, int64_t n);
   void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n);
   void (*axpy_i8)(float a, const int8_t* x, float* y, int64_t n);
-  // out[j] = dot(rows + j * n, x) for j < n_rows.
-  void (*dot_rows_f16)(const uint16_t* rows, int64_t n_rows, const float* x, int64_t n, float* out);
-  // y += a[j] * (rows + j * n) for j < n_rows, in that order.
-  void (*axpy_rows_f16)(const float* a, const uint16_t* rows, int64_t n_rows, float* y, int64_t n);
+  // out[v * out_stride + j] = dot(rows + j * n, xs + v * x_stride) for j < n_rows, v < n_x.
+  void (*dot_rows_f16)(const uint16_t* rows, int64_t n_rows, const float* xs, size_t x_stride, int n_x, int64_t n,
+                       float* out, size_t out_stride);
+  // ys + v * y_stride += a[v * a_stride + j] * (rows + j * n) for j < n_rows (in that order), v < n_y.
+  void (*axpy_rows_f16)(const float* a, size_t a_stride, const uint16_t* rows, int64_t n_rows, float* ys,
+                        size_t y_stride, int n_y, int64_t n);
 };
 
 const FloatKernels& float_kernels(CpuIsa isa);

@@ -66,21 +66,26 @@ void KvTensor::accumulate(const FloatKernels& kernels, size_t row, float a, floa
   }
 }
 
-void KvTensor::dot_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* x, float* out) const {
+void KvTensor::dot_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* xs, size_t x_stride,
+                        int n, float* out, size_t out_stride) const {
   if (!is_int8_) {
-    kernels.dot_rows_f16(halves_.data() + first * head_dim_, n_rows, x, head_dim_, out);
+    kernels.dot_rows_f16(halves_.data() + first * head_dim_, n_rows, xs, x_stride, n, head_dim_, out, out_stride);
     return;
   }
-  for (int64_t j = 0; j < n_rows; ++j) out[j] = dot(kernels, first + j, x);
+  for (int v = 0; v < n; ++v) {
+    for (int64_t j = 0; j < n_rows; ++j) out[v * out_stride + j] = dot(kernels, first + j, xs + v * x_stride);
+  }
 }
 
 void KvTensor::accumulate_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* a,
-                               float* y) const {
+                               size_t a_stride, float* ys, size_t y_stride, int n) const {
   if (!is_int8_) {
-    kernels.axpy_rows_f16(a, halves_.data() + first * head_dim_, n_rows, y, head_dim_);
+    kernels.axpy_rows_f16(a, a_stride, halves_.data() + first * head_dim_, n_rows, ys, y_stride, n, head_dim_);
     return;
   }
-  for (int64_t j = 0; j < n_rows; ++j) accumulate(kernels, first + j, a[j], y);
+  for (int v = 0; v < n; ++v) {
+    for (int64_t j = 0; j < n_rows; ++j) accumulate(kernels, first + j, a[v * a_stride + j], ys + v * y_stride);
+  }
 }
 
 void kv_create(strata_backend* backend, const strata_kv_config* config, strata_kv_cache** out) {

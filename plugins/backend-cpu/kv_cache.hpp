@@ -25,9 +25,13 @@ class KvTensor {
   float dot(const FloatKernels& kernels, size_t row, const float* x) const;
   // y += a * row
   void accumulate(const FloatKernels& kernels, size_t row, float a, float* y) const;
-  // out[j] = dot(row first + j, x) and y += a[j] * row first + j, for j < n_rows: a head's whole span.
-  void dot_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* x, float* out) const;
-  void accumulate_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* a, float* y) const;
+  // A kv head's whole span of rows first .. first + n_rows - 1 against the n vectors of the query heads
+  // sharing it (vector v at offset v * stride): out[v * out_stride + j] = dot(row first + j, x_v), and
+  // y_v += a[v * a_stride + j] * row first + j.
+  void dot_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* xs, size_t x_stride, int n,
+                float* out, size_t out_stride) const;
+  void accumulate_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* a, size_t a_stride,
+                       float* ys, size_t y_stride, int n) const;
 
  private:
   bool is_int8_;
