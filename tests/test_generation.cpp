@@ -99,3 +99,23 @@ TEST(GenerateCli, PrintsTokenIdsAndIsDeterministicWithASeed) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST(GenerateCli, StreamsTextFromASynthModel) {
+  const auto model = std::filesystem::temp_directory_path() / "strata-generate-text.gguf";
+  const std::string strata = test::shell_quote(test::strata_executable().string());
+  const auto synth = test::run_command(strata + " synth --arch qwen2moe --preset tiny --type q8_0 --output " +
+                                       test::shell_quote(model.string()));
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  const auto result = test::run_command(strata + " generate --log-level warn --model " + test::shell_quote(model.string()) +
+                                        " -p 'The experts' -n 12 --seed 5");
+  std::filesystem::remove(model);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_GT(result.out.size(), 1u) << "some text, then a newline";
+  EXPECT_EQ(result.out.back(), '\n');
+}
+
+}  // namespace
+}  // namespace strata
