@@ -1,0 +1,41 @@
+// Header-only helpers for writing a backend plugin in C++: each op is a plain function that throws on
+// failure (sdk::Failure for a chosen status), and STRATA_BACKEND_TABLE builds the C table from the
+// functions of one namespace, catching exceptions at the boundary.
+#pragma once
+
+#include "strata/backend.h"
+#include "strata/plugin.hpp"
+
+namespace strata::sdk {
+
+// The C entry point of an op `void op(args...)`: the same arguments plus the error buffer.
+template <auto Op>
+struct BackendEntry;
+template <class... Args, void (*Op)(Args...)>
+struct BackendEntry<Op> {
+  static strata_status call(Args... args, strata_error* error) {
+    return guarded(error, [&] { Op(args...); });
+  }
+};
+
+}  // namespace strata::sdk
+
+// A strata_backend_table from the functions of namespace NS: create, destroy, describe, buffer_alloc,
+// buffer_free, buffer_write, buffer_read, weight_load, weight_free, kv_create, kv_free and every op of
+// backend.h under its table name. Release functions (destroy, *_free) cannot fail and are used as they
+// are; describe(NULL) answers NAME.
+#define STRATA_BACKEND_TABLE(NS, NAME)                                                                     \
+  strata_backend_table {                                                                                   \
+    sizeof(strata_backend_table), &::strata::sdk::BackendEntry<NS::create>::call, &NS::destroy,            \
+        [](strata_backend* backend) -> const char* { return backend != nullptr ? NS::describe(backend) : NAME; }, \
+        &::strata::sdk::BackendEntry<NS::buffer_alloc>::call, &NS::buffer_free,                            \
+        &::strata::sdk::BackendEntry<NS::buffer_write>::call, &::strata::sdk::BackendEntry<NS::buffer_read>::call, \
+        &::strata::sdk::BackendEntry<NS::weight_load>::call, &NS::weight_free,                             \
+        &::strata::sdk::BackendEntry<NS::kv_create>::call, &NS::kv_free,                                   \
+        &::strata::sdk::BackendEntry<NS::get_rows>::call, &::strata::sdk::BackendEntry<NS::rms_norm>::call, \
+        &::strata::sdk::BackendEntry<NS::matmul>::call, &::strata::sdk::BackendEntry<NS::rope_neox>::call, \
+        &::strata::sdk::BackendEntry<NS::attention>::call, &::strata::sdk::BackendEntry<NS::route>::call,  \
+        &::strata::sdk::BackendEntry<NS::moe_ffn>::call, &::strata::sdk::BackendEntry<NS::add>::call,      \
+        &::strata::sdk::BackendEntry<NS::mul>::call, &::strata::sdk::BackendEntry<NS::unary>::call,        \
+        &::strata::sdk::BackendEntry<NS::scale_rows>::call                                                 \
+  }
