@@ -106,7 +106,7 @@ template <class Codec>
 constexpr strata_quant_type make_quant_type() {
   strata_quant_type type{sizeof(strata_quant_type), Codec::type_id,   Codec::name,
                          Codec::block_elements,      Codec::block_bytes, &QuantTypeAdapter<Codec>::dequantize,
-                         &QuantTypeAdapter<Codec>::quantize, 0, nullptr, nullptr, nullptr};
+                         &QuantTypeAdapter<Codec>::quantize, 0, nullptr, nullptr, nullptr, nullptr};
   if constexpr (HasCpuDot<Codec>) {
     type.cpu_activation_type = Codec::cpu_activation_type;
     type.cpu_dot_rows = &Codec::cpu_dot_rows;
