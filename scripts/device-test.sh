@@ -3,7 +3,8 @@
 # tests (op by op against the CPU backend, and the reference models' logits with --backend cuda) and the
 # CPU reference-logit tests, then optionally more:
 #   --sanitize   also run the CUDA op tests under compute-sanitizer --tool memcheck
-#   --bench      also synthesize a qwen3-30b-a3b IQ3_S model and run strata bench --backend cuda on it
+#   --bench      also synthesize a qwen3-30b-a3b IQ3_S model, check that CPU and CUDA logits agree on it
+#                (STRATA_TEST_LARGE_MODEL) and run strata bench --backend cuda on it, with and without graphs
 # The reference data (models, logits, tokens) is read from $STRATA_REFERENCE_DIR, default .ref/ in the
 # checkout (a copy of ../shared/reference/{models,logits,dequant,tokens-a.txt}; the folder is ignored).
 # Environment: STRATA_CUDA_ARCHS (default 90), STRATA_BUILD_JOBS (default: all cores), STRATA_DEVICE_BUILD
@@ -46,6 +47,10 @@ if [ "$bench" = 1 ]; then
   model=/tmp/strata-qwen3-30b-a3b-iq3_s.gguf
   [ -f "$model" ] || "$build/bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --type iq3_s \
     --threads "$(nproc)" --output "$model" >"$logs/synth.log" 2>&1
+  STRATA_TEST_LARGE_MODEL="$model" "$build/bin/strata_tests" --gtest_filter='*LargeModel*' 2>&1 |
+    tee "$logs/large-model.log" | grep -E '^\[  (FAILED|PASSED|SKIPPED) |mean KL|Failure' || true
+  grep -q '^\[  PASSED  \]' "$logs/large-model.log" && ! grep -q '^\[  FAILED  \]' "$logs/large-model.log" || status=1
   "$build/bin/strata" bench --model "$model" --backend cuda 2>&1 | tee "$logs/bench.txt"
+  "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 2>&1 | tee -a "$logs/bench.txt"
 fi
 exit "$status"

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -449,28 +451,119 @@ std::vector<float> run_moe(Backend& backend, const HostWeight& gate, const HostW
   return backend.read(out, static_cast<size_t>(n_tokens * gate.ne0));
 }
 
+// Gate and up of one type take the expert launches for up to 8 tokens; mixed types, and more tokens,
+// the grouped path (here expert 0 takes the batched f16 path at 30 tokens).
 TEST(BackendCuda, MoeFfnMatchesTheCpuBackend) {
   SKIP_WITHOUT_CUDA();
   const int64_t width = 256, ffn = 512, n_experts = 6;
-  const HostWeight gate = make_weight(kIQ3_S, width, ffn, n_experts, 41);
-  const HostWeight up = make_weight(kQ4_K, width, ffn, n_experts, 42);
-  const HostWeight down = make_weight(kQ8_0, ffn, width, n_experts, 43);
-  // 3 tokens: every expert on the decode path; 30 tokens: expert 0 takes the batched path.
-  for (const int32_t n_tokens : {3, 30}) {
-    const int32_t n_used = 2;
-    std::vector<int32_t> ids;
-    std::mt19937 rng(n_tokens);
-    for (int32_t t = 0; t < n_tokens; ++t) {
-      const int32_t other = 1 + static_cast<int32_t>(rng() % (n_experts - 1));
-      ids.insert(ids.end(), {t % 2 == 0 ? other : 0, t % 2 == 0 ? 0 : other});
+  struct Types {
+    uint32_t gate, up, down;
+  };
+  for (const Types types : {Types{kIQ3_S, kIQ3_S, kQ4_K}, Types{kIQ3_XXS, kIQ3_XXS, kQ6_K}, Types{kIQ3_S, kQ4_K, kQ8_0}}) {
+    const HostWeight gate = make_weight(types.gate, width, ffn, n_experts, 41);
+    const HostWeight up = make_weight(types.up, width, ffn, n_experts, 42);
+    const HostWeight down = make_weight(types.down, ffn, width, n_experts, 43);
+    for (const int32_t n_tokens : {1, 3, 8, 30}) {
+      const int32_t n_used = 2;
+      std::vector<int32_t> ids;
+      std::mt19937 rng(n_tokens);
+      for (int32_t t = 0; t < n_tokens; ++t) {
+        const int32_t other = 1 + static_cast<int32_t>(rng() % (n_experts - 1));
+        ids.insert(ids.end(), {t % 2 == 0 ? other : 0, t % 2 == 0 ? 0 : other});
+      }
+      const auto weights = random_floats(ids.size(), 44);
+      const auto x = random_floats(static_cast<size_t>(n_tokens * width), 45);
+      Pair pair;
+      expect_close(run_moe(pair.cuda, gate, up, down, x, ids, weights, n_tokens, n_used),
+                   run_moe(pair.cpu, gate, up, down, x, ids, weights, n_tokens, n_used), n_tokens <= 8 ? 1e-5 : 3e-3,
+                   std::to_string(n_tokens) + " tokens, types " + std::to_string(types.gate) + "/" +
+                       std::to_string(types.up) + "/" + std::to_string(types.down));
     }
-    const auto weights = random_floats(ids.size(), 44);
-    const auto x = random_floats(static_cast<size_t>(n_tokens * width), 45);
-    Pair pair;
-    expect_close(run_moe(pair.cuda, gate, up, down, x, ids, weights, n_tokens, n_used),
-                 run_moe(pair.cpu, gate, up, down, x, ids, weights, n_tokens, n_used), n_tokens <= 8 ? 1e-5 : 3e-3,
-                 std::to_string(n_tokens) + " tokens");
   }
+}
+
+// The expert launches read ids on the device, where they cannot be checked before use: a bad id gives
+// NaN for its token instead of reading outside the weights.
+TEST(BackendCuda, MoeFfnDecodePathMarksABadExpertIdWithNaN) {
+  SKIP_WITHOUT_CUDA();
+  const HostWeight gate = make_weight(kIQ3_S, 256, 256, 4, 46);
+  const HostWeight down = make_weight(kIQ3_S, 256, 256, 4, 47);
+  const std::vector<int32_t> ids = {1, 2, 3, 99};
+  Backend cuda(*cuda_plugin().table);
+  const auto out = run_moe(cuda, gate, gate, down, random_floats(512, 48), ids, {0.5f, 0.5f, 0.5f, 0.5f}, 2, 2);
+  EXPECT_TRUE(std::all_of(out.begin(), out.begin() + 256, [](float v) { return std::isfinite(v); }));
+  EXPECT_TRUE(std::all_of(out.begin() + 256, out.end(), [](float v) { return std::isnan(v); }));
+}
+
+// A step graph: the first step runs op by op, the second is recorded (and then run), later ones replay the
+// recording with their own positions. Each step here copies x and rotates it (rope reads the positions).
+TEST(BackendCuda, StepGraphsReplayWithEachStepsPositions) {
+  SKIP_WITHOUT_CUDA();
+  const int32_t n_tokens = 2, n_heads = 2, head_dim = 64;
+  const auto x0 = random_floats(n_tokens * n_heads * head_dim, 71);
+  const std::vector<float> zeros(x0.size(), 0.0f);
+  const std::vector<std::vector<int32_t>> steps = {{5, 6}, {9, 10}, {100, 3}, {7000, 1}};
+  const std::vector<int32_t> modes = {STRATA_GRAPH_RUN, STRATA_GRAPH_RECORD, STRATA_GRAPH_REPLAY, STRATA_GRAPH_REPLAY};
+  Pair pair;
+  const auto& t = pair.cuda.table();
+  ASSERT_NE(t.graph_create, nullptr);
+  strata_graph* graph = nullptr;
+  ASSERT_EQ(t.graph_create(pair.cuda.get(), &graph, pair.cuda.error()), STRATA_OK);
+  strata_buffer* x = pair.cuda.upload(x0);
+  strata_buffer* zero = pair.cuda.upload(zeros);
+  strata_buffer* out = pair.cuda.alloc_floats(x0.size());
+  const auto n = static_cast<int64_t>(x0.size());
+  for (size_t step = 0; step < steps.size(); ++step) {
+    const auto& positions = steps[step];
+    int32_t mode = -1;
+    ASSERT_EQ(t.graph_begin(pair.cuda.get(), graph, positions.data(), n_tokens, &mode, pair.cuda.error()), STRATA_OK)
+        << pair.cuda.message();
+    EXPECT_EQ(mode, modes[step]) << "step " << step;
+    if (mode != STRATA_GRAPH_REPLAY) {
+      pair.cuda.run("add", [&](strata_backend* b, strata_error* e) { return t.add(b, x, zero, n, out, e); });
+      pair.cuda.run("rope", [&](strata_backend* b, strata_error* e) {
+        return t.rope_neox(b, out, positions.data(), n_tokens, n_heads, head_dim, head_dim, 1e4f, e);
+      });
+    }
+    ASSERT_EQ(t.graph_end(pair.cuda.get(), graph, pair.cuda.error()), STRATA_OK) << pair.cuda.message();
+    strata_buffer* expected = pair.cpu.upload(x0);
+    pair.cpu.run("rope", [&](strata_backend* b, strata_error* e) {
+      return pair.cpu.table().rope_neox(b, expected, positions.data(), n_tokens, n_heads, head_dim, head_dim, 1e4f, e);
+    });
+    expect_close(pair.cuda.read(out, x0.size()), pair.cpu.read(expected, x0.size()), 2e-6,
+                 "step " + std::to_string(step));
+  }
+  t.graph_free(pair.cuda.get(), graph);
+}
+
+// While recording, an op with other positions than the step's fails; the graph is then discarded, and
+// answers RUN from then on.
+TEST(BackendCuda, StepGraphRecordingRefusesOtherPositionsAndCanBeDiscarded) {
+  SKIP_WITHOUT_CUDA();
+  Backend cuda(*cuda_plugin().table);
+  const auto& t = cuda.table();
+  strata_graph* graph = nullptr;
+  ASSERT_EQ(t.graph_create(cuda.get(), &graph, cuda.error()), STRATA_OK);
+  strata_buffer* x = cuda.upload(random_floats(64, 72));
+  const std::vector<int32_t> positions = {4}, other = {5};
+  int32_t mode = -1;
+  for (const int32_t expected_mode : {STRATA_GRAPH_RUN, STRATA_GRAPH_RECORD}) {
+    ASSERT_EQ(t.graph_begin(cuda.get(), graph, positions.data(), 1, &mode, cuda.error()), STRATA_OK);
+    ASSERT_EQ(mode, expected_mode);
+    if (mode == STRATA_GRAPH_RUN) {
+      ASSERT_EQ(t.graph_end(cuda.get(), graph, cuda.error()), STRATA_OK);
+    }
+  }
+  EXPECT_EQ(t.rope_neox(cuda.get(), x, other.data(), 1, 1, 64, 64, 1e4f, cuda.error()), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_NE(cuda.message().find("positions differ"), std::string::npos) << cuda.message();
+  t.graph_discard(cuda.get(), graph);
+  ASSERT_EQ(t.graph_begin(cuda.get(), graph, positions.data(), 1, &mode, cuda.error()), STRATA_OK);
+  EXPECT_EQ(mode, STRATA_GRAPH_RUN);
+  ASSERT_EQ(t.graph_end(cuda.get(), graph, cuda.error()), STRATA_OK);
+  // The stream works as before: an op outside any graph runs.
+  EXPECT_EQ(t.rope_neox(cuda.get(), x, other.data(), 1, 1, 64, 64, 1e4f, cuda.error()), STRATA_OK) << cuda.message();
+  EXPECT_EQ(cuda.read(x, 64).size(), 64u);
+  t.graph_free(cuda.get(), graph);
 }
 
 TEST(BackendCuda, GetRowsMatchesTheCpuBackend) {
@@ -559,7 +652,7 @@ class BackendCudaReferenceLogits : public testing::TestWithParam<std::string> {
     top1_bar_ = peer.top1 - 0.05;
   }
 
-  std::vector<float> run(int32_t kv_type, int32_t batch) const {
+  std::vector<float> run(int32_t kv_type, int32_t batch, bool step_graphs = true) const {
     strata::EngineOptions options;
     options.model = model_path_;
     options.manifest = strata::test::default_manifest_path();
@@ -569,6 +662,7 @@ class BackendCudaReferenceLogits : public testing::TestWithParam<std::string> {
     session_options.n_ctx = static_cast<int32_t>(tokens_.size());
     session_options.kv_type = kv_type;
     session_options.max_batch = batch;
+    session_options.step_graphs = step_graphs;
     strata::Session session(engine.model(), session_options);
     return session.forward(tokens_, true);
   }
@@ -591,9 +685,13 @@ class BackendCudaReferenceLogits : public testing::TestWithParam<std::string> {
   double kl_bar_ = 0.0, top1_bar_ = 0.0;
 };
 
-// Steps of 256 tokens take the batched f16 path, steps of 1 the decode path.
-TEST_P(BackendCudaReferenceLogits, MeetTheBarInOneStepAndInSingleTokenSteps) {
-  for (const int32_t batch : {256, 1}) expect_within_bar(run(STRATA_KV_F16, batch), "kv=f16 batch=" + std::to_string(batch), 1.0, 0.0);
+// Steps of 256 tokens take the batched f16 path, steps of 1 and 3 the decode path, as replayed step graphs
+// (each step with its own positions) and op by op.
+TEST_P(BackendCudaReferenceLogits, MeetTheBarInOneStepAndInDecodeSteps) {
+  for (const int32_t batch : {256, 1, 3}) {
+    expect_within_bar(run(STRATA_KV_F16, batch), "kv=f16 batch=" + std::to_string(batch), 1.0, 0.0);
+  }
+  expect_within_bar(run(STRATA_KV_F16, 1, false), "kv=f16 batch=1 no graphs", 1.0, 0.0);
 }
 
 TEST_P(BackendCudaReferenceLogits, Int8KvCacheStaysWithinFourTimesTheBar) {
@@ -602,5 +700,53 @@ TEST_P(BackendCudaReferenceLogits, Int8KvCacheStaysWithinFourTimesTheBar) {
 
 INSTANTIATE_TEST_SUITE_P(All, BackendCudaReferenceLogits, testing::ValuesIn(strata::test::reference_model_names()),
                          [](const auto& info) { return strata::test::test_name(info.param); });
+
+// The check on a full-size model: a synthetic qwen3-30b-a3b IQ3_S file (STRATA_TEST_LARGE_MODEL;
+// scripts/device-test.sh --bench makes one and sets it) gives the same logits on the CPU and on CUDA for a
+// short sequence: a 12-token prompt step, then 4 decode steps (replayed step graphs on CUDA). The CPU
+// multiplies with 8-bit quantized activations, CUDA with float ones: they agree up to that rounding.
+TEST(BackendCudaLargeModel, CpuAndCudaLogitsAgree) {
+  SKIP_WITHOUT_CUDA();
+  const char* path = std::getenv("STRATA_TEST_LARGE_MODEL");
+  if (path == nullptr) GTEST_SKIP() << "STRATA_TEST_LARGE_MODEL is not set (scripts/device-test.sh --bench sets it)";
+  std::vector<std::vector<float>> logits;
+  std::vector<int32_t> tokens;
+  for (const char* backend : {"cpu", "cuda"}) {
+    strata::EngineOptions options;
+    options.model = path;
+    options.manifest = strata::test::default_manifest_path();
+    options.backend = backend;
+    const strata::Engine engine(options);
+    const int32_t n_vocab = engine.model().config().n_vocab;
+    if (tokens.empty()) {
+      std::mt19937 rng(2026);
+      for (int i = 0; i < 16; ++i) tokens.push_back(static_cast<int32_t>(rng() % n_vocab));
+    }
+    strata::Session session(engine.model(), {.n_ctx = 16, .kv_type = STRATA_KV_F16, .max_batch = 12});
+    std::vector<float> all = session.forward(std::span(tokens).first(12), true);
+    for (size_t i = 12; i < tokens.size(); ++i) {
+      const auto step = session.forward(std::span(tokens).subspan(i, 1), true);
+      all.insert(all.end(), step.begin(), step.end());
+    }
+    logits.push_back(std::move(all));
+  }
+  const size_t n_vocab = logits[0].size() / tokens.size();
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const float* cpu = logits[0].data() + t * n_vocab;
+    const float* gpu = logits[1].data() + t * n_vocab;
+    const size_t cpu_best = std::max_element(cpu, cpu + n_vocab) - cpu, gpu_best = std::max_element(gpu, gpu + n_vocab) - gpu;
+    double mean = 0, sq = 0, worst = 0;
+    for (size_t i = 0; i < n_vocab; ++i) mean += cpu[i], sq += double{cpu[i]} * cpu[i], worst = std::max(worst, double(std::fabs(cpu[i] - gpu[i])));
+    mean /= n_vocab;
+    std::vector<float> sorted(cpu, cpu + n_vocab);
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+    std::printf("t%zu cpu %zu gpu %zu gap %.4f top2gap %.4f std %.4f maxdiff %.4f\n", t, cpu_best, gpu_best, cpu[cpu_best] - cpu[gpu_best], sorted[0] - sorted[1], std::sqrt(sq / n_vocab - mean * mean), worst);
+  }
+  const auto distance = strata::test::logit_distance(logits[0], logits[1], n_vocab);
+  std::printf("synth qwen3-30b-a3b, cuda vs cpu over %zu tokens: mean KL %.3g, top-1 agreement %.4f\n", tokens.size(),
+              distance.mean_kl, distance.top1);
+  EXPECT_LE(distance.mean_kl, 1e-3);
+  EXPECT_GE(distance.top1, 0.9);
+}
 
 }  // namespace

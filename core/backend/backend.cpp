@@ -1,5 +1,6 @@
 #include "core/backend/backend.hpp"
 
+#include <cstddef>
 #include <utility>
 
 namespace strata {
@@ -88,5 +89,37 @@ KvCache::KvCache(Backend& backend, const strata_kv_config& config) : backend_(ba
 KvCache::~KvCache() {
   if (cache_ != nullptr) backend_.table().kv_free(backend_.get(), cache_);
 }
+
+bool Backend::has_graphs() const {
+  return table_.struct_size >= offsetof(strata_backend_table, graph_discard) + sizeof(table_.graph_discard) &&
+         table_.graph_create != nullptr && table_.graph_free != nullptr && table_.graph_begin != nullptr &&
+         table_.graph_end != nullptr && table_.graph_discard != nullptr;
+}
+
+StepGraph::StepGraph(Backend& backend) : backend_(backend) {
+  backend.run("graph create", [&](strata_error* e) { return backend.table().graph_create(backend.get(), &graph_, e); });
+}
+
+StepGraph::~StepGraph() {
+  if (graph_ != nullptr) backend_.table().graph_free(backend_.get(), graph_);
+}
+
+StepGraph::Mode StepGraph::begin(std::span<const int32_t> positions) {
+  int32_t mode = STRATA_GRAPH_RUN;
+  backend_.run("graph begin", [&](strata_error* e) {
+    return backend_.table().graph_begin(backend_.get(), graph_, positions.data(), static_cast<int32_t>(positions.size()),
+                                        &mode, e);
+  });
+  if (mode != STRATA_GRAPH_RUN && mode != STRATA_GRAPH_RECORD && mode != STRATA_GRAPH_REPLAY) {
+    throw Error(backend_.name() + ": graph_begin answered an unknown mode " + std::to_string(mode));
+  }
+  return static_cast<Mode>(mode);
+}
+
+void StepGraph::end() {
+  backend_.run("graph end", [&](strata_error* e) { return backend_.table().graph_end(backend_.get(), graph_, e); });
+}
+
+void StepGraph::discard() { backend_.table().graph_discard(backend_.get(), graph_); }
 
 }  // namespace strata

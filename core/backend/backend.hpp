@@ -64,6 +64,27 @@ class KvCache {
   strata_kv_config config_;
 };
 
+// A recorded step (strata/backend.h, ABI 1.1): replays a decode step's ops at one launch where the
+// backend can. Only made where Backend::has_graphs().
+class StepGraph {
+ public:
+  enum class Mode { run = STRATA_GRAPH_RUN, record = STRATA_GRAPH_RECORD, replay = STRATA_GRAPH_REPLAY };
+
+  explicit StepGraph(Backend& backend);
+  ~StepGraph();
+  StepGraph(const StepGraph&) = delete;
+  StepGraph& operator=(const StepGraph&) = delete;
+
+  Mode begin(std::span<const int32_t> positions);
+  void end();
+  // After a failed op while recording: nothing of the step ran, and the graph records no more.
+  void discard();
+
+ private:
+  Backend& backend_;
+  strata_graph* graph_ = nullptr;
+};
+
 class Backend {
  public:
   // name labels errors ("backend-cpu"); quants must outlive the backend (its kernels are looked up there).
@@ -77,6 +98,8 @@ class Backend {
   std::string describe() const;
   const strata_backend_table& table() const { return table_; }
   strata_backend* get() const { return backend_; }
+  // Whether the backend records step graphs (an ABI 1.1 table with the graph entries).
+  bool has_graphs() const;
 
   void write(Buffer& buffer, const void* src, size_t bytes, size_t offset = 0);
   void read(const Buffer& buffer, void* dst, size_t bytes, size_t offset = 0);

@@ -29,15 +29,13 @@ double seconds_of(const std::function<void()>& work) {
 }  // namespace
 
 BenchmarkResult run_benchmark(const Model& model, int32_t n_prompt, int32_t n_decode, int32_t repetitions,
-                              int32_t kv_type, int32_t max_batch) {
+                              SessionOptions options) {
   if ((n_prompt > 0) == (n_decode > 0)) throw Error("a benchmark test is either a prompt or a decode test");
   if (repetitions < 1) throw Error("benchmark repetitions must be at least 1");
   const ModelConfig& config = model.config();
   const auto tokens = bench_tokens(std::max(n_prompt, n_decode), config.n_vocab);
-  SessionOptions options;
   options.n_ctx = std::max(n_prompt, n_decode);
-  options.kv_type = kv_type;
-  options.max_batch = std::max(1, std::min(max_batch, options.n_ctx));
+  options.max_batch = std::max(1, std::min(options.max_batch, options.n_ctx));
 
   auto run_once = [&] {
     Session session(model, options);

@@ -20,9 +20,10 @@ struct BenchmarkResult {
   std::vector<double> samples;
 };
 
-// Runs one prompt test (n_prompt > 0) or one decode test (n_decode > 0) with a fresh session each time.
+// Runs one prompt test (n_prompt > 0) or one decode test (n_decode > 0) with a fresh session each time,
+// made with session's options (its context is sized to the test).
 BenchmarkResult run_benchmark(const Model& model, int32_t n_prompt, int32_t n_decode, int32_t repetitions,
-                              int32_t kv_type, int32_t max_batch);
+                              SessionOptions session);
 
 // Bytes of weights one decoded token reads: every dense tensor once, the routed share (used / total)
 // of each expert tensor, and one row of the embedding table. The memory-bandwidth floor of decoding.

@@ -18,6 +18,7 @@ struct EngineOptions {
   std::filesystem::path manifest;  // empty: the default manifest beside the executable
   std::string backend;             // empty: the manifest's preference, else the best-scoring backend
   int threads = 0;                 // <= 0: the backend's default (physical cores)
+  bool step_graphs = true;         // sessions replay decode steps as step graphs where the backend can
 };
 
 class Engine {

@@ -9,11 +9,16 @@
 #include <cmath>
 
 #include "core/util/error.hpp"
+#include "core/util/log.hpp"
 
 namespace strata {
 namespace {
 
 size_t floats(int64_t rows, int64_t width) { return static_cast<size_t>(rows * width) * sizeof(float); }
+
+// Steps of at most this many tokens (decoding, short drafts) run as step graphs; prompt steps are few and
+// long, and their launches are not what costs.
+constexpr int32_t kMaxGraphTokens = 8;
 
 }  // namespace
 
@@ -96,14 +101,41 @@ void Session::step(std::span<const int32_t> tokens, bool wants_logits, std::vect
   for (int32_t i = 0; i < n; ++i) positions[i] = position_ + i;
 
   backend_.run("get_rows", [&](strata_error* e) { return t.get_rows(b, w.token_embd.get(), tokens.data(), n, s.x.get(), e); });
-  for (int32_t il = 0; il < c.n_layer; ++il) {
-    const LayerWeights& layer = w.layers[il];
-    attention_block(layer, il, n, positions);
-    moe_block(layer, n);
-  }
+  run_layers(n, positions);
   position_ += n;
   // Only the last chunk's logits are wanted for a prompt; earlier chunks only fill the cache.
   if (wants_logits) output_logits(n, logits.capacity() > static_cast<size_t>(c.n_vocab), logits);
+}
+
+// The layers of one step, as a step graph where the backend records them: a decode step's ops are the
+// same every time, only the positions change.
+void Session::run_layers(int32_t n, const std::vector<int32_t>& positions) {
+  const auto layers = [&] {
+    for (int32_t il = 0; il < model_.config().n_layer; ++il) {
+      const LayerWeights& layer = model_.weights().layers[il];
+      attention_block(layer, il, n, positions);
+      moe_block(layer, n);
+    }
+  };
+  if (!options_.step_graphs || n > kMaxGraphTokens || !backend_.has_graphs()) return layers();
+  auto& graph = graphs_[n];
+  if (!graph) graph = std::make_unique<StepGraph>(backend_);
+  const StepGraph::Mode mode = graph->begin(positions);
+  if (mode == StepGraph::Mode::record) {
+    try {
+      layers();
+      graph->end();
+    } catch (const Error& error) {
+      // Nothing of the step ran: run it again without the graph, which stays off.
+      graph->discard();
+      log().warn("{}: recording a step graph of {} tokens failed ({}); running without it", backend_.name(), n,
+                error.what());
+      layers();
+    }
+    return;
+  }
+  if (mode == StepGraph::Mode::run) layers();
+  graph->end();
 }
 
 void Session::attention_block(const LayerWeights& layer, int32_t il, int32_t n, const std::vector<int32_t>& positions) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <vector>
@@ -33,6 +34,7 @@ struct SessionOptions {
   int32_t n_ctx = 4096;          // positions the KV cache holds
   int32_t kv_type = STRATA_KV_F16;
   int32_t max_batch = 256;       // tokens per forward step; longer inputs run in several steps
+  bool step_graphs = true;       // replay decode steps as recorded graphs where the backend can
 };
 
 // One sequence: its KV cache, its position, and the scratch buffers of a forward step.
@@ -52,6 +54,7 @@ class Session {
  private:
   struct Scratch;
   void step(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits);
+  void run_layers(int32_t n, const std::vector<int32_t>& positions);
   void attention_block(const LayerWeights& layer, int32_t il, int32_t n, const std::vector<int32_t>& positions);
   void moe_block(const LayerWeights& layer, int32_t n);
   void output_logits(int32_t n, bool all_logits, std::vector<float>& logits);
@@ -61,6 +64,8 @@ class Session {
   SessionOptions options_;
   KvCache cache_;
   std::shared_ptr<Scratch> scratch_;
+  // One step graph per decode step size (1..kMaxGraphTokens tokens), made on first use.
+  std::map<int32_t, std::unique_ptr<StepGraph>> graphs_;
   int32_t position_ = 0;
 };
 

@@ -63,7 +63,9 @@ void register_bench_command(CLI::App& app) {
       for (const int32_t n : options->decode) if (n > 0) tests.emplace_back(0, n);
       for (const auto& [n_prompt, n_decode] : tests) {
         const auto result = run_benchmark(engine.model(), n_prompt, n_decode, options->repetitions,
-                                          parse_kv_type(options->kv), options->batch);
+                                          {.kv_type = parse_kv_type(options->kv),
+                                           .max_batch = options->batch,
+                                           .step_graphs = options->engine.step_graphs});
         nlohmann::ordered_json line = {
             {"model", engine.file().first().path().filename().string()},
             {"model_size", model_bytes(engine.file())},
@@ -72,6 +74,7 @@ void register_bench_command(CLI::App& app) {
             {"backend_info", engine.backend().describe()},
             {"threads", threads},
             {"kv", options->kv},
+            {"graphs", options->engine.step_graphs && engine.backend().has_graphs()},
             {"test", result.test},
             {"n_prompt", result.n_prompt},
             {"n_gen", result.n_decode},

@@ -44,7 +44,9 @@ void register_chat_command(CLI::App& app) {
   command->callback([options] {
     const Engine engine(options->engine);
     const tokenizer::Tokenizer tokenizer(engine.file());
-    Session session(engine.model(), {.n_ctx = options->ctx, .kv_type = parse_kv_type(options->kv)});
+    Session session(engine.model(), {.n_ctx = options->ctx,
+                                                .kv_type = parse_kv_type(options->kv),
+                                                .step_graphs = options->engine.step_graphs});
     GenerationOptions generation{options->max_tokens, options->sampling, end_of_generation_tokens(tokenizer.vocabulary())};
 
     const nlohmann::ordered_json start = options->system.empty()

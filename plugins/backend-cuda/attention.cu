@@ -219,7 +219,7 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
   if (out == q || out == k || out == v) invalid_argument("attention: out must not be an input");
   if (n_tokens == 0) return;
 
-  const int32_t* positions = instance.upload(instance.positions, p.positions, static_cast<size_t>(n_tokens));
+  const int32_t* positions = device_positions(instance, p.positions, static_cast<int32_t>(n_tokens));
   const KvView keys = view(kv, kv.keys, kv.key_scales), values = view(kv, kv.values, kv.value_scales);
   store_kernel<<<dim3(static_cast<unsigned>(n_tokens * p.n_head_kv), 2), kWarp * kAttentionWarps, 0, instance.stream>>>(
       keys, values, k_values, v_values, positions, p.layer, p.n_head_kv, kv.config.n_ctx);

@@ -61,6 +61,7 @@ struct strata_backend {
   strata::cuda::DeviceScratch positions{"positions scratch"};
   strata::cuda::DeviceScratch moe_slots{"moe slot scratch"};
   strata::cuda::DeviceScratch moe_floats{"moe activation scratch"};
+  strata_graph* recording = nullptr;  // the step graph being captured on the stream, if any
 };
 
 namespace strata::cuda {
@@ -96,6 +97,9 @@ inline const float* floats(const strata_buffer* buffer, int64_t count, const cha
 
 // An F32 vector weight of at least width values (norm weights, biases), on the device.
 const float* f32_vector(const strata_weight* weight, int64_t width, const char* what);
+
+// Op positions on the device: those of the step graph being recorded (they must match), else a copy.
+const int32_t* device_positions(strata_backend& backend, const int32_t* positions, int32_t n);
 
 // Blocks of threads covering n items.
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }

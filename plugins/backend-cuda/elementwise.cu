@@ -122,11 +122,11 @@ void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positio
   if (n_tokens > 0 && positions == nullptr) invalid_argument("rope_neox: positions is NULL");
   float* values = floats(x, int64_t{n_tokens} * n_heads * head_dim, "rope_neox x");
   if (n_tokens == 0) return;
-  const int32_t* device_positions = instance.upload(instance.positions, positions, static_cast<size_t>(n_tokens));
+  const int32_t* on_device = device_positions(instance, positions, n_tokens);
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
   const int half = n_rot / 2;
   rope_neox_kernel<<<n_tokens * n_heads, std::min(half, kThreads), 0, instance.stream>>>(
-      values, device_positions, n_heads, head_dim, half, theta_scale);
+      values, on_device, n_heads, head_dim, half, theta_scale);
   check_launch("rope_neox");
 }
 

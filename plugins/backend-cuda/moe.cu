@@ -1,7 +1,11 @@
-// The grouped expert FFN. The chosen expert ids come to the host (one small copy per layer), the
-// (token, choice) slots are grouped by expert with a counting sort that keeps token order, and each expert
-// used by the step multiplies its tokens' gathered rows at once: its weights are read once per step.
-// Each token then sums its experts in its own choice order, so the result does not depend on the grouping.
+// The grouped expert FFN, two ways.
+// Decode (a few tokens, types with an expert launcher): two launches read the chosen experts' rows straight
+// from the router's ids on the device, gate and up with SwiGLU in one, down with the weighted sum in the
+// other; nothing waits for the host, so a decode step can be captured in a CUDA graph.
+// Prompts: the ids come to the host (one small copy per layer), the (token, choice) slots are grouped by
+// expert with a counting sort that keeps token order, and each expert used by the step multiplies its
+// tokens' gathered rows at once: its weights are read once per step.
+// Either way each token sums its experts in its own choice order.
 #include <numeric>
 #include <string>
 #include <vector>
@@ -95,6 +99,47 @@ void multiply_groups(strata_backend& backend, const strata_weight& weight, const
   }
 }
 
+bool fits_expert_launches(const strata_weight& gate, const strata_weight& up, const strata_weight& down,
+                          int32_t n_tokens) {
+  return n_tokens <= kMaxMatvecTokens && gate.kernels.expert_matvec != nullptr &&
+         down.kernels.expert_matvec != nullptr && gate.type == up.type;
+}
+
+void expert_launches(strata_backend& backend, const strata_weight& gate, const strata_weight& up,
+                     const strata_weight& down, const float* x, int32_t n_tokens, int32_t n_used, const int32_t* ids,
+                     const float* weights, float* out) {
+  const int64_t n_slots = int64_t{n_tokens} * n_used;
+  float* activations = backend.moe_floats.get<float>(backend.budget, backend.stream, static_cast<size_t>(n_slots * gate.ne1));
+  strata_cuda_expert_matvec gate_up{sizeof(strata_cuda_expert_matvec),
+                                    STRATA_EXPERT_MATVEC_SWIGLU,
+                                    gate.matrix(0),
+                                    up.matrix(0),
+                                    gate.ne0,
+                                    gate.ne1,
+                                    gate.row_bytes,
+                                    gate.row_bytes * static_cast<size_t>(gate.ne1),
+                                    static_cast<int32_t>(gate.ne2),
+                                    static_cast<int32_t>(n_slots),
+                                    n_used,
+                                    ids,
+                                    nullptr,
+                                    x,
+                                    activations};
+  check_call([&](strata_error* error) { return gate.kernels.expert_matvec(&gate_up, backend.stream, error); });
+  strata_cuda_expert_matvec combine = gate_up;
+  combine.mode = STRATA_EXPERT_MATVEC_WEIGHTED_SUM;
+  combine.weight = down.matrix(0);
+  combine.weight2 = nullptr;
+  combine.n = down.ne0;
+  combine.n_rows = down.ne1;
+  combine.row_bytes = down.row_bytes;
+  combine.expert_bytes = down.row_bytes * static_cast<size_t>(down.ne1);
+  combine.slot_weights = weights;
+  combine.x = activations;
+  combine.out = out;
+  check_call([&](strata_error* error) { return down.kernels.expert_matvec(&combine, backend.stream, error); });
+}
+
 }  // namespace
 
 void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, int32_t n_used,
@@ -114,6 +159,11 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   float* out_values = floats(out, n_tokens * width, "moe_ffn out");
   if (out == x) invalid_argument("moe_ffn: out must not be x");
   if (n_tokens == 0) return;
+  if (fits_expert_launches(gate_weight, up_weight, down_weight, n_tokens)) {
+    expert_launches(instance, gate_weight, up_weight, down_weight, x_values, n_tokens, n_used, id_values,
+                    weight_values, out_values);
+    return;
+  }
 
   std::vector<int32_t> expert_of_slot(n_slots);
   check(cudaMemcpyAsync(expert_of_slot.data(), id_values, n_slots * sizeof(int32_t), cudaMemcpyDeviceToHost,

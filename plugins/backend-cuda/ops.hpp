@@ -52,4 +52,12 @@ void mul(strata_backend* backend, const strata_buffer* a, const strata_buffer* b
 void unary(strata_backend* backend, int32_t op, const strata_buffer* x, int64_t n, strata_buffer* out);
 void scale_rows(strata_backend* backend, strata_buffer* x, const strata_buffer* scale, int32_t rows, int32_t width);
 
+// graph.cpp
+void graph_create(strata_backend* backend, strata_graph** out);
+void graph_free(strata_backend* backend, strata_graph* graph);
+void graph_begin(strata_backend* backend, strata_graph* graph, const int32_t* positions, int32_t n_positions,
+                 int32_t* mode);
+void graph_end(strata_backend* backend, strata_graph* graph);
+void graph_discard(strata_backend* backend, strata_graph* graph);
+
 }  // namespace strata::cuda

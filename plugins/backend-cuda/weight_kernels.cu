@@ -76,14 +76,19 @@ STRATA_DEFINE_CUDA_LAUNCHERS(q8_0, Q8_0Decoder)
 
 WeightKernels weight_kernels(const strata_quant_type& type) {
   switch (type.type_id) {
-    case kTypeF32: return {&per_value_dequantize_f16<f32_dequantize_f16>, &f32_matvec};
-    case kTypeF16: return {&per_value_dequantize_f16<f16_dequantize_f16>, &f16_matvec};
-    case kTypeBF16: return {&per_value_dequantize_f16<bf16_dequantize_f16>, &bf16_matvec};
-    case kTypeQ8_0: return {&q8_0_dequantize_f16, &q8_0_matvec};
+    case kTypeF32: return {&per_value_dequantize_f16<f32_dequantize_f16>, &f32_matvec, &f32_expert_matvec};
+    case kTypeF16: return {&per_value_dequantize_f16<f16_dequantize_f16>, &f16_matvec, &f16_expert_matvec};
+    case kTypeBF16: return {&per_value_dequantize_f16<bf16_dequantize_f16>, &bf16_matvec, &bf16_expert_matvec};
+    case kTypeQ8_0: return {&q8_0_dequantize_f16, &q8_0_matvec, &q8_0_expert_matvec};
   }
-  // A plugin older than the CUDA fields has none.
-  if (type.struct_size < offsetof(strata_quant_type, cuda_matvec) + sizeof(type.cuda_matvec)) return {};
-  return {type.cuda_dequantize_f16, type.cuda_matvec};
+  // A plugin older than a field does not have it.
+  const auto has = [&](size_t end) { return type.struct_size >= end; };
+  if (!has(offsetof(strata_quant_type, cuda_matvec) + sizeof(type.cuda_matvec))) return {};
+  WeightKernels kernels{type.cuda_dequantize_f16, type.cuda_matvec};
+  if (has(offsetof(strata_quant_type, cuda_expert_matvec) + sizeof(type.cuda_expert_matvec))) {
+    kernels.expert_matvec = type.cuda_expert_matvec;
+  }
+  return kernels;
 }
 
 }  // namespace strata::cuda

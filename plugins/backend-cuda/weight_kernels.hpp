@@ -1,5 +1,6 @@
-// The two kernels a weight's type needs on the GPU (quant.h's launcher signatures): the backend's own for
-// the core's types F32, F16, BF16 and Q8_0, the quant plugin's for every other type.
+// The kernels a weight's type offers on the GPU (quant.h's launcher signatures): the backend's own for
+// the core's types F32, F16, BF16 and Q8_0, the quant plugin's for every other type. dequantize_f16 and
+// matvec are required; expert_matvec (ABI 1.1) is optional.
 #pragma once
 
 #include "strata/quant.h"
@@ -11,6 +12,7 @@ inline constexpr uint32_t kTypeF32 = 0, kTypeF16 = 1, kTypeBF16 = 30;
 struct WeightKernels {
   decltype(strata_quant_type::cuda_dequantize_f16) dequantize_f16 = nullptr;
   decltype(strata_quant_type::cuda_matvec) matvec = nullptr;
+  decltype(strata_quant_type::cuda_expert_matvec) expert_matvec = nullptr;
 
   bool available() const { return dequantize_f16 != nullptr && matvec != nullptr; }
 };

@@ -22,6 +22,7 @@ typedef struct strata_backend strata_backend; /* one backend instance */
 typedef struct strata_buffer strata_buffer;   /* float32 activations (or int32 ids) in backend memory */
 typedef struct strata_weight strata_weight;   /* one weight tensor, quantized or not */
 typedef struct strata_kv_cache strata_kv_cache;
+typedef struct strata_graph strata_graph;     /* a recorded step (ABI 1.1) */
 
 /* What the host gives a backend instance. */
 typedef struct strata_backend_config {
@@ -150,7 +151,30 @@ typedef struct strata_backend_table {
   /* x[r][c] *= scale[r] for rows x width, in place. */
   strata_status (*scale_rows)(strata_backend* backend, strata_buffer* x, const strata_buffer* scale, int32_t rows,
                               int32_t width, strata_error* error);
+
+  /* ABI 1.1. Step graphs: optional, all five NULL when a backend has none (the core then calls the ops of
+   * every step). A decode step calls the same ops on the same buffers every time; only its positions
+   * change. The core owns one graph per such step shape and brackets the step's ops:
+   *   graph_begin(graph, positions, n_positions, &mode), then by mode:
+   *   STRATA_GRAPH_RUN     the core calls the ops and they run as usual; then graph_end.
+   *   STRATA_GRAPH_RECORD  the core calls the ops; the backend may record them instead of running them,
+   *                        graph_end then runs the recording. Positions given to ops must be the ones given
+   *                        to graph_begin. If an op fails, the core calls graph_discard instead of graph_end:
+   *                        nothing of the step has run, the graph answers RUN from then on, and the core
+   *                        calls the step's ops again.
+   *   STRATA_GRAPH_REPLAY  the core calls no ops: graph_end runs the recording again, with these positions in
+   *                        place of the recorded ones, on the current contents of the recorded buffers.
+   * The core guarantees that a graph only ever brackets the same ops with the same arguments apart from
+   * positions (and n_positions stays the same). */
+  strata_status (*graph_create)(strata_backend* backend, strata_graph** out, strata_error* error);
+  void (*graph_free)(strata_backend* backend, strata_graph* graph);
+  strata_status (*graph_begin)(strata_backend* backend, strata_graph* graph, const int32_t* positions,
+                               int32_t n_positions, int32_t* mode, strata_error* error);
+  strata_status (*graph_end)(strata_backend* backend, strata_graph* graph, strata_error* error);
+  void (*graph_discard)(strata_backend* backend, strata_graph* graph);
 } strata_backend_table;
+
+enum { STRATA_GRAPH_RUN = 0, STRATA_GRAPH_RECORD = 1, STRATA_GRAPH_REPLAY = 2 };
 
 #ifdef __cplusplus
 }

@@ -18,12 +18,24 @@ struct BackendEntry<Op> {
   }
 };
 
+// A table with the step graph entries (ABI 1.1) of namespace NS filled in: graph_create, graph_free,
+// graph_begin, graph_end, graph_discard (see STRATA_BACKEND_GRAPHS).
+template <auto Create, auto Free, auto Begin, auto End, auto Discard>
+constexpr strata_backend_table with_graphs(strata_backend_table table) {
+  table.graph_create = &BackendEntry<Create>::call;
+  table.graph_free = Free;
+  table.graph_begin = &BackendEntry<Begin>::call;
+  table.graph_end = &BackendEntry<End>::call;
+  table.graph_discard = Discard;
+  return table;
+}
+
 }  // namespace strata::sdk
 
 // A strata_backend_table from the functions of namespace NS: create, destroy, describe, buffer_alloc,
 // buffer_free, buffer_write, buffer_read, weight_load, weight_free, kv_create, kv_free and every op of
 // backend.h under its table name. Release functions (destroy, *_free) cannot fail and are used as they
-// are; describe(NULL) answers NAME.
+// are; describe(NULL) answers NAME. The optional step graph entries are left NULL (see with_graphs).
 #define STRATA_BACKEND_TABLE(NS, NAME)                                                                     \
   strata_backend_table {                                                                                   \
     sizeof(strata_backend_table), &::strata::sdk::BackendEntry<NS::create>::call, &NS::destroy,            \
@@ -37,5 +49,10 @@ struct BackendEntry<Op> {
         &::strata::sdk::BackendEntry<NS::attention>::call, &::strata::sdk::BackendEntry<NS::route>::call,  \
         &::strata::sdk::BackendEntry<NS::moe_ffn>::call, &::strata::sdk::BackendEntry<NS::add>::call,      \
         &::strata::sdk::BackendEntry<NS::mul>::call, &::strata::sdk::BackendEntry<NS::unary>::call,        \
-        &::strata::sdk::BackendEntry<NS::scale_rows>::call                                                 \
+        &::strata::sdk::BackendEntry<NS::scale_rows>::call, nullptr, nullptr, nullptr, nullptr, nullptr     \
   }
+
+// STRATA_BACKEND_TABLE(NS, NAME) with NS's step graph entries.
+#define STRATA_BACKEND_TABLE_WITH_GRAPHS(NS, NAME)                                                          \
+  ::strata::sdk::with_graphs<&NS::graph_create, &NS::graph_free, &NS::graph_begin, &NS::graph_end,          \
+                             &NS::graph_discard>(STRATA_BACKEND_TABLE(NS, NAME))

@@ -50,29 +50,48 @@ __global__ void dequantize_f16_kernel(const uint8_t* blocks, __half* out, int64_
   reinterpret_cast<uint4*>(out)[chunk] = *reinterpret_cast<const uint4*>(halves);
 }
 
-// One warp per weight row; lane l decodes chunks l, l + 32, ... and meets every token's activations there.
+// Chunks a lane decodes before it uses any: their loads are independent and in flight together. A warp
+// reads only a block or two per chunk step, so one chunk at a time would leave the memory system idle.
+inline constexpr int kChunksInFlight = 4;
+
+// Values 8*chunk .. 8*chunk+7 of a row of blocks.
+template <class Decoder>
+__device__ inline void decode_chunk(const uint8_t* row, int64_t chunk, float w[kChunkValues]) {
+  constexpr int kChunksPerBlock = Decoder::block_elements / kChunkValues;
+  Decoder::decode8(row + chunk / kChunksPerBlock * Decoder::block_bytes, static_cast<int>(chunk % kChunksPerBlock), w);
+}
+
+// dot(w, the 8 values of x at chunk).
+__device__ inline float dot8(const float w[kChunkValues], const float* x, int64_t chunk) {
+  const float4* xs = reinterpret_cast<const float4*>(x + chunk * kChunkValues);
+  const float4 a = xs[0], b = xs[1];
+  return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+}
+
+// One warp per weight row; lane l decodes chunks l, l + 32, ..., kChunksInFlight at a time (past the end it
+// decodes the last chunk again and drops it, so that the loads stay unconditional), and meets every
+// token's activations there.
 template <class Decoder>
 __global__ void __launch_bounds__(kWarp* kMatvecRowsPerBlock)
     matvec_kernel(const uint8_t* weight, int64_t n, int64_t n_rows, size_t row_bytes, const float* x, int n_tokens,
                   float* out) {
-  constexpr int kChunksPerBlock = Decoder::block_elements / kChunkValues;
   const int lane = threadIdx.x % kWarp;
   const int64_t row = blockIdx.x * int64_t{kMatvecRowsPerBlock} + threadIdx.x / kWarp;
   if (row >= n_rows) return;
   const uint8_t* weight_row = weight + row * row_bytes;
   const int64_t n_chunks = n / kChunkValues;
   float sums[kMaxMatvecTokens] = {};
-  for (int64_t chunk = lane; chunk < n_chunks; chunk += kWarp) {
-    float w[kChunkValues];
-    Decoder::decode8(weight_row + chunk / kChunksPerBlock * Decoder::block_bytes,
-                     static_cast<int>(chunk % kChunksPerBlock), w);
+  for (int64_t base = lane; base < n_chunks; base += kChunksInFlight * kWarp) {
+    float w[kChunksInFlight][kChunkValues];
 #pragma unroll
-    for (int t = 0; t < kMaxMatvecTokens; ++t) {
-      if (t < n_tokens) {
-        const float4* xs = reinterpret_cast<const float4*>(x + t * n + chunk * kChunkValues);
-        const float4 a = xs[0], b = xs[1];
-        sums[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z +
-                   w[7] * b.w;
+    for (int u = 0; u < kChunksInFlight; ++u) decode_chunk<Decoder>(weight_row, min(base + u * kWarp, n_chunks - 1), w[u]);
+#pragma unroll
+    for (int u = 0; u < kChunksInFlight; ++u) {
+      const int64_t chunk = base + u * kWarp;
+      if (chunk >= n_chunks) break;
+#pragma unroll
+      for (int t = 0; t < kMaxMatvecTokens; ++t) {
+        if (t < n_tokens) sums[t] += dot8(w[u], x + t * n, chunk);
       }
     }
   }
@@ -83,6 +102,79 @@ __global__ void __launch_bounds__(kWarp* kMatvecRowsPerBlock)
       if (lane == 0) out[t * n_rows + row] = sum;
     }
   }
+}
+
+// One warp per (output row, blockIdx.y): blockIdx.y is the slot (SWIGLU) or the token (WEIGHTED_SUM).
+// SWIGLU walks the gate and the up row together; WEIGHTED_SUM walks the token's k expert rows as one run
+// of k * n_chunks chunks, each chunk's product scaled by its slot's weight.
+template <class Decoder, int kMode>
+__global__ void __launch_bounds__(kWarp* kMatvecRowsPerBlock) expert_matvec_kernel(strata_cuda_expert_matvec args) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = blockIdx.x * int64_t{kMatvecRowsPerBlock} + threadIdx.x / kWarp;
+  if (row >= args.n_rows) return;
+  const int n_chunks = static_cast<int>(args.n / kChunkValues);
+  const size_t row_offset = static_cast<size_t>(row) * args.row_bytes;
+  const auto* weight = static_cast<const uint8_t*>(args.weight);
+  const int k = args.slots_per_token;
+  const auto valid = [&](int expert) { return expert >= 0 && expert < args.n_experts; };
+  float result = 0.0f;
+  bool bad_id = false;
+  if constexpr (kMode == STRATA_EXPERT_MATVEC_SWIGLU) {
+    const int slot = blockIdx.y;
+    const int expert = args.expert_ids[slot];
+    bad_id = !valid(expert);
+    if (!bad_id) {
+      const size_t offset = static_cast<size_t>(expert) * args.expert_bytes + row_offset;
+      const uint8_t* gate_row = weight + offset;
+      const uint8_t* up_row = static_cast<const uint8_t*>(args.weight2) + offset;
+      const float* x = args.x + static_cast<int64_t>(slot / k) * args.n;
+      float gate = 0.0f, up = 0.0f;
+      for (int base = lane; base < n_chunks; base += kChunksInFlight * kWarp) {
+        float g[kChunksInFlight][kChunkValues], u_values[kChunksInFlight][kChunkValues];
+#pragma unroll
+        for (int u = 0; u < kChunksInFlight; ++u) {
+          const int chunk = min(base + u * kWarp, n_chunks - 1);
+          decode_chunk<Decoder>(gate_row, chunk, g[u]);
+          decode_chunk<Decoder>(up_row, chunk, u_values[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kChunksInFlight; ++u) {
+          const int chunk = base + u * kWarp;
+          if (chunk >= n_chunks) break;
+          gate += dot8(g[u], x, chunk);
+          up += dot8(u_values[u], x, chunk);
+        }
+      }
+      gate = warp_sum(gate), up = warp_sum(up);
+      result = gate / (1.0f + expf(-gate)) * up;
+    }
+  } else {
+    const int token = blockIdx.y;
+    const int32_t* ids = args.expert_ids + token * k;
+    for (int j = 0; j < k; ++j) bad_id = bad_id || !valid(ids[j]);
+    if (!bad_id) {
+      const int total = k * n_chunks;
+      for (int base = lane; base < total; base += kChunksInFlight * kWarp) {
+        float w[kChunksInFlight][kChunkValues];
+        int slot_of[kChunksInFlight], chunk_of[kChunksInFlight];
+#pragma unroll
+        for (int u = 0; u < kChunksInFlight; ++u) {
+          const int flat = min(base + u * kWarp, total - 1);
+          const int j = flat / n_chunks;
+          slot_of[u] = token * k + j;
+          chunk_of[u] = flat - j * n_chunks;
+          decode_chunk<Decoder>(weight + static_cast<size_t>(ids[j]) * args.expert_bytes + row_offset, chunk_of[u], w[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kChunksInFlight; ++u) {
+          if (base + u * kWarp >= total) break;
+          result += args.slot_weights[slot_of[u]] * dot8(w[u], args.x + static_cast<int64_t>(slot_of[u]) * args.n, chunk_of[u]);
+        }
+      }
+      result = warp_sum(result);
+    }
+  }
+  if (lane == 0) args.out[static_cast<int64_t>(blockIdx.y) * args.n_rows + row] = bad_id ? __int_as_float(0x7fc00000) : result;
 }
 
 inline strata_status fail(strata_error* error, strata_status status, const std::string& message) {
@@ -134,9 +226,39 @@ strata_status launch_matvec(const void* weight, int64_t n, int64_t n_rows, size_
   return launch_status(error, "matvec launch");
 }
 
+template <class Decoder>
+strata_status launch_expert_matvec(const strata_cuda_expert_matvec* args, void* stream, strata_error* error) {
+  if (args == nullptr || args->struct_size < sizeof(strata_cuda_expert_matvec)) {
+    return fail(error, STRATA_E_INVALID_ARGUMENT, "expert_matvec: missing or short arguments");
+  }
+  const strata_cuda_expert_matvec& a = *args;
+  const bool swiglu = a.mode == STRATA_EXPERT_MATVEC_SWIGLU;
+  if (!swiglu && a.mode != STRATA_EXPERT_MATVEC_WEIGHTED_SUM) {
+    return fail(error, STRATA_E_INVALID_ARGUMENT, "expert_matvec: unknown mode " + std::to_string(a.mode));
+  }
+  if (a.n % Decoder::block_elements != 0 || a.n_rows < 0 || a.n_slots < 0 || a.slots_per_token <= 0 ||
+      a.n_slots % a.slots_per_token != 0 || (swiglu ? a.weight2 == nullptr : a.slot_weights == nullptr)) {
+    return fail(error, STRATA_E_INVALID_ARGUMENT,
+                "expert_matvec: " + std::to_string(a.n_slots) + " slots of " + std::to_string(a.slots_per_token) +
+                    " per token over rows of " + std::to_string(a.n) + " values (whole blocks of " +
+                    std::to_string(Decoder::block_elements) + ") with the inputs its mode needs");
+  }
+  if (a.n_rows == 0 || a.n_slots == 0) return STRATA_OK;
+  if (const strata_status status = prepare<Decoder>(error); status != STRATA_OK) return status;
+  const dim3 grid(static_cast<unsigned>((a.n_rows + kMatvecRowsPerBlock - 1) / kMatvecRowsPerBlock),
+                  static_cast<unsigned>(swiglu ? a.n_slots : a.n_slots / a.slots_per_token));
+  auto* cuda_stream = static_cast<cudaStream_t>(stream);
+  if (swiglu) {
+    expert_matvec_kernel<Decoder, STRATA_EXPERT_MATVEC_SWIGLU><<<grid, kWarp * kMatvecRowsPerBlock, 0, cuda_stream>>>(a);
+  } else {
+    expert_matvec_kernel<Decoder, STRATA_EXPERT_MATVEC_WEIGHTED_SUM><<<grid, kWarp * kMatvecRowsPerBlock, 0, cuda_stream>>>(a);
+  }
+  return launch_status(error, "expert_matvec launch");
+}
+
 }  // namespace strata::sdk::cuda
 
-// Defines NAME_dequantize_f16 and NAME_matvec (strata/cuda_launchers.hpp) from a Decoder.
+// Defines NAME_dequantize_f16, NAME_matvec and NAME_expert_matvec (strata/cuda_launchers.hpp) from a Decoder.
 #define STRATA_DEFINE_CUDA_LAUNCHERS(NAME, DECODER)                                                            \
   strata_status NAME##_dequantize_f16(const void* blocks, uint16_t* out, int64_t n_blocks, void* stream,       \
                                       strata_error* error) {                                                  \
@@ -146,4 +268,7 @@ strata_status launch_matvec(const void* weight, int64_t n, int64_t n_rows, size_
                               int64_t n_tokens, float* out, void* stream, strata_error* error) {              \
     return ::strata::sdk::cuda::launch_matvec<DECODER>(weight, n, n_rows, row_bytes, x, n_tokens, out, stream, \
                                                        error);                                                \
+  }                                                                                                            \
+  strata_status NAME##_expert_matvec(const strata_cuda_expert_matvec* args, void* stream, strata_error* error) { \
+    return ::strata::sdk::cuda::launch_expert_matvec<DECODER>(args, stream, error);                           \
   }

@@ -13,6 +13,35 @@
 extern "C" {
 #endif
 
+/* ABI 1.1: the expert products of a mixture-of-experts layer for a few tokens, in one launch (all pointers
+ * are device memory). Expert e's matrix starts expert_bytes after expert e - 1's; slot s = token *
+ * slots_per_token + choice uses expert expert_ids[s]. An id outside 0..n_experts-1 yields NaN outputs
+ * instead of reading outside the weights. */
+enum {
+  /* out[s][r] = silu(dot(W[e_s] row r, x[t])) * dot(W2[e_s] row r, x[t]), t = s / slots_per_token:
+   * the gate and up halves of SwiGLU experts (W2 has W's type and layout); x is [tokens][n]. */
+  STRATA_EXPERT_MATVEC_SWIGLU = 1,
+  /* out[t][r] = sum over choices j, in order, of slot_weights[s] * dot(W[e_s] row r, x[s]),
+   * s = t * slots_per_token + j: the down projections combined; x is [slots][n]. */
+  STRATA_EXPERT_MATVEC_WEIGHTED_SUM = 2
+};
+
+typedef struct strata_cuda_expert_matvec {
+  uint32_t struct_size;
+  int32_t mode;                 /* STRATA_EXPERT_MATVEC_* */
+  const void* weight;           /* n_experts matrices of n_rows rows of n values */
+  const void* weight2;          /* SWIGLU: the up matrices; otherwise NULL */
+  int64_t n, n_rows;
+  size_t row_bytes, expert_bytes;
+  int32_t n_experts;
+  int32_t n_slots;
+  int32_t slots_per_token;
+  const int32_t* expert_ids;    /* [n_slots] */
+  const float* slot_weights;    /* WEIGHTED_SUM: [n_slots]; otherwise NULL */
+  const float* x;
+  float* out;
+} strata_cuda_expert_matvec;
+
 typedef struct strata_quant_type {
   uint32_t struct_size;
   uint32_t type_id;         /* GGUF type id, e.g. 21 for IQ3_S */
@@ -58,6 +87,10 @@ typedef struct strata_quant_type {
   void (*cpu_dot_rows_multi)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
                              const void* activations, size_t activation_stride, int64_t n_tokens, float* out,
                              size_t out_stride);
+
+  /* ABI 1.1. Optional (NULL: a CUDA backend multiplies expert by expert). See strata_cuda_expert_matvec;
+   * meant for the decode path (a few slots): each slot reads its expert's rows once. */
+  strata_status (*cuda_expert_matvec)(const strata_cuda_expert_matvec* args, void* stream, strata_error* error);
 } strata_quant_type;
 
 typedef struct strata_quant_table {
