@@ -5,6 +5,8 @@
 #   --sanitize   also run the CUDA op tests under compute-sanitizer --tool memcheck
 #   --bench      also synthesize a qwen3-30b-a3b IQ3_S model, check that CPU and CUDA logits agree on it
 #                (STRATA_TEST_LARGE_MODEL) and run strata bench --backend cuda on it, with and without graphs
+#   --profile    with --bench: time each kernel of a few decode steps and of a prompt step under ncu
+#                (scripts/kernel-profile.py sums them by kernel)
 # The reference data (models, logits, tokens) is read from $STRATA_REFERENCE_DIR, default .ref/ in the
 # checkout (a copy of ../shared/reference/{models,logits,dequant,tokens-a.txt}; the folder is ignored).
 # Environment: STRATA_CUDA_ARCHS (default 90), STRATA_BUILD_JOBS (default: all cores), STRATA_DEVICE_BUILD
@@ -12,12 +14,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-sanitize=0 bench=0
+sanitize=0 bench=0 profile=0
 for argument in "$@"; do
   case "$argument" in
     --sanitize) sanitize=1 ;;
     --bench) bench=1 ;;
-    *) echo "usage: $0 [--sanitize] [--bench]" >&2; exit 2 ;;
+    --profile) profile=1 ;;
+    *) echo "usage: $0 [--sanitize] [--bench [--profile]]" >&2; exit 2 ;;
   esac
 done
 
@@ -46,11 +49,20 @@ fi
 if [ "$bench" = 1 ]; then
   model=/tmp/strata-qwen3-30b-a3b-iq3_s.gguf
   [ -f "$model" ] || "$build/bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --type iq3_s \
-    --threads "$(nproc)" --output "$model" >"$logs/synth.log" 2>&1
+    --threads "$(nproc)" --exact-max-values 1048576 --output "$model" >"$logs/synth.log" 2>&1
   STRATA_TEST_LARGE_MODEL="$model" "$build/bin/strata_tests" --gtest_filter='*LargeModel*' 2>&1 |
     tee "$logs/large-model.log" | grep -E '^\[  (FAILED|PASSED|SKIPPED) |mean KL|Failure' || true
   grep -q '^\[  PASSED  \]' "$logs/large-model.log" && ! grep -q '^\[  FAILED  \]' "$logs/large-model.log" || status=1
   "$build/bin/strata" bench --model "$model" --backend cuda 2>&1 | tee "$logs/bench.txt"
   "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 2>&1 | tee -a "$logs/bench.txt"
+  if [ "$profile" = 1 ]; then
+    # Decode: skip the warm-up run's steps and profile about one step of the timed run (op by op).
+    ncu --metrics gpu__time_duration.sum --csv --launch-skip 4500 --launch-count 1000 "$build/bin/strata" bench \
+      --model "$model" --backend cuda --no-graphs -p 0 -n 16 -r 1 >"$logs/ncu-decode.csv" 2>/dev/null || true
+    python3 scripts/kernel-profile.py "$logs/ncu-decode.csv" | tee "$logs/profile-decode.txt"
+    ncu --metrics gpu__time_duration.sum --csv --launch-skip 0 --launch-count 3000 "$build/bin/strata" bench \
+      --model "$model" --backend cuda -p 512 -n 0 -r 1 >"$logs/ncu-prompt.csv" 2>/dev/null || true
+    python3 scripts/kernel-profile.py "$logs/ncu-prompt.csv" | tee "$logs/profile-prompt.txt"
+  fi
 fi
 exit "$status"

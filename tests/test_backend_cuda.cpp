@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -72,6 +74,17 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
   return values;
 }
 
+// x as the CUDA decode kernels see it: each 32 values rounded to int8 levels of amax / 127.
+std::vector<float> q8_rounded(std::vector<float> x) {
+  for (size_t group = 0; group + 32 <= x.size(); group += 32) {
+    float amax = 0.0f;
+    for (size_t i = group; i < group + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float scale = amax / 127.0f;
+    for (size_t i = group; i < group + 32; ++i) x[i] = scale > 0.0f ? std::nearbyint(x[i] / scale) * scale : 0.0f;
+  }
+  return x;
+}
+
 // The core's types, the k-quants and IQ3 (with their CUDA launchers when built with CUDA). The CPU
 // backend gets them without CPU dot kernels, so that its matmuls are float products of the decoded
 // weights, as the CUDA backend's are.
@@ -88,7 +101,16 @@ class TypeLookup {
       copy.cpu_activation_type = 0;
       copy.cpu_dot_rows = nullptr;
       without_dot_.emplace(id, copy);
+      // As an ABI 1.0 plugin has it: the table ends before the grouped launchers.
+      strata_quant_type old = *registry_.find(id);
+      old.struct_size = offsetof(strata_quant_type, cuda_expert_matvec);
+      abi_1_0_.emplace(id, old);
     }
+  }
+  static const strata_quant_type* find_abi_1_0(void* context, uint32_t type_id) {
+    auto& types = static_cast<TypeLookup*>(context)->abi_1_0_;
+    const auto found = types.find(type_id);
+    return found != types.end() ? &found->second : nullptr;
   }
   static const strata_quant_type* find(void* context, uint32_t type_id) {
     return static_cast<TypeLookup*>(context)->registry_.find(type_id);
@@ -102,7 +124,7 @@ class TypeLookup {
 
  private:
   strata::QuantRegistry registry_;
-  std::map<uint32_t, strata_quant_type> without_dot_;
+  std::map<uint32_t, strata_quant_type> without_dot_, abi_1_0_;
 };
 
 TypeLookup& types() {
@@ -138,10 +160,13 @@ HostWeight f32_weight(const std::vector<float>& values) {
 // One backend instance of either table, with its buffers, weights and caches freed with it.
 class Backend {
  public:
-  Backend(const strata_backend_table& table, const std::string& options = "{}") : table_(table) {
+  // abi_1_0_types: the quant types as ABI 1.0 plugins offer them (no grouped launchers).
+  Backend(const strata_backend_table& table, const std::string& options = "{}", bool abi_1_0_types = false)
+      : table_(table) {
     const bool is_cpu = &table == &strata::cpu::cpu_backend_table();
-    const strata_backend_config config{sizeof(strata_backend_config), 2, options.c_str(), &types(),
-                                       is_cpu ? &TypeLookup::find_without_dot : &TypeLookup::find};
+    const strata_backend_config config{
+        sizeof(strata_backend_config), 2, options.c_str(), &types(),
+        is_cpu ? &TypeLookup::find_without_dot : abi_1_0_types ? &TypeLookup::find_abi_1_0 : &TypeLookup::find};
     status_ = table_.create(&config, &backend_, error());
   }
   ~Backend() {
@@ -261,12 +286,13 @@ TEST_P(BackendCudaMatmul, MatchesTheCpuBackend) {
   const HostWeight weight = make_weight(type_id, 512, 72, 3, 7 + type_id);
   const HostWeight bias = f32_weight(random_floats(72, 3));
   const auto x = random_floats(static_cast<size_t>(n_tokens * 512), 11);
+  // The decode path rounds the activations of block types to 8 bits (the CPU gets them so rounded), the
+  // batched path weights and activations to f16; float types decode in float.
+  const bool decode = n_tokens <= 8, float_type = type_id == kF32 || type_id == kF16 || type_id == kBF16;
   Pair pair;
-  const auto expected = matmul(pair.cpu, weight, 2, x, n_tokens, &bias);
+  const auto expected = matmul(pair.cpu, weight, 2, decode && !float_type ? q8_rounded(x) : x, n_tokens, &bias);
   const auto actual = matmul(pair.cuda, weight, 2, x, n_tokens, &bias);
-  // The batched path rounds weights and activations to f16; the decode path computes in float.
-  const bool exact_weights = n_tokens <= 8 || type_id == kF32;
-  expect_close(actual, expected, exact_weights ? 1e-5 : 3e-3, "matmul");
+  expect_close(actual, expected, decode || type_id == kF32 ? 1e-5 : 3e-3, "matmul");
 }
 
 INSTANTIATE_TEST_SUITE_P(TypesAndBatches, BackendCudaMatmul,
@@ -277,8 +303,9 @@ INSTANTIATE_TEST_SUITE_P(TypesAndBatches, BackendCudaMatmul,
                                   std::to_string(std::get<1>(info.param)) + "_tokens";
                          });
 
-// One-hot activations pick single weights out of the product, so the CUDA decoders show exactly: on the
-// decode path each weight as the CPU dequantizer's float, on the batched path as that float rounded to f16.
+// One-hot activations pick single weights out of the product, so the CUDA decoders show: on the batched
+// path each weight exactly as the CPU dequantizer's float rounded to f16, on the decode path as that float
+// (float types exactly, block types through their 8-bit levels).
 class BackendCudaDecoding : public testing::TestWithParam<uint32_t> {};
 
 TEST_P(BackendCudaDecoding, DecodesEveryWeightAsTheCpuDequantizer) {
@@ -286,6 +313,11 @@ TEST_P(BackendCudaDecoding, DecodesEveryWeightAsTheCpuDequantizer) {
   const uint32_t type_id = GetParam();
   const int64_t ne0 = 256, ne1 = 24;
   const HostWeight weight = make_weight(type_id, ne0, ne1, 1, 21 + type_id);
+  const bool eight_bit = type_id != kF32 && type_id != kF16 && type_id != kBF16;
+  std::vector<float> row_amax(ne1, 0.0f);
+  for (int64_t r = 0; r < ne1; ++r) {
+    for (int64_t c = 0; c < ne0; ++c) row_amax[r] = std::max(row_amax[r], std::fabs(weight.decoded[r * ne0 + c]));
+  }
   Backend backend(*cuda_plugin().table);
   for (const int32_t n_tokens : {8, 16}) {
     for (int64_t first_column = 0; first_column < ne0; first_column += n_tokens) {
@@ -296,8 +328,11 @@ TEST_P(BackendCudaDecoding, DecodesEveryWeightAsTheCpuDequantizer) {
         for (int64_t r = 0; r < ne1; ++r) {
           float expected = weight.decoded[r * ne0 + first_column + t];
           if (n_tokens > 8) expected = strata::sdk::fp16_to_fp32(strata::sdk::fp32_to_fp16(expected));
-          ASSERT_EQ(out[t * ne1 + r], expected) << "row " << r << " column " << first_column + t << ", "
-                                                << n_tokens << " tokens";
+          // The 8-bit decode path multiplies integer levels by the block's scales and the activation's
+          // (1 as 127 / 127), minus an offset for Q4_K/Q5_K: a few roundings of the row's largest values.
+          const float tolerance = n_tokens <= 8 && eight_bit ? 16 * FLT_EPSILON * row_amax[r] : 0.0f;
+          ASSERT_NEAR(out[t * ne1 + r], expected, tolerance) << "row " << r << " column " << first_column + t << ", "
+                                                             << n_tokens << " tokens";
         }
       }
     }
@@ -451,8 +486,38 @@ std::vector<float> run_moe(Backend& backend, const HostWeight& gate, const HostW
   return backend.read(out, static_cast<size_t>(n_tokens * gate.ne0));
 }
 
-// Gate and up of one type take the expert launches for up to 8 tokens; mixed types, and more tokens,
-// the grouped path (here expert 0 takes the batched f16 path at 30 tokens).
+// The expert FFN in float from the decoded weights, with the activations of both products rounded to 8
+// bits as the CUDA decode kernels do.
+std::vector<float> q8_reference_moe(const HostWeight& gate, const HostWeight& up, const HostWeight& down,
+                                    const std::vector<float>& x, const std::vector<int32_t>& ids,
+                                    const std::vector<float>& weights, int32_t n_tokens, int32_t n_used) {
+  const int64_t width = gate.ne0, ffn = gate.ne1;
+  const auto product = [](const HostWeight& w, int32_t expert, const std::vector<float>& input, int64_t row) {
+    const float* values = w.decoded.data() + (expert * w.ne1 + row) * w.ne0;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < w.ne0; ++i) sum += values[i] * input[i];
+    return sum;
+  };
+  std::vector<float> out(static_cast<size_t>(n_tokens * width), 0.0f);
+  for (int32_t t = 0; t < n_tokens; ++t) {
+    const auto input = q8_rounded(std::vector<float>(x.begin() + t * width, x.begin() + (t + 1) * width));
+    for (int32_t j = 0; j < n_used; ++j) {
+      const int32_t expert = ids[t * n_used + j];
+      std::vector<float> hidden(ffn);
+      for (int64_t r = 0; r < ffn; ++r) {
+        const float g = product(gate, expert, input, r);
+        hidden[r] = g / (1.0f + std::exp(-g)) * product(up, expert, input, r);
+      }
+      hidden = q8_rounded(hidden);
+      for (int64_t r = 0; r < width; ++r) out[t * width + r] += weights[t * n_used + j] * product(down, expert, hidden, r);
+    }
+  }
+  return out;
+}
+
+// Gate and up of one type take the expert launches for up to 8 tokens, mixed types the grouped GEMM path,
+// as do more tokens (200: several tiles of one expert); quant types of ABI 1.0 plugins the host-grouped
+// path (one expert at a time: the matvec kernel up to 8 tokens, f16 tiles and cuBLAS beyond).
 TEST(BackendCuda, MoeFfnMatchesTheCpuBackend) {
   SKIP_WITHOUT_CUDA();
   const int64_t width = 256, ffn = 512, n_experts = 6;
@@ -463,7 +528,7 @@ TEST(BackendCuda, MoeFfnMatchesTheCpuBackend) {
     const HostWeight gate = make_weight(types.gate, width, ffn, n_experts, 41);
     const HostWeight up = make_weight(types.up, width, ffn, n_experts, 42);
     const HostWeight down = make_weight(types.down, ffn, width, n_experts, 43);
-    for (const int32_t n_tokens : {1, 3, 8, 30}) {
+    for (const int32_t n_tokens : {1, 3, 8, 30, 200}) {
       const int32_t n_used = 2;
       std::vector<int32_t> ids;
       std::mt19937 rng(n_tokens);
@@ -473,11 +538,45 @@ TEST(BackendCuda, MoeFfnMatchesTheCpuBackend) {
       }
       const auto weights = random_floats(ids.size(), 44);
       const auto x = random_floats(static_cast<size_t>(n_tokens * width), 45);
-      Pair pair;
-      expect_close(run_moe(pair.cuda, gate, up, down, x, ids, weights, n_tokens, n_used),
-                   run_moe(pair.cpu, gate, up, down, x, ids, weights, n_tokens, n_used), n_tokens <= 8 ? 1e-5 : 3e-3,
-                   std::to_string(n_tokens) + " tokens, types " + std::to_string(types.gate) + "/" +
-                       std::to_string(types.up) + "/" + std::to_string(types.down));
+      // Up to 8 tokens activations are rounded to 8 bits, as the reference does; a SwiGLU product a hair
+      // from a rounding boundary may still land one level off, and these heavy-tailed products make one
+      // level up to ~5e-3 of an output. Beyond 8 tokens weights and activations are rounded to f16 for the
+      // tensor cores (twice: the SwiGLU product too), against the float CPU. ABI 1.0 types group on the
+      // host, where an expert with at most 8 tokens takes the 8-bit matvec: no reference here rounds like
+      // that mixture, so those cases are left to the all-8-bit and all-f16 ones.
+      std::vector<int32_t> slots_of_expert(n_experts, 0);
+      for (const int32_t id : ids) ++slots_of_expert[id];
+      const bool some_expert_decodes =
+          std::any_of(slots_of_expert.begin(), slots_of_expert.end(), [](int32_t count) { return count > 0 && count <= 8; });
+      Backend cpu(strata::cpu::cpu_backend_table());
+      const auto expected = n_tokens <= 8 ? q8_reference_moe(gate, up, down, x, ids, weights, n_tokens, n_used)
+                                          : run_moe(cpu, gate, up, down, x, ids, weights, n_tokens, n_used);
+      for (const bool abi_1_0 : {false, true}) {
+        if (abi_1_0 && n_tokens > 8 && some_expert_decodes) continue;
+        Backend cuda(*cuda_plugin().table, "{}", abi_1_0);
+        expect_close(run_moe(cuda, gate, up, down, x, ids, weights, n_tokens, n_used), expected,
+                     n_tokens <= 8 ? 1e-2 : 6e-3,
+                     std::to_string(n_tokens) + " tokens, types " + std::to_string(types.gate) + "/" +
+                         std::to_string(types.up) + "/" + std::to_string(types.down) + (abi_1_0 ? ", ABI 1.0 types" : ""));
+      }
+    }
+  }
+}
+
+// Beyond 8 tokens the grouped GEMM of every type (ABI 1.1) and the f16 tiles for cuBLAS (ABI 1.0 types)
+// agree with the CPU, with tiles of 64 tokens cut at odd counts.
+TEST(BackendCuda, PromptMatmulOfEveryTypeMatchesTheCpuBackend) {
+  SKIP_WITHOUT_CUDA();
+  for (const uint32_t type_id : {kBF16, kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S}) {
+    const HostWeight weight = make_weight(type_id, 512, 100, 2, 81 + type_id);
+    const int32_t n_tokens = 130;
+    const auto x = random_floats(static_cast<size_t>(n_tokens) * 512, 82);
+    Backend cpu(strata::cpu::cpu_backend_table());
+    const auto expected = matmul(cpu, weight, 1, x, n_tokens);
+    for (const bool abi_1_0 : {false, true}) {
+      Backend cuda(*cuda_plugin().table, "{}", abi_1_0);
+      expect_close(matmul(cuda, weight, 1, x, n_tokens), expected, 3e-3,
+                   "type " + std::to_string(type_id) + (abi_1_0 ? ", ABI 1.0 types" : ""));
     }
   }
 }
@@ -730,23 +829,32 @@ TEST(BackendCudaLargeModel, CpuAndCudaLogitsAgree) {
     }
     logits.push_back(std::move(all));
   }
+  // Rounding (the CPU's 8-bit activations) moves each logit by a little: every top-1 disagreement must be a
+  // near tie, the CPU's margin between the two tokens below the largest logit difference of that position,
+  // and that difference small against the spread of the logits.
   const size_t n_vocab = logits[0].size() / tokens.size();
+  size_t disagreements = 0;
   for (size_t t = 0; t < tokens.size(); ++t) {
-    const float* cpu = logits[0].data() + t * n_vocab;
-    const float* gpu = logits[1].data() + t * n_vocab;
-    const size_t cpu_best = std::max_element(cpu, cpu + n_vocab) - cpu, gpu_best = std::max_element(gpu, gpu + n_vocab) - gpu;
-    double mean = 0, sq = 0, worst = 0;
-    for (size_t i = 0; i < n_vocab; ++i) mean += cpu[i], sq += double{cpu[i]} * cpu[i], worst = std::max(worst, double(std::fabs(cpu[i] - gpu[i])));
-    mean /= n_vocab;
-    std::vector<float> sorted(cpu, cpu + n_vocab);
-    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
-    std::printf("t%zu cpu %zu gpu %zu gap %.4f top2gap %.4f std %.4f maxdiff %.4f\n", t, cpu_best, gpu_best, cpu[cpu_best] - cpu[gpu_best], sorted[0] - sorted[1], std::sqrt(sq / n_vocab - mean * mean), worst);
+    const std::span<const float> cpu(logits[0].data() + t * n_vocab, n_vocab), gpu(logits[1].data() + t * n_vocab, n_vocab);
+    const size_t cpu_best = std::max_element(cpu.begin(), cpu.end()) - cpu.begin();
+    const size_t gpu_best = std::max_element(gpu.begin(), gpu.end()) - gpu.begin();
+    double mean = 0.0, squares = 0.0, largest_difference = 0.0;
+    for (size_t i = 0; i < n_vocab; ++i) {
+      mean += cpu[i], squares += double{cpu[i]} * cpu[i];
+      largest_difference = std::max(largest_difference, double{std::fabs(cpu[i] - gpu[i])});
+    }
+    mean /= static_cast<double>(n_vocab);
+    const double spread = std::sqrt(squares / static_cast<double>(n_vocab) - mean * mean);
+    EXPECT_LE(largest_difference, 0.15 * spread) << "position " << t;
+    if (cpu_best != gpu_best) {
+      ++disagreements;
+      EXPECT_LT(cpu[cpu_best] - cpu[gpu_best], largest_difference) << "position " << t;
+    }
   }
   const auto distance = strata::test::logit_distance(logits[0], logits[1], n_vocab);
-  std::printf("synth qwen3-30b-a3b, cuda vs cpu over %zu tokens: mean KL %.3g, top-1 agreement %.4f\n", tokens.size(),
-              distance.mean_kl, distance.top1);
+  std::printf("synth qwen3-30b-a3b, cuda vs cpu over %zu tokens: mean KL %.3g, top-1 agreement %.4f (%zu near ties)\n",
+              tokens.size(), distance.mean_kl, distance.top1, disagreements);
   EXPECT_LE(distance.mean_kl, 1e-3);
-  EXPECT_GE(distance.top1, 0.9);
 }
 
 }  // namespace

@@ -8,8 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "plugins/plugin_test_support.hpp"
+#include "strata/plugin.h"
 
 namespace {
+
+// "major.minor" of the ABI these tests and the host are built with.
+std::string host_abi() { return std::to_string(STRATA_ABI_MAJOR) + "." + std::to_string(STRATA_ABI_MINOR); }
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -61,17 +65,17 @@ TEST_F(CliPlugins, JsonListsLoadedSkippedProblemsAndProviders) {
   const json report = json::parse(run.output);
 
   EXPECT_EQ(report["manifest"], manifest.string());
-  EXPECT_EQ(report["host_abi"], "1.0");
+  EXPECT_EQ(report["host_abi"], host_abi());
 
   const json* loaded = find_by(report["loaded"], "name", "quant-q4_0");
   ASSERT_NE(loaded, nullptr) << report.dump(2);
-  EXPECT_EQ(*loaded, (json{{"name", "quant-q4_0"}, {"kind", "quant"}, {"version", "1.0.0"}, {"abi", "1.0"},
+  EXPECT_EQ(*loaded, (json{{"name", "quant-q4_0"}, {"kind", "quant"}, {"version", "1.0.0"}, {"abi", host_abi()},
                           {"file", example.string()}, {"score", 1}}));
   EXPECT_EQ(report["loaded"].size(), 2u);
 
   ASSERT_EQ(report["skipped"].size(), 1u);
   EXPECT_EQ(report["skipped"][0]["file"], newer.string());
-  EXPECT_EQ(report["skipped"][0]["reason"], "built for plugin ABI 2.0, this host speaks 1.0");
+  EXPECT_EQ(report["skipped"][0]["reason"], "built for plugin ABI 2.0, this host speaks " + host_abi());
 
   ASSERT_EQ(report["problems"].size(), 1u);
   EXPECT_THAT(report["problems"][0].get<std::string>(), HasSubstr("Q8_0 is offered by core, test-q8_0-alt"));
@@ -92,7 +96,7 @@ TEST_F(CliPlugins, TextListsTheSkippedPluginWithItsReason) {
   const auto run = run_strata("--log-level off plugins --manifest " + quoted(manifest));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_THAT(run.output, HasSubstr("skipped plugins (1):\n  " + newer.string() +
-                                    ": built for plugin ABI 2.0, this host speaks 1.0\n"));
+                                    ": built for plugin ABI 2.0, this host speaks " + host_abi() + "\n"));
   EXPECT_THAT(run.output, HasSubstr("loaded plugins (0):\n  none\n"));
 }
 

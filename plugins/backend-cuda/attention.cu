@@ -42,6 +42,25 @@ struct KvView {
     if (halves != nullptr) return __half2float(halves[row * head_dim + i]);
     return static_cast<float>(levels[row * head_dim + i]) * scales[row * groups_per_row + i / kInt8GroupSize];
   }
+  // dot(row, x) over head_dim values; f16 rows of whole 8-value chunks are read 16 bytes at a time.
+  __device__ float dot(size_t row, const float* x) const {
+    float sum = 0.0f;
+    if (halves != nullptr && head_dim % 8 == 0) {
+      const uint4* chunks = reinterpret_cast<const uint4*>(halves + row * head_dim);
+      for (int c = 0; c < head_dim / 8; ++c) {
+        const uint4 bits = chunks[c];
+        const __half2* pairs = reinterpret_cast<const __half2*>(&bits);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 pair = __half22float2(pairs[i]);
+          sum += pair.x * x[8 * c + 2 * i] + pair.y * x[8 * c + 2 * i + 1];
+        }
+      }
+      return sum;
+    }
+    for (int i = 0; i < head_dim; ++i) sum += load(row, i) * x[i];
+    return sum;
+  }
 };
 
 KvView view(const strata_kv_cache& cache, const DeviceAllocation& data, const DeviceAllocation& scales) {
@@ -73,45 +92,48 @@ __global__ void store_kernel(KvView keys, KvView values, const float* k, const f
   }
 }
 
-// One block per (token, head). Each warp walks every kAttentionWarps-th cache position with an online
-// softmax (running max, running sum, rescaled accumulator); lanes hold values lane, lane + 32, ...; the
-// warps' partial results are merged at the end. Nothing is stored per position, so any context fits.
+// One block per (token, head). The warps take turns at runs of 32 cache positions, a position per lane:
+// each lane scores its position against the scaled query in shared memory, then the warp updates its
+// online softmax state once per run (running max, running sum, rescaled accumulator, each lane holding
+// dimensions lane, lane + 32, ...) and adds the run's values. The warps' states are merged at the end.
+// Nothing is stored per position, so any context fits. (Lanes splitting each score's dimensions instead,
+// with a shuffle reduction per position, measured 9% slower decoding on the H200.)
 __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     attention_kernel(KvView keys, KvView values, const float* q, const int32_t* positions, float* out, int layer,
                      int n_head, int n_head_kv, int n_ctx, float scale) {
   __shared__ float warp_max[kAttentionWarps], warp_sum_shared[kAttentionWarps];
   __shared__ float warp_acc[kAttentionWarps][kMaxValuesPerLane * kWarp];
+  __shared__ float query[kMaxValuesPerLane * kWarp];
   const int token = blockIdx.x / n_head, head = blockIdx.x % n_head;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int head_dim = keys.head_dim;
   const int kv_head = head / (n_head / n_head_kv);
   const size_t first_row = (static_cast<size_t>(layer) * n_head_kv + kv_head) * n_ctx;
   const float* q_row = q + (int64_t{token} * n_head + head) * head_dim;
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) query[i] = q_row[i] * scale;
+  __syncthreads();
 
-  float q_values[kMaxValuesPerLane], acc[kMaxValuesPerLane];
-#pragma unroll
-  for (int k = 0; k < kMaxValuesPerLane; ++k) {
-    const int i = lane + kWarp * k;
-    q_values[k] = i < head_dim ? q_row[i] : 0.0f;
-    acc[k] = 0.0f;
-  }
+  float acc[kMaxValuesPerLane] = {};
   float running_max = -INFINITY, running_sum = 0.0f;
-  for (int j = warp; j <= positions[token]; j += kAttentionWarps) {
-    const size_t row = first_row + j;
-    float dot = 0.0f;
+  const int last = positions[token];
+  for (int base = warp * kWarp; base <= last; base += kAttentionWarps * kWarp) {
+    const int j = base + lane;
+    const float score = j <= last ? keys.dot(first_row + j, query) : -INFINITY;
+    const float new_max = fmaxf(running_max, sdk::cuda::warp_max(score));
+    const float weight = j <= last ? expf(score - new_max) : 0.0f;
+    const float correction = expf(running_max - new_max);
+    running_sum = running_sum * correction + sdk::cuda::warp_sum(weight);
 #pragma unroll
-    for (int k = 0; k < kMaxValuesPerLane; ++k) {
-      const int i = lane + kWarp * k;
-      if (i < head_dim) dot += keys.load(row, i) * q_values[k];
-    }
-    const float score = sdk::cuda::warp_sum(dot) * scale;
-    const float new_max = fmaxf(running_max, score);
-    const float correction = expf(running_max - new_max), weight = expf(score - new_max);
-    running_sum = running_sum * correction + weight;
+    for (int k = 0; k < kMaxValuesPerLane; ++k) acc[k] *= correction;
+    const int count = min(kWarp, last - base + 1);
+    for (int p = 0; p < count; ++p) {
+      const float w = __shfl_sync(0xffffffffu, weight, p);
+      const size_t row = first_row + base + p;
 #pragma unroll
-    for (int k = 0; k < kMaxValuesPerLane; ++k) {
-      const int i = lane + kWarp * k;
-      if (i < head_dim) acc[k] = acc[k] * correction + weight * values.load(row, i);
+      for (int k = 0; k < kMaxValuesPerLane; ++k) {
+        const int i = lane + kWarp * k;
+        if (i < head_dim) acc[k] += w * values.load(row, i);
+      }
     }
     running_max = new_max;
   }

@@ -61,6 +61,7 @@ struct strata_backend {
   strata::cuda::DeviceScratch positions{"positions scratch"};
   strata::cuda::DeviceScratch moe_slots{"moe slot scratch"};
   strata::cuda::DeviceScratch moe_floats{"moe activation scratch"};
+  strata::cuda::DeviceScratch gemm_tiles{"gemm tile list scratch"};
   strata_graph* recording = nullptr;  // the step graph being captured on the stream, if any
 };
 

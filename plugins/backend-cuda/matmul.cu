@@ -1,11 +1,13 @@
 // Weight x activation products. Up to kMaxMatvecTokens tokens: the type's matvec kernel decodes the stored
-// blocks on the fly (the decode path is bound by reading the weights once). More tokens: the weights are
-// decoded a tile of rows at a time to f16 (F16 weights are used in place) and cuBLAS multiplies on the
-// tensor cores with float accumulation; F32 weights take a plain float GEMM.
+// blocks on the fly (the decode path is bound by reading the weights once). More tokens: the type's grouped
+// GEMM decodes the weights into shared memory per tile of 64 tokens and multiplies on the tensor cores;
+// F16 weights go to cuBLAS in place, F32 weights to a float GEMM, and a type without a grouped GEMM is
+// decoded a tile of rows at a time to f16 for cuBLAS. All accumulate in float.
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "cuda_status.hpp"
 #include "matmul.hpp"
@@ -62,6 +64,23 @@ void multiply_batch(strata_backend& backend, const strata_weight& weight, int64_
   check_launch("to_f16");
   if (weight.type->type_id == kTypeF16) {
     gemm_f16(backend, reinterpret_cast<const __half*>(matrix), x16, ne0, ne1, 0, ne1, n_tokens, out);
+    return;
+  }
+  if (weight.kernels.grouped_gemm != nullptr && ne0 % 32 == 0) {
+    // The tiles of one expert's matrix; the count goes last.
+    std::vector<int32_t> tiles;
+    for (int64_t first = 0; first < n_tokens; first += STRATA_GEMM_TILE_TOKENS) {
+      tiles.insert(tiles.end(), {static_cast<int32_t>(expert), static_cast<int32_t>(first),
+                                 static_cast<int32_t>(std::min<int64_t>(STRATA_GEMM_TILE_TOKENS, n_tokens - first))});
+    }
+    const auto n_tiles = static_cast<int32_t>(tiles.size() / 3);
+    tiles.push_back(n_tiles);
+    const int32_t* device_tiles = backend.upload(backend.gemm_tiles, tiles.data(), tiles.size());
+    const strata_cuda_grouped_gemm args{sizeof(strata_cuda_grouped_gemm), weight.matrix(0), ne0, ne1, weight.row_bytes,
+                                        weight.row_bytes * static_cast<size_t>(ne1), static_cast<int32_t>(weight.ne2),
+                                        n_tiles, device_tiles, device_tiles + 3 * n_tiles,
+                                        reinterpret_cast<const uint16_t*>(x16), out};
+    check_call([&](strata_error* error) { return weight.kernels.grouped_gemm(&args, backend.stream, error); });
     return;
   }
   const int64_t tile_rows = std::clamp<int64_t>(static_cast<int64_t>(kTileBytes / (ne0 * sizeof(__half))), 1, ne1);

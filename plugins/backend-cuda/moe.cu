@@ -1,11 +1,13 @@
-// The grouped expert FFN, two ways.
+// The grouped expert FFN, three ways, each summing a token's experts in its own choice order.
 // Decode (a few tokens, types with an expert launcher): two launches read the chosen experts' rows straight
 // from the router's ids on the device, gate and up with SwiGLU in one, down with the weighted sum in the
 // other; nothing waits for the host, so a decode step can be captured in a CUDA graph.
-// Prompts: the ids come to the host (one small copy per layer), the (token, choice) slots are grouped by
-// expert with a counting sort that keeps token order, and each expert used by the step multiplies its
-// tokens' gathered rows at once: its weights are read once per step.
-// Either way each token sums its experts in its own choice order.
+// Prompts (types with a grouped GEMM): one kernel groups the (token, choice) slots by expert on the
+// device, and gate, up and down are one tensor-core launch each over all experts' tiles of tokens.
+// Otherwise (a plugin without those launchers): the ids come to the host, which groups the slots, and
+// each used expert multiplies its tokens' rows with the backend's matmul.
+#include <cuda_fp16.h>
+
 #include <numeric>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@ namespace strata::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int64_t kMaxGroupedExperts = 4096;  // two counters each in the grouping kernel's shared memory
 
 void check_expert_shapes(const strata_weight& gate, const strata_weight& up, const strata_weight& down) {
   if (up.ne0 != gate.ne0 || up.ne1 != gate.ne1 || up.ne2 != gate.ne2 || down.ne0 != gate.ne1 ||
@@ -55,7 +58,9 @@ __global__ void combine_kernel(const float* down_out, const int32_t* position_of
   float sum = 0.0f;
   for (int j = 0; j < n_used; ++j) {
     const int64_t slot = token * n_used + j;
-    sum += weights[slot] * down_out[position_of[slot] * width + column];
+    const int32_t position = position_of[slot];
+    // A slot without a position had an expert id out of range (device grouping): NaN, not a wrong read.
+    sum += position >= 0 ? weights[slot] * down_out[position * width + column] : __int_as_float(0x7fc00000);
   }
   out[i] = sum;
 }
@@ -97,6 +102,120 @@ void multiply_groups(strata_backend& backend, const strata_weight& weight, const
     const int64_t first = grouping.first_of_expert[expert], count = grouping.first_of_expert[expert + 1] - first;
     if (count > 0) multiply(backend, weight, expert, x + first * weight.ne0, count, out + first * weight.ne1);
   }
+}
+
+// Slots grouped by expert on the device: position_of[slot], slot_at[position] (-1 for the positions of
+// slots whose id is out of range, which get position -1), and tiles of up to 64 positions of one expert.
+// The order of slots within an expert is arbitrary: a slot's products do not depend on its position.
+__global__ void group_kernel(const int32_t* ids, int n_slots, int n_experts, int32_t* slot_at, int32_t* position_of,
+                             int32_t* tiles, int32_t* tile_count) {
+  extern __shared__ int32_t per_expert[];  // counts, then the next free position
+  int32_t* counts = per_expert;
+  int32_t* next = per_expert + n_experts;
+  for (int e = threadIdx.x; e < n_experts; e += blockDim.x) counts[e] = 0;
+  for (int s = threadIdx.x; s < n_slots; s += blockDim.x) slot_at[s] = -1;
+  __syncthreads();
+  for (int s = threadIdx.x; s < n_slots; s += blockDim.x) {
+    const int e = ids[s];
+    if (e >= 0 && e < n_experts) atomicAdd(&counts[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int position = 0, n_tiles = 0;
+    for (int e = 0; e < n_experts; ++e) {
+      next[e] = position;
+      for (int p = 0; p < counts[e]; p += STRATA_GEMM_TILE_TOKENS, ++n_tiles) {
+        tiles[3 * n_tiles] = e;
+        tiles[3 * n_tiles + 1] = position + p;
+        tiles[3 * n_tiles + 2] = min(STRATA_GEMM_TILE_TOKENS, counts[e] - p);
+      }
+      position += counts[e];
+    }
+    *tile_count = n_tiles;
+  }
+  __syncthreads();
+  for (int s = threadIdx.x; s < n_slots; s += blockDim.x) {
+    const int e = ids[s];
+    const int position = e >= 0 && e < n_experts ? atomicAdd(&next[e], 1) : -1;
+    if (position >= 0) slot_at[position] = s;
+    position_of[s] = position;
+  }
+}
+
+// grouped[position] = x[token of the slot at position] as f16 (zeros where no slot).
+__global__ void gather_f16_kernel(const float* x, const int32_t* slot_at, int n_used, int64_t width, __half* grouped,
+                                  int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n) return;
+  const int slot = slot_at[i / width];
+  grouped[i] = __float2half_rn(slot >= 0 ? x[slot / n_used * width + i % width] : 0.0f);
+}
+
+__global__ void swiglu_f16_kernel(const float* gate, const float* up, __half* out, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) out[i] = __float2half_rn(silu(gate[i]) * up[i]);
+}
+
+bool fits_grouped_gemm(const strata_weight& gate, const strata_weight& up, const strata_weight& down) {
+  return gate.kernels.grouped_gemm != nullptr && up.kernels.grouped_gemm != nullptr &&
+         down.kernels.grouped_gemm != nullptr && gate.ne0 % 32 == 0 && gate.ne1 % 32 == 0 &&
+         gate.ne2 <= kMaxGroupedExperts;
+}
+
+void grouped_gemm(strata_backend& backend, const strata_weight& weight, const int32_t* tiles, const int32_t* tile_count,
+                  int32_t max_tiles, const __half* x, float* out) {
+  const strata_cuda_grouped_gemm args{sizeof(strata_cuda_grouped_gemm),
+                                      weight.matrix(0),
+                                      weight.ne0,
+                                      weight.ne1,
+                                      weight.row_bytes,
+                                      weight.row_bytes * static_cast<size_t>(weight.ne1),
+                                      static_cast<int32_t>(weight.ne2),
+                                      max_tiles,
+                                      tiles,
+                                      tile_count,
+                                      reinterpret_cast<const uint16_t*>(x),
+                                      out};
+  check_call([&](strata_error* error) { return weight.kernels.grouped_gemm(&args, backend.stream, error); });
+}
+
+void device_grouped(strata_backend& backend, const strata_weight& gate, const strata_weight& up,
+                    const strata_weight& down, const float* x, int32_t n_tokens, int32_t n_used, const int32_t* ids,
+                    const float* weights, float* out) {
+  const int64_t n_slots = int64_t{n_tokens} * n_used, width = gate.ne0, ffn = gate.ne1;
+  const auto n_experts = static_cast<int32_t>(gate.ne2);
+  const auto max_tiles = static_cast<int32_t>(n_experts + (n_slots + STRATA_GEMM_TILE_TOKENS - 1) / STRATA_GEMM_TILE_TOKENS);
+  int32_t* indices = backend.moe_slots.get<int32_t>(backend.budget, backend.stream, 2 * n_slots + 3 * max_tiles + 1);
+  int32_t* slot_at = indices;
+  int32_t* position_of = indices + n_slots;
+  int32_t* tiles = position_of + n_slots;
+  int32_t* tile_count = tiles + 3 * max_tiles;
+  const size_t shared_bytes = 2 * static_cast<size_t>(n_experts) * sizeof(int32_t);
+  group_kernel<<<1, 1024, shared_bytes, backend.stream>>>(ids, static_cast<int>(n_slots), n_experts, slot_at,
+                                                          position_of, tiles, tile_count);
+  check_launch("moe group");
+
+  // Scratch: f16 inputs, gate and up results, the f16 SwiGLU product, down results.
+  const size_t half_values = static_cast<size_t>(n_slots * (width + ffn));
+  auto* halves = backend.activations_f16.get<__half>(backend.budget, backend.stream, half_values);
+  __half* grouped_x = halves;
+  __half* product = halves + n_slots * width;
+  float* gate_out = backend.moe_floats.get<float>(backend.budget, backend.stream, static_cast<size_t>(n_slots * (2 * ffn + width)));
+  float* up_out = gate_out + n_slots * ffn;
+  float* down_out = up_out + n_slots * ffn;
+
+  gather_f16_kernel<<<blocks_for(n_slots * width, kThreads), kThreads, 0, backend.stream>>>(x, slot_at, n_used, width,
+                                                                                          grouped_x, n_slots * width);
+  check_launch("moe gather");
+  grouped_gemm(backend, gate, tiles, tile_count, max_tiles, grouped_x, gate_out);
+  grouped_gemm(backend, up, tiles, tile_count, max_tiles, grouped_x, up_out);
+  swiglu_f16_kernel<<<blocks_for(n_slots * ffn, kThreads), kThreads, 0, backend.stream>>>(gate_out, up_out, product,
+                                                                                        n_slots * ffn);
+  check_launch("moe swiglu");
+  grouped_gemm(backend, down, tiles, tile_count, max_tiles, product, down_out);
+  combine_kernel<<<blocks_for(n_tokens * width, kThreads), kThreads, 0, backend.stream>>>(
+      down_out, position_of, weights, n_used, width, out, n_tokens * width);
+  check_launch("moe combine");
 }
 
 bool fits_expert_launches(const strata_weight& gate, const strata_weight& up, const strata_weight& down,
@@ -162,6 +281,11 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   if (fits_expert_launches(gate_weight, up_weight, down_weight, n_tokens)) {
     expert_launches(instance, gate_weight, up_weight, down_weight, x_values, n_tokens, n_used, id_values,
                     weight_values, out_values);
+    return;
+  }
+  if (n_tokens > kMaxMatvecTokens && fits_grouped_gemm(gate_weight, up_weight, down_weight)) {
+    device_grouped(instance, gate_weight, up_weight, down_weight, x_values, n_tokens, n_used, id_values, weight_values,
+                   out_values);
     return;
   }
 

@@ -11,12 +11,7 @@ namespace strata::cuda {
 namespace {
 
 using sdk::cuda::kWarp;
-
-__device__ inline float warp_max(float value) {
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  return value;
-}
+using sdk::cuda::warp_max;
 
 // Does (p, i) rank before (q, j)? Higher probability first; ties go to the lower index.
 __device__ inline bool ranks_before(float p, int i, float q, int j) { return p > q || (p == q && i < j); }

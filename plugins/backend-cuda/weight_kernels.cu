@@ -58,6 +58,12 @@ struct Q8_0Decoder {
 #pragma unroll
     for (int i = 0; i < 8; ++i) values[i] = __fmul_rn(d, static_cast<float>(levels[i]));
   }
+  static constexpr bool q8_has_min = false;
+  __device__ static void unpack32(const uint8_t* block, int, int32_t* levels, float* d, float&) {
+    d[0] = d[1] = load_f16(block);
+#pragma unroll
+    for (int word = 0; word < 8; ++word) levels[word] = static_cast<int32_t>(sdk::cuda::load_u32_aligned2(block + 2 + 4 * word));
+  }
 };
 
 // The core's float types have blocks of one value, the decoders above blocks of 8: counts are converted.
@@ -76,10 +82,10 @@ STRATA_DEFINE_CUDA_LAUNCHERS(q8_0, Q8_0Decoder)
 
 WeightKernels weight_kernels(const strata_quant_type& type) {
   switch (type.type_id) {
-    case kTypeF32: return {&per_value_dequantize_f16<f32_dequantize_f16>, &f32_matvec, &f32_expert_matvec};
-    case kTypeF16: return {&per_value_dequantize_f16<f16_dequantize_f16>, &f16_matvec, &f16_expert_matvec};
-    case kTypeBF16: return {&per_value_dequantize_f16<bf16_dequantize_f16>, &bf16_matvec, &bf16_expert_matvec};
-    case kTypeQ8_0: return {&q8_0_dequantize_f16, &q8_0_matvec, &q8_0_expert_matvec};
+    case kTypeF32: return {&per_value_dequantize_f16<f32_dequantize_f16>, &f32_matvec, &f32_expert_matvec, &f32_grouped_gemm};
+    case kTypeF16: return {&per_value_dequantize_f16<f16_dequantize_f16>, &f16_matvec, &f16_expert_matvec, &f16_grouped_gemm};
+    case kTypeBF16: return {&per_value_dequantize_f16<bf16_dequantize_f16>, &bf16_matvec, &bf16_expert_matvec, &bf16_grouped_gemm};
+    case kTypeQ8_0: return {&q8_0_dequantize_f16, &q8_0_matvec, &q8_0_expert_matvec, &q8_0_grouped_gemm};
   }
   // A plugin older than a field does not have it.
   const auto has = [&](size_t end) { return type.struct_size >= end; };
@@ -87,6 +93,9 @@ WeightKernels weight_kernels(const strata_quant_type& type) {
   WeightKernels kernels{type.cuda_dequantize_f16, type.cuda_matvec};
   if (has(offsetof(strata_quant_type, cuda_expert_matvec) + sizeof(type.cuda_expert_matvec))) {
     kernels.expert_matvec = type.cuda_expert_matvec;
+  }
+  if (has(offsetof(strata_quant_type, cuda_grouped_gemm) + sizeof(type.cuda_grouped_gemm))) {
+    kernels.grouped_gemm = type.cuda_grouped_gemm;
   }
   return kernels;
 }

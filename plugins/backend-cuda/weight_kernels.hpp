@@ -1,6 +1,6 @@
 // The kernels a weight's type offers on the GPU (quant.h's launcher signatures): the backend's own for
 // the core's types F32, F16, BF16 and Q8_0, the quant plugin's for every other type. dequantize_f16 and
-// matvec are required; expert_matvec (ABI 1.1) is optional.
+// matvec are required; expert_matvec and grouped_gemm (ABI 1.1) are optional.
 #pragma once
 
 #include "strata/quant.h"
@@ -13,6 +13,7 @@ struct WeightKernels {
   decltype(strata_quant_type::cuda_dequantize_f16) dequantize_f16 = nullptr;
   decltype(strata_quant_type::cuda_matvec) matvec = nullptr;
   decltype(strata_quant_type::cuda_expert_matvec) expert_matvec = nullptr;
+  decltype(strata_quant_type::cuda_grouped_gemm) grouped_gemm = nullptr;
 
   bool available() const { return dequantize_f16 != nullptr && matvec != nullptr; }
 };

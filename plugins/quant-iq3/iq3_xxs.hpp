@@ -27,6 +27,7 @@ struct Iq3XxsCodec {
   static constexpr auto& cuda_dequantize_f16 = cuda::iq3_xxs_dequantize_f16;
   static constexpr auto& cuda_matvec = cuda::iq3_xxs_matvec;
   static constexpr auto& cuda_expert_matvec = cuda::iq3_xxs_expert_matvec;
+  static constexpr auto& cuda_grouped_gemm = cuda::iq3_xxs_grouped_gemm;
 #endif
 };
 

@@ -22,6 +22,7 @@ struct Q5KCodec {
   static constexpr auto& cuda_dequantize_f16 = cuda::q5_k_dequantize_f16;
   static constexpr auto& cuda_matvec = cuda::q5_k_matvec;
   static constexpr auto& cuda_expert_matvec = cuda::q5_k_expert_matvec;
+  static constexpr auto& cuda_grouped_gemm = cuda::q5_k_grouped_gemm;
 #endif
 };
 

@@ -22,6 +22,7 @@ struct Q6KCodec {
   static constexpr auto& cuda_dequantize_f16 = cuda::q6_k_dequantize_f16;
   static constexpr auto& cuda_matvec = cuda::q6_k_matvec;
   static constexpr auto& cuda_expert_matvec = cuda::q6_k_expert_matvec;
+  static constexpr auto& cuda_grouped_gemm = cuda::q6_k_grouped_gemm;
 #endif
 };
 

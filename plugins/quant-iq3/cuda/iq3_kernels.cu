@@ -11,6 +11,7 @@ namespace {
 
 using sdk::cuda::load_f16;
 using sdk::cuda::load_u32;
+using sdk::cuda::signed_bytes;
 
 // The device copies of the lookup tables, filled once from the host tables (one source of truth).
 __device__ uint32_t device_xxs_grid[256];
@@ -52,6 +53,19 @@ struct Iq3XxsDecoder {
     expand_point(device_xxs_grid[indices[0]], sub_scale, signs, 0, values);
     expand_point(device_xxs_grid[indices[1]], sub_scale, signs, 4, values + 4);
   }
+  // A group of 32 values is one sub-block: 8 grid points, signs from four 7-bit indices.
+  static constexpr bool q8_has_min = false;
+  __device__ static void unpack32(const uint8_t* block, int group, int32_t* levels, float* d, float&) {
+    const uint32_t packed = load_u32(block + 66 + 4 * group);
+    d[0] = d[1] = __fmul_rn(__fmul_rn(load_f16(block), 0.5f + static_cast<float>(packed >> 28)), 0.5f);
+    const uint8_t* indices = block + 2 + 8 * group;
+#pragma unroll
+    for (int pair = 0; pair < 4; ++pair) {
+      const uint32_t signs = device_signs[(packed >> (7 * pair)) & 127];
+      levels[2 * pair] = signed_bytes(device_xxs_grid[indices[2 * pair]], signs & 15u);
+      levels[2 * pair + 1] = signed_bytes(device_xxs_grid[indices[2 * pair + 1]], signs >> 4);
+    }
+  }
 };
 
 // 256 values in 110 bytes: d, qs[64] (low 8 bits of the 9-bit indices), qh[8], signs[32], scales[4].
@@ -70,6 +84,20 @@ struct Iq3SDecoder {
       const int group = first_group + half;
       const uint32_t index = block[2 + 8 * sub_block + group] | (((high_bits >> group) & 1u) << 8);
       expand_point(device_s_grid[index], sub_scale, signs, 4 * half, values + 4 * half);
+    }
+  }
+  // A group of 32 values is one sub-block: 8 grid points of 9-bit indices, 4 sign bytes.
+  static constexpr bool q8_has_min = false;
+  __device__ static void unpack32(const uint8_t* block, int group, int32_t* levels, float* d, float&) {
+    const int nibble = (block[106 + group / 2] >> (4 * (group % 2))) & 0xf;
+    d[0] = d[1] = __fmul_rn(load_f16(block), static_cast<float>(1 + 2 * nibble));
+    const uint32_t high_bits = block[66 + group];
+    const uint32_t signs = sdk::cuda::load_u32_aligned2(block + 74 + 4 * group);
+    const uint8_t* low_bits = block + 2 + 8 * group;
+#pragma unroll
+    for (int point = 0; point < 8; ++point) {
+      const uint32_t index = low_bits[point] | (((high_bits >> point) & 1u) << 8);
+      levels[point] = signed_bytes(device_s_grid[index], (signs >> (4 * point)) & 15u);
     }
   }
 };

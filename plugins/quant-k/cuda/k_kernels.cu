@@ -7,6 +7,7 @@ namespace strata::quant_k::cuda {
 namespace {
 
 using sdk::cuda::load_f16;
+using sdk::cuda::load_u32_aligned2;
 
 // Sub-block j's 6-bit scale and min codes from the 12 packed bytes of a Q4_K / Q5_K header (k_common.hpp).
 struct ScaleMinCode {
@@ -37,6 +38,21 @@ struct ScaleMinDecoder {
       values[i] = __fsub_rn(__fmul_rn(scale, static_cast<float>(level)), min);
     }
   }
+  // A group of 32 values is one sub-block: value = scale * level - min.
+  static constexpr bool q8_has_min = true;
+  __device__ static void unpack32(const uint8_t* block, int group, int32_t* levels, float* d, float& m) {
+    const int chunk64 = group / 2, is_high = group % 2;
+    const ScaleMinCode code = scale_min_code(block + 4, group);
+    d[0] = d[1] = __fmul_rn(load_f16(block), static_cast<float>(code.scale));
+    m = __fmul_rn(load_f16(block + 2), static_cast<float>(code.min));
+    const uint8_t* qs = block + (kFifthBit ? 48 : 16) + 32 * chunk64;
+#pragma unroll
+    for (int word = 0; word < 8; ++word) {
+      uint32_t level = (load_u32_aligned2(qs + 4 * word) >> (4 * is_high)) & 0x0f0f0f0fu;
+      if (kFifthBit) level |= ((load_u32_aligned2(block + 16 + 4 * word) >> group) & 0x01010101u) << 4;
+      levels[word] = static_cast<int32_t>(level);
+    }
+  }
 };
 using Q4KDecoder = ScaleMinDecoder<144, false>;
 using Q5KDecoder = ScaleMinDecoder<176, true>;
@@ -58,6 +74,22 @@ struct Q6KDecoder {
       const int l = l0 + i;
       const int level = (((low_bits[l] >> (4 * (k >> 1))) & 15) | (((high_bits[l] >> (2 * k)) & 3) << 4)) - 32;
       values[i] = __fmul_rn(step, static_cast<float>(level));
+    }
+  }
+  // A group of 32 values shares low nibble and high bit positions, with a scale per 16.
+  static constexpr bool q8_has_min = false;
+  __device__ static void unpack32(const uint8_t* block, int group, int32_t* levels, float* d, float&) {
+    const int half = group / 4, k = group % 4;
+    const uint8_t* low_bits = block + 64 * half + 32 * (k & 1);
+    const uint8_t* high_bits = block + 128 + 32 * half;
+    const float block_scale = load_f16(block + 208);
+    d[0] = __fmul_rn(block_scale, static_cast<float>(static_cast<int8_t>(block[192 + 8 * half + 2 * k])));
+    d[1] = __fmul_rn(block_scale, static_cast<float>(static_cast<int8_t>(block[192 + 8 * half + 2 * k + 1])));
+#pragma unroll
+    for (int word = 0; word < 8; ++word) {
+      const uint32_t low = (load_u32_aligned2(low_bits + 4 * word) >> (4 * (k >> 1))) & 0x0f0f0f0fu;
+      const uint32_t high = ((load_u32_aligned2(high_bits + 4 * word) >> (2 * k)) & 0x03030303u) << 4;
+      levels[word] = static_cast<int32_t>(__vsub4(low | high, 0x20202020u));
     }
   }
 };

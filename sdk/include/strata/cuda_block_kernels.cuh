@@ -3,38 +3,23 @@
 //   static constexpr int block_elements, block_bytes;        // block_elements a multiple of 8
 //   __device__ static void decode8(const uint8_t* block, int chunk, float values[8]);
 //   static strata_status prepare(strata_error*);              // optional: runs before each launch
+//   q8_has_min, unpack32                                      // optional: see cuda_q8_kernels.cuh
 // decode8 writes values 8*chunk .. 8*chunk+7 of one block, with the same float operations as the format's
 // CPU dequantizer (use __fmul_rn / __fsub_rn where the compiler could otherwise fuse them into an FMA).
-// STRATA_DEFINE_CUDA_LAUNCHERS turns a Decoder into the two launchers of strata_quant_type.
+// STRATA_DEFINE_CUDA_LAUNCHERS turns a Decoder into the launchers of strata_quant_type. Decode steps take
+// the 8-bit activation kernels where the Decoder can unpack and the activations fit in shared memory,
+// else the float kernels below; prompts take the grouped GEMM (cuda_gemm_kernel.cuh).
 #pragma once
-
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
 
 #include <cstdint>
 #include <string>
 
+#include "strata/cuda_block_common.cuh"
+#include "strata/cuda_gemm_kernel.cuh"
+#include "strata/cuda_q8_kernels.cuh"
 #include "strata/plugin.hpp"
 
 namespace strata::sdk::cuda {
-
-inline constexpr int kChunkValues = 8;
-inline constexpr int kMaxMatvecTokens = 8;
-inline constexpr int kMatvecRowsPerBlock = 4;  // one warp per row
-inline constexpr int kWarp = 32;
-
-// Blocks are packed back to back (34, 98, 110 bytes...), so multi-byte fields are read a byte at a time.
-__device__ inline uint32_t load_u16(const uint8_t* p) { return p[0] | (uint32_t{p[1]} << 8); }
-__device__ inline uint32_t load_u32(const uint8_t* p) { return load_u16(p) | (load_u16(p + 2) << 16); }
-__device__ inline float load_f16(const uint8_t* p) {
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(load_u16(p))));
-}
-
-__device__ inline float warp_sum(float value) {
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
 
 template <class Decoder>
 __global__ void dequantize_f16_kernel(const uint8_t* blocks, __half* out, int64_t n_chunks) {
@@ -48,24 +33,6 @@ __global__ void dequantize_f16_kernel(const uint8_t* blocks, __half* out, int64_
 #pragma unroll
   for (int i = 0; i < kChunkValues; ++i) halves[i] = __float2half_rn(values[i]);
   reinterpret_cast<uint4*>(out)[chunk] = *reinterpret_cast<const uint4*>(halves);
-}
-
-// Chunks a lane decodes before it uses any: their loads are independent and in flight together. A warp
-// reads only a block or two per chunk step, so one chunk at a time would leave the memory system idle.
-inline constexpr int kChunksInFlight = 4;
-
-// Values 8*chunk .. 8*chunk+7 of a row of blocks.
-template <class Decoder>
-__device__ inline void decode_chunk(const uint8_t* row, int64_t chunk, float w[kChunkValues]) {
-  constexpr int kChunksPerBlock = Decoder::block_elements / kChunkValues;
-  Decoder::decode8(row + chunk / kChunksPerBlock * Decoder::block_bytes, static_cast<int>(chunk % kChunksPerBlock), w);
-}
-
-// dot(w, the 8 values of x at chunk).
-__device__ inline float dot8(const float w[kChunkValues], const float* x, int64_t chunk) {
-  const float4* xs = reinterpret_cast<const float4*>(x + chunk * kChunkValues);
-  const float4 a = xs[0], b = xs[1];
-  return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
 }
 
 // One warp per weight row; lane l decodes chunks l, l + 32, ..., kChunksInFlight at a time (past the end it
@@ -220,8 +187,18 @@ strata_status launch_matvec(const void* weight, int64_t n, int64_t n_rows, size_
   }
   if (n_rows <= 0) return STRATA_OK;
   if (const strata_status status = prepare<Decoder>(error); status != STRATA_OK) return status;
+  auto* cuda_stream = static_cast<cudaStream_t>(stream);
+  if constexpr (HasQ8Unpack<Decoder>) {
+    const size_t shared = q8_shared_bytes(n_tokens, n);
+    if (shared <= kQ8MaxSharedBytes) {
+      const auto grid = static_cast<unsigned>((n_rows + kQ8Warps - 1) / kQ8Warps);
+      matvec_q8_kernel<Decoder><<<grid, kWarp * kQ8Warps, shared, cuda_stream>>>(
+          static_cast<const uint8_t*>(weight), static_cast<int>(n), n_rows, row_bytes, x, static_cast<int>(n_tokens), out);
+      return launch_status(error, "matvec launch");
+    }
+  }
   const auto grid = static_cast<unsigned>((n_rows + kMatvecRowsPerBlock - 1) / kMatvecRowsPerBlock);
-  matvec_kernel<Decoder><<<grid, kWarp * kMatvecRowsPerBlock, 0, static_cast<cudaStream_t>(stream)>>>(
+  matvec_kernel<Decoder><<<grid, kWarp * kMatvecRowsPerBlock, 0, cuda_stream>>>(
       static_cast<const uint8_t*>(weight), n, n_rows, row_bytes, x, static_cast<int>(n_tokens), out);
   return launch_status(error, "matvec launch");
 }
@@ -245,9 +222,21 @@ strata_status launch_expert_matvec(const strata_cuda_expert_matvec* args, void* 
   }
   if (a.n_rows == 0 || a.n_slots == 0) return STRATA_OK;
   if (const strata_status status = prepare<Decoder>(error); status != STRATA_OK) return status;
-  const dim3 grid(static_cast<unsigned>((a.n_rows + kMatvecRowsPerBlock - 1) / kMatvecRowsPerBlock),
-                  static_cast<unsigned>(swiglu ? a.n_slots : a.n_slots / a.slots_per_token));
   auto* cuda_stream = static_cast<cudaStream_t>(stream);
+  const auto grid_y = static_cast<unsigned>(swiglu ? a.n_slots : a.n_slots / a.slots_per_token);
+  if constexpr (HasQ8Unpack<Decoder>) {
+    const size_t shared = q8_shared_bytes(swiglu ? 1 : a.slots_per_token, a.n);
+    if (shared <= kQ8MaxSharedBytes) {
+      const dim3 grid(static_cast<unsigned>((a.n_rows + kQ8Warps - 1) / kQ8Warps), grid_y);
+      if (swiglu) {
+        expert_matvec_q8_kernel<Decoder, STRATA_EXPERT_MATVEC_SWIGLU><<<grid, kWarp * kQ8Warps, shared, cuda_stream>>>(a);
+      } else {
+        expert_matvec_q8_kernel<Decoder, STRATA_EXPERT_MATVEC_WEIGHTED_SUM><<<grid, kWarp * kQ8Warps, shared, cuda_stream>>>(a);
+      }
+      return launch_status(error, "expert_matvec launch");
+    }
+  }
+  const dim3 grid(static_cast<unsigned>((a.n_rows + kMatvecRowsPerBlock - 1) / kMatvecRowsPerBlock), grid_y);
   if (swiglu) {
     expert_matvec_kernel<Decoder, STRATA_EXPERT_MATVEC_SWIGLU><<<grid, kWarp * kMatvecRowsPerBlock, 0, cuda_stream>>>(a);
   } else {
@@ -256,9 +245,30 @@ strata_status launch_expert_matvec(const strata_cuda_expert_matvec* args, void* 
   return launch_status(error, "expert_matvec launch");
 }
 
+template <class Decoder>
+strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* stream, strata_error* error) {
+  if (args == nullptr || args->struct_size < sizeof(strata_cuda_grouped_gemm)) {
+    return fail(error, STRATA_E_INVALID_ARGUMENT, "grouped_gemm: missing or short arguments");
+  }
+  const strata_cuda_grouped_gemm& a = *args;
+  if (a.n % kGemmStep != 0 || a.n % Decoder::block_elements != 0 || a.n_rows < 0 || a.max_tiles < 0 ||
+      a.tiles == nullptr || a.tile_count == nullptr) {
+    return fail(error, STRATA_E_INVALID_ARGUMENT,
+                "grouped_gemm: rows of " + std::to_string(a.n) + " values (whole blocks of " +
+                    std::to_string(Decoder::block_elements) + " and a multiple of 32) with a tile list");
+  }
+  if (a.max_tiles > 65535) return fail(error, STRATA_E_UNSUPPORTED, "grouped_gemm: more than 65535 tiles");
+  if (a.n_rows == 0 || a.max_tiles == 0) return STRATA_OK;
+  if (const strata_status status = prepare<Decoder>(error); status != STRATA_OK) return status;
+  const dim3 grid(static_cast<unsigned>((a.n_rows + kGemmRows - 1) / kGemmRows), static_cast<unsigned>(a.max_tiles));
+  grouped_gemm_kernel<Decoder><<<grid, kGemmThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  return launch_status(error, "grouped_gemm launch");
+}
+
 }  // namespace strata::sdk::cuda
 
-// Defines NAME_dequantize_f16, NAME_matvec and NAME_expert_matvec (strata/cuda_launchers.hpp) from a Decoder.
+// Defines NAME_dequantize_f16, NAME_matvec, NAME_expert_matvec and NAME_grouped_gemm (strata/cuda_launchers.hpp)
+// from a Decoder.
 #define STRATA_DEFINE_CUDA_LAUNCHERS(NAME, DECODER)                                                            \
   strata_status NAME##_dequantize_f16(const void* blocks, uint16_t* out, int64_t n_blocks, void* stream,       \
                                       strata_error* error) {                                                  \
@@ -271,4 +281,7 @@ strata_status launch_expert_matvec(const strata_cuda_expert_matvec* args, void* 
   }                                                                                                            \
   strata_status NAME##_expert_matvec(const strata_cuda_expert_matvec* args, void* stream, strata_error* error) { \
     return ::strata::sdk::cuda::launch_expert_matvec<DECODER>(args, stream, error);                           \
+  }                                                                                                            \
+  strata_status NAME##_grouped_gemm(const strata_cuda_grouped_gemm* args, void* stream, strata_error* error) {   \
+    return ::strata::sdk::cuda::launch_grouped_gemm<DECODER>(args, stream, error);                            \
   }

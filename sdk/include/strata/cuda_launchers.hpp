@@ -1,4 +1,5 @@
-// Declares the CUDA launchers of one quant type, NAME_dequantize_f16, NAME_matvec and NAME_expert_matvec, with the
+// Declares the CUDA launchers of one quant type, NAME_dequantize_f16, NAME_matvec, NAME_expert_matvec and
+// NAME_grouped_gemm, with the
 // signatures of strata_quant_type's cuda_* fields (quant.h). A plain C++ header, so that a codec header
 // compiled without nvcc can name them; strata/cuda_block_kernels.cuh defines them from a block decoder
 // (STRATA_DEFINE_CUDA_LAUNCHERS) in a .cu file.
@@ -14,4 +15,5 @@
                                       strata_error* error);                                                   \
   strata_status NAME##_matvec(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes, const float* x, \
                               int64_t n_tokens, float* out, void* stream, strata_error* error);             \
-  strata_status NAME##_expert_matvec(const strata_cuda_expert_matvec* args, void* stream, strata_error* error)
+  strata_status NAME##_expert_matvec(const strata_cuda_expert_matvec* args, void* stream, strata_error* error); \
+  strata_status NAME##_grouped_gemm(const strata_cuda_grouped_gemm* args, void* stream, strata_error* error)

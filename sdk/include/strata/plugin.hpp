@@ -102,16 +102,19 @@ concept HasCpuDotMulti = HasCpuDot<Codec> && requires { &Codec::cpu_dot_rows_mul
 template <class Codec>
 concept HasCudaKernels = requires { &Codec::cuda_dequantize_f16; &Codec::cuda_matvec; };
 
-// And the grouped expert launcher (ABI 1.1):
+// And the grouped launchers (ABI 1.1):
 //   static strata_status cuda_expert_matvec(const strata_cuda_expert_matvec*, void*, strata_error*);
+//   static strata_status cuda_grouped_gemm(const strata_cuda_grouped_gemm*, void*, strata_error*);
 template <class Codec>
 concept HasCudaExpertKernels = HasCudaKernels<Codec> && requires { &Codec::cuda_expert_matvec; };
+template <class Codec>
+concept HasCudaGroupedGemm = HasCudaKernels<Codec> && requires { &Codec::cuda_grouped_gemm; };
 
 template <class Codec>
 constexpr strata_quant_type make_quant_type() {
   strata_quant_type type{sizeof(strata_quant_type), Codec::type_id,   Codec::name,
                          Codec::block_elements,      Codec::block_bytes, &QuantTypeAdapter<Codec>::dequantize,
-                         &QuantTypeAdapter<Codec>::quantize, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+                         &QuantTypeAdapter<Codec>::quantize, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   if constexpr (HasCpuDot<Codec>) {
     type.cpu_activation_type = Codec::cpu_activation_type;
     type.cpu_dot_rows = &Codec::cpu_dot_rows;
@@ -122,6 +125,7 @@ constexpr strata_quant_type make_quant_type() {
     type.cuda_matvec = &Codec::cuda_matvec;
   }
   if constexpr (HasCudaExpertKernels<Codec>) type.cuda_expert_matvec = &Codec::cuda_expert_matvec;
+  if constexpr (HasCudaGroupedGemm<Codec>) type.cuda_grouped_gemm = &Codec::cuda_grouped_gemm;
   return type;
 }
 

@@ -42,6 +42,26 @@ typedef struct strata_cuda_expert_matvec {
   float* out;
 } strata_cuda_expert_matvec;
 
+/* ABI 1.1: products for many tokens on the tensor cores, grouped by expert (a dense weight is one expert).
+ * Tile t (t < *tile_count, on the device) is tiles[3t..3t+2] = {expert, first, count}: rows first ..
+ * first + count - 1 (count <= STRATA_GEMM_TILE_TOKENS) of x multiply expert's matrix:
+ * out[first + i][r] = dot(W[expert] row r, x[first + i]) for r < n_rows. x holds IEEE half rows of n
+ * values (n a multiple of 32); out is float32 [rows][n_rows]. */
+#define STRATA_GEMM_TILE_TOKENS 64
+
+typedef struct strata_cuda_grouped_gemm {
+  uint32_t struct_size;
+  const void* weight;
+  int64_t n, n_rows;
+  size_t row_bytes, expert_bytes;
+  int32_t n_experts;
+  int32_t max_tiles;            /* the launch covers this many tiles; those past *tile_count do nothing */
+  const int32_t* tiles;
+  const int32_t* tile_count;
+  const uint16_t* x;
+  float* out;
+} strata_cuda_grouped_gemm;
+
 typedef struct strata_quant_type {
   uint32_t struct_size;
   uint32_t type_id;         /* GGUF type id, e.g. 21 for IQ3_S */
@@ -91,6 +111,9 @@ typedef struct strata_quant_type {
   /* ABI 1.1. Optional (NULL: a CUDA backend multiplies expert by expert). See strata_cuda_expert_matvec;
    * meant for the decode path (a few slots): each slot reads its expert's rows once. */
   strata_status (*cuda_expert_matvec)(const strata_cuda_expert_matvec* args, void* stream, strata_error* error);
+  /* ABI 1.1. Optional (NULL: a CUDA backend decodes weights to f16 and multiplies with its own GEMM). See
+   * strata_cuda_grouped_gemm; the prompt path: weights are decoded once per tile of up to 64 tokens. */
+  strata_status (*cuda_grouped_gemm)(const strata_cuda_grouped_gemm* args, void* stream, strata_error* error);
 } strata_quant_type;
 
 typedef struct strata_quant_table {

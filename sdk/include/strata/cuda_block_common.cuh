@@ -1,0 +1,71 @@
+// The pieces every CUDA block kernel shares (include from .cu files, through strata/cuda_block_kernels.cuh):
+// constants, unaligned little-endian loads, warp reductions, and a Decoder's chunk of 8 values. A block
+// format is described by a Decoder (see cuda_block_kernels.cuh).
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "strata/quant.h"
+
+namespace strata::sdk::cuda {
+
+inline constexpr int kChunkValues = 8;
+inline constexpr int kMaxMatvecTokens = 8;
+inline constexpr int kMatvecRowsPerBlock = 4;  // one warp per row
+inline constexpr int kWarp = 32;
+
+// Blocks are packed back to back (34, 98, 110 bytes...), so multi-byte fields are read a byte at a time.
+__device__ inline uint32_t load_u16(const uint8_t* p) { return p[0] | (uint32_t{p[1]} << 8); }
+__device__ inline uint32_t load_u32(const uint8_t* p) { return load_u16(p) | (load_u16(p + 2) << 16); }
+__device__ inline float load_f16(const uint8_t* p) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(load_u16(p))));
+}
+
+// Where fields are known to be 2-byte aligned (every block size here is even, rows start on block
+// boundaries): half the loads of load_u32.
+__device__ inline uint32_t load_u32_aligned2(const uint8_t* p) {
+  const auto* halves = reinterpret_cast<const uint16_t*>(p);
+  return halves[0] | (uint32_t{halves[1]} << 16);
+}
+
+// Four byte magnitudes as signed bytes, byte i negated where bit i of bits is set.
+__device__ inline int32_t signed_bytes(uint32_t magnitudes, uint32_t bits) {
+  const uint32_t spread = (bits & 1u) | ((bits & 2u) << 7) | ((bits & 4u) << 14) | ((bits & 8u) << 21);
+  const uint32_t mask = spread * 0xffu;
+  return static_cast<int32_t>(__vsub4(magnitudes ^ mask, mask));
+}
+
+__device__ inline float warp_sum(float value) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+
+__device__ inline float warp_max(float value) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+
+// Chunks a lane decodes before it uses any: their loads are independent and in flight together. A warp
+// reads only a block or two per chunk step, so one chunk at a time would leave the memory system idle.
+inline constexpr int kChunksInFlight = 4;
+
+// Values 8*chunk .. 8*chunk+7 of a row of blocks.
+template <class Decoder>
+__device__ inline void decode_chunk(const uint8_t* row, int64_t chunk, float w[kChunkValues]) {
+  constexpr int kChunksPerBlock = Decoder::block_elements / kChunkValues;
+  Decoder::decode8(row + chunk / kChunksPerBlock * Decoder::block_bytes, static_cast<int>(chunk % kChunksPerBlock), w);
+}
+
+// dot(w, the 8 values of x at chunk).
+__device__ inline float dot8(const float w[kChunkValues], const float* x, int64_t chunk) {
+  const float4* xs = reinterpret_cast<const float4*>(x + chunk * kChunkValues);
+  const float4 a = xs[0], b = xs[1];
+  return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+}
+
+}  // namespace strata::sdk::cuda

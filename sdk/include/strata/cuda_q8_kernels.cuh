@@ -1,0 +1,187 @@
+// The decode path with 8-bit activations (include through strata/cuda_block_kernels.cuh). A Decoder that
+// can hand out a 32-value group of a block as int8 levels offers
+//   static constexpr bool q8_has_min;   // whether values carry an offset (Q4_K, Q5_K)
+//   __device__ static void unpack32(const uint8_t* block, int group, int32_t levels[8], float d[2], float& m);
+// with value i of the group = d[i / 16] * level i - m (m only where q8_has_min). Each block of a kernel
+// here first rounds the activations it needs to int8, one float scale per 32 values, into shared memory;
+// then a weight group meets an activation group in 8 __dp4a (4 products each) instead of 32 float
+// products of decoded values. That costs the rounding the CPU's dot kernels have too (8-bit activations)
+// and makes the products cheap enough for the memory system to be the limit.
+#pragma once
+
+#include <cstdint>
+
+#include "strata/cuda_block_common.cuh"
+
+namespace strata::sdk::cuda {
+
+template <class Decoder>
+concept HasQ8Unpack = Decoder::block_elements % 32 == 0 &&
+                      requires(const uint8_t* block, int32_t* levels, float* d, float& m) {
+                        Decoder::q8_has_min;
+                        Decoder::unpack32(block, 0, levels, d, m);
+                      };
+
+inline constexpr int kQ8Group = 32;
+inline constexpr int kQ8Warps = 8;  // one row per warp
+inline constexpr size_t kQ8MaxSharedBytes = 48 * 1024;
+
+// Shared bytes for rows of n activations as int8 plus their scales.
+inline size_t q8_shared_bytes(int64_t rows, int64_t n) {
+  return static_cast<size_t>(rows * n + rows * (n / kQ8Group) * static_cast<int64_t>(sizeof(float)));
+}
+
+// Rows of activations in shared memory: int8 levels, then one scale per 32 values of every row.
+struct SharedQ8 {
+  int8_t* levels;
+  float* scales;
+  int n;
+  __device__ const int32_t* group(int row, int g) const {
+    return reinterpret_cast<const int32_t*>(levels + static_cast<int64_t>(row) * n + g * kQ8Group);
+  }
+  __device__ float scale(int row, int g) const { return scales[row * (n / kQ8Group) + g]; }
+};
+
+// Rounds rows of n activations (row r at x + row_offset(r)) into shared memory and ends with a barrier.
+// Each thread takes 8 consecutive values and the 4 lanes of a group agree on its scale, so a block of 256
+// threads rounds 2048 values with one load each: the kernels wait for this before any weight is read.
+template <class RowOffset>
+__device__ inline SharedQ8 quantize_to_shared(const float* x, int rows, int n, RowOffset row_offset) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  const SharedQ8 q{reinterpret_cast<int8_t*>(shared), reinterpret_cast<float*>(shared + static_cast<int64_t>(rows) * n), n};
+  const int eights_per_row = n / 8, items = rows * eights_per_row;
+  const int rounded_items = (items + kWarp - 1) / kWarp * kWarp;  // whole warps, for the shuffles
+  for (int item = threadIdx.x; item < rounded_items; item += blockDim.x) {
+    const bool active = item < items;
+    const int row = active ? item / eights_per_row : 0, eight = item - row * eights_per_row;
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a;
+    if (active) {
+      const float4* values = reinterpret_cast<const float4*>(x + row_offset(row) + 8 * eight);
+      a = values[0], b = values[1];
+    }
+    float amax = fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
+                       fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    if (!active) continue;
+    const float scale = amax / 127.0f;
+    const auto level = [scale](float value) { return scale > 0.0f ? __float2int_rn(value / scale) & 0xff : 0; };
+    int32_t* out = reinterpret_cast<int32_t*>(q.levels + static_cast<int64_t>(row) * n + 8 * eight);
+    out[0] = level(a.x) | (level(a.y) << 8) | (level(a.z) << 16) | (level(a.w) << 24);
+    out[1] = level(b.x) | (level(b.y) << 8) | (level(b.z) << 16) | (level(b.w) << 24);
+    if (eight % 4 == 0) q.scales[row * (n / kQ8Group) + eight / 4] = scale;
+  }
+  __syncthreads();
+  return q;
+}
+
+// One weight group against one activation group: d[0] * (levels 0-15 . x) + d[1] * (levels 16-31 . x)
+// - m * sum(x), in units of the activation scale.
+template <class Decoder>
+__device__ inline float group_dot(const int32_t levels[8], const float d[2], float m, const int32_t* x) {
+  const int4 a = reinterpret_cast<const int4*>(x)[0], b = reinterpret_cast<const int4*>(x)[1];
+  const int low = __dp4a(levels[3], a.w, __dp4a(levels[2], a.z, __dp4a(levels[1], a.y, __dp4a(levels[0], a.x, 0))));
+  const int high = __dp4a(levels[7], b.w, __dp4a(levels[6], b.z, __dp4a(levels[5], b.y, __dp4a(levels[4], b.x, 0))));
+  float sum = d[0] * static_cast<float>(low) + d[1] * static_cast<float>(high);
+  if constexpr (Decoder::q8_has_min) {
+    constexpr int kOnes = 0x01010101;
+    const int total = __dp4a(b.w, kOnes, __dp4a(b.z, kOnes, __dp4a(b.y, kOnes, __dp4a(b.x, kOnes,
+                      __dp4a(a.w, kOnes, __dp4a(a.z, kOnes, __dp4a(a.y, kOnes, __dp4a(a.x, kOnes, 0))))))));
+    sum -= m * static_cast<float>(total);
+  }
+  return sum;
+}
+
+template <class Decoder>
+__device__ inline void unpack_group(const uint8_t* row, int g, int32_t levels[8], float d[2], float& m) {
+  constexpr int kGroupsPerBlock = Decoder::block_elements / kQ8Group;
+  Decoder::unpack32(row + g / kGroupsPerBlock * Decoder::block_bytes, g % kGroupsPerBlock, levels, d, m);
+}
+
+// The decode matvec (1 to 8 tokens): one warp per weight row, lane l taking groups l, l + 32, ...
+template <class Decoder>
+__global__ void __launch_bounds__(kWarp* kQ8Warps)
+    matvec_q8_kernel(const uint8_t* weight, int n, int64_t n_rows, size_t row_bytes, const float* x, int n_tokens,
+                     float* out) {
+  const SharedQ8 q = quantize_to_shared(x, n_tokens, n, [n](int row) { return static_cast<int64_t>(row) * n; });
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = blockIdx.x * int64_t{kQ8Warps} + threadIdx.x / kWarp;
+  if (row >= n_rows) return;
+  const uint8_t* weight_row = weight + row * row_bytes;
+  float sums[kMaxMatvecTokens] = {};
+#pragma unroll 2
+  for (int g = lane; g < n / kQ8Group; g += kWarp) {
+    int32_t levels[8];
+    float d[2], m = 0.0f;
+    unpack_group<Decoder>(weight_row, g, levels, d, m);
+#pragma unroll
+    for (int t = 0; t < kMaxMatvecTokens; ++t) {
+      if (t < n_tokens) sums[t] += q.scale(t, g) * group_dot<Decoder>(levels, d, m, q.group(t, g));
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kMaxMatvecTokens; ++t) {
+    if (t < n_tokens) {
+      const float sum = warp_sum(sums[t]);
+      if (lane == 0) out[t * n_rows + row] = sum;
+    }
+  }
+}
+
+// strata_cuda_expert_matvec with 8-bit activations, one warp per output row; blockIdx.y is the slot
+// (SWIGLU: its token's activations are rounded) or the token (WEIGHTED_SUM: its k slots' rows are).
+template <class Decoder, int kMode>
+__global__ void __launch_bounds__(kWarp* kQ8Warps) expert_matvec_q8_kernel(strata_cuda_expert_matvec args) {
+  const int n = static_cast<int>(args.n), k = args.slots_per_token, groups = n / kQ8Group;
+  const bool swiglu = kMode == STRATA_EXPERT_MATVEC_SWIGLU;
+  const int first_row = swiglu ? static_cast<int>(blockIdx.y) / k : static_cast<int>(blockIdx.y) * k;
+  const SharedQ8 q = quantize_to_shared(args.x, swiglu ? 1 : k, n,
+                                        [&](int row) { return static_cast<int64_t>(first_row + row) * n; });
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = blockIdx.x * int64_t{kQ8Warps} + threadIdx.x / kWarp;
+  if (row >= args.n_rows) return;
+  const size_t row_offset = static_cast<size_t>(row) * args.row_bytes;
+  const auto* weight = static_cast<const uint8_t*>(args.weight);
+  const auto valid = [&](int expert) { return expert >= 0 && expert < args.n_experts; };
+  float result = 0.0f;
+  bool bad_id = false;
+  if constexpr (kMode == STRATA_EXPERT_MATVEC_SWIGLU) {
+    const int expert = args.expert_ids[blockIdx.y];
+    bad_id = !valid(expert);
+    if (!bad_id) {
+      const size_t offset = static_cast<size_t>(expert) * args.expert_bytes + row_offset;
+      const uint8_t* gate_row = weight + offset;
+      const uint8_t* up_row = static_cast<const uint8_t*>(args.weight2) + offset;
+      float gate = 0.0f, up = 0.0f;
+#pragma unroll 2
+      for (int g = lane; g < groups; g += kWarp) {
+        int32_t gate_levels[8], up_levels[8];
+        float gate_d[2], up_d[2], gate_m = 0.0f, up_m = 0.0f;
+        unpack_group<Decoder>(gate_row, g, gate_levels, gate_d, gate_m);
+        unpack_group<Decoder>(up_row, g, up_levels, up_d, up_m);
+        const float scale = q.scale(0, g);
+        gate += scale * group_dot<Decoder>(gate_levels, gate_d, gate_m, q.group(0, g));
+        up += scale * group_dot<Decoder>(up_levels, up_d, up_m, q.group(0, g));
+      }
+      gate = warp_sum(gate), up = warp_sum(up);
+      result = gate / (1.0f + expf(-gate)) * up;
+    }
+  } else {
+    const int32_t* ids = args.expert_ids + blockIdx.y * k;
+    for (int j = 0; j < k; ++j) bad_id = bad_id || !valid(ids[j]);
+    if (!bad_id) {
+#pragma unroll 4
+      for (int flat = lane; flat < k * groups; flat += kWarp) {
+        const int j = flat / groups, g = flat - j * groups;
+        int32_t levels[8];
+        float d[2], m = 0.0f;
+        unpack_group<Decoder>(weight + static_cast<size_t>(ids[j]) * args.expert_bytes + row_offset, g, levels, d, m);
+        result += args.slot_weights[blockIdx.y * k + j] * q.scale(j, g) * group_dot<Decoder>(levels, d, m, q.group(j, g));
+      }
+      result = warp_sum(result);
+    }
+  }
+  if (lane == 0) args.out[static_cast<int64_t>(blockIdx.y) * args.n_rows + row] = bad_id ? __int_as_float(0x7fc00000) : result;
+}
+
+}  // namespace strata::sdk::cuda
