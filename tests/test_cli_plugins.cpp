@@ -88,6 +88,19 @@ TEST_F(CliPlugins, JsonListsLoadedSkippedProblemsAndProviders) {
   EXPECT_TRUE((*q8_0)["provider"].is_null());
   EXPECT_EQ((*q8_0)["offered_by"], (json{"core", "test-q8_0-alt"}));
   EXPECT_EQ(find_by(report["quant_types"], "name", "F16")->at("provider"), "core");
+  EXPECT_TRUE(report["default_backend"].is_null()) << "no backend plugin is listed";
+}
+
+TEST_F(CliPlugins, SaysWhichBackendRunsByDefault) {
+  const auto cpu = fs::path(STRATA_BIN_DIR) / "plugins" / "libstrata-backend-cpu.so";
+  const auto manifest = write_manifest({{"plugins", {{{"file", cpu.string()}}}}});
+  const auto as_json = run_strata("--log-level off plugins --manifest " + quoted(manifest) + " --json");
+  ASSERT_EQ(as_json.exit_code, 0) << as_json.output;
+  EXPECT_EQ(json::parse(as_json.output)["default_backend"], "backend-cpu");
+  const auto as_text = run_strata("--log-level off plugins --manifest " + quoted(manifest));
+  EXPECT_THAT(as_text.output, HasSubstr("default backend: backend-cpu (--backend"));
+  const auto none = run_strata("--log-level off plugins --manifest " + quoted(write_manifest({{"plugins", json::array()}})));
+  EXPECT_THAT(none.output, HasSubstr("default backend: none loaded"));
 }
 
 TEST_F(CliPlugins, TextListsTheSkippedPluginWithItsReason) {

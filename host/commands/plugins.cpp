@@ -1,5 +1,5 @@
-// `strata plugins [--manifest F] [--json]`: what loaded, what was skipped and why, what the quant registry
-// could not decide, and which provider serves each quant type. The --json shape is documented in
+// `strata plugins [--manifest F] [--json]`: what loaded, what was skipped and why, which backend runs by
+// default, what the quant registry could not decide, and which provider serves each quant type. The --json shape is documented in
 // docs/manifest.md ("strata plugins --json"); keep the two in step.
 #include <iomanip>
 #include <iostream>
@@ -20,6 +20,11 @@ std::string type_name(uint32_t type_id, const QuantRegistry::Offer& any_offer) {
   return known ? std::string(known->name) : std::string(any_offer.type->name);
 }
 
+// The backend that runs without --backend (the manifest's preference, else the best score), or none.
+std::string default_backend(const PluginHost& host) {
+  return host.backends().empty() ? std::string() : host.choose_backend().name;
+}
+
 std::vector<std::string> providers_of(const std::vector<QuantRegistry::Offer>& offers) {
   std::vector<std::string> names;
   for (const auto& offer : offers) names.push_back(offer.provider);
@@ -32,6 +37,7 @@ json report_json(const PluginHost& host) {
                  {"loaded", json::array()},
                  {"skipped", json::array()},
                  {"problems", host.problems()},
+                 {"default_backend", default_backend(host).empty() ? json(nullptr) : json(default_backend(host))},
                  {"quant_types", json::array()}};
   for (const auto& plugin : host.loaded()) {
     report["loaded"].push_back({{"name", plugin.name},
@@ -69,6 +75,10 @@ void print_text(const PluginHost& host) {
   }
   print_heading("skipped plugins", host.skipped().size());
   for (const auto& skipped : host.skipped()) std::cout << "  " << skipped.file.string() << ": " << skipped.reason << "\n";
+  const std::string backend = default_backend(host);
+  std::cout << "\ndefault backend: "
+            << (backend.empty() ? "none loaded" : backend + " (--backend on logits, generate, chat, bench overrides it)")
+            << "\n";
   print_heading("unresolved", host.problems().size());
   for (const auto& problem : host.problems()) std::cout << "  " << problem << "\n";
   print_heading("quant types", host.quants().offers().size());
