@@ -30,8 +30,9 @@ struct strata_weight {
   const std::byte* host = nullptr;  // the host's bytes (valid until weight_free): get_rows decodes there
   strata::cuda::DeviceAllocation device;
 
+  size_t matrix_bytes() const { return static_cast<size_t>(ne1) * row_bytes; }
   const std::byte* matrix(int64_t expert) const {
-    return device.as<const std::byte>() + static_cast<size_t>(expert * ne1) * row_bytes;
+    return device.as<const std::byte>() + static_cast<size_t>(expert) * matrix_bytes();
   }
 };
 

@@ -76,11 +76,7 @@ void multiply_batch(strata_backend& backend, const strata_weight& weight, int64_
     const auto n_tiles = static_cast<int32_t>(tiles.size() / 3);
     tiles.push_back(n_tiles);
     const int32_t* device_tiles = backend.upload(backend.gemm_tiles, tiles.data(), tiles.size());
-    const strata_cuda_grouped_gemm args{sizeof(strata_cuda_grouped_gemm), weight.matrix(0), ne0, ne1, weight.row_bytes,
-                                        weight.row_bytes * static_cast<size_t>(ne1), static_cast<int32_t>(weight.ne2),
-                                        n_tiles, device_tiles, device_tiles + 3 * n_tiles,
-                                        reinterpret_cast<const uint16_t*>(x16), out};
-    check_call([&](strata_error* error) { return weight.kernels.grouped_gemm(&args, backend.stream, error); });
+    grouped_gemm(backend, weight, device_tiles, device_tiles + 3 * n_tiles, n_tiles, x16, out);
     return;
   }
   const int64_t tile_rows = std::clamp<int64_t>(static_cast<int64_t>(kTileBytes / (ne0 * sizeof(__half))), 1, ne1);
@@ -97,6 +93,23 @@ void multiply_batch(strata_backend& backend, const strata_weight& weight, int64_
 }
 
 }  // namespace
+
+void grouped_gemm(strata_backend& backend, const strata_weight& weight, const int32_t* tiles, const int32_t* tile_count,
+                  int32_t max_tiles, const void* x_f16, float* out) {
+  const strata_cuda_grouped_gemm args{sizeof(strata_cuda_grouped_gemm),
+                                      weight.matrix(0),
+                                      weight.ne0,
+                                      weight.ne1,
+                                      weight.row_bytes,
+                                      weight.matrix_bytes(),
+                                      static_cast<int32_t>(weight.ne2),
+                                      max_tiles,
+                                      tiles,
+                                      tile_count,
+                                      static_cast<const uint16_t*>(x_f16),
+                                      out};
+  check_call([&](strata_error* error) { return weight.kernels.grouped_gemm(&args, backend.stream, error); });
+}
 
 void multiply(strata_backend& backend, const strata_weight& weight, int64_t expert, const float* x, int64_t n_tokens,
               float* out) {

@@ -16,4 +16,9 @@ inline constexpr int64_t kMaxMatvecTokens = 8;
 void multiply(strata_backend& backend, const strata_weight& weight, int64_t expert, const float* x, int64_t n_tokens,
               float* out);
 
+// Queues the type's grouped GEMM (strata_cuda_grouped_gemm): the tiles (device, 3 ints each, the first
+// *tile_count of max_tiles used) of f16 rows of x against their experts' matrices, into float rows of out.
+void grouped_gemm(strata_backend& backend, const strata_weight& weight, const int32_t* tiles, const int32_t* tile_count,
+                  int32_t max_tiles, const void* x_f16, float* out);
+
 }  // namespace strata::cuda

@@ -162,23 +162,6 @@ bool fits_grouped_gemm(const strata_weight& gate, const strata_weight& up, const
          gate.ne2 <= kMaxGroupedExperts;
 }
 
-void grouped_gemm(strata_backend& backend, const strata_weight& weight, const int32_t* tiles, const int32_t* tile_count,
-                  int32_t max_tiles, const __half* x, float* out) {
-  const strata_cuda_grouped_gemm args{sizeof(strata_cuda_grouped_gemm),
-                                      weight.matrix(0),
-                                      weight.ne0,
-                                      weight.ne1,
-                                      weight.row_bytes,
-                                      weight.row_bytes * static_cast<size_t>(weight.ne1),
-                                      static_cast<int32_t>(weight.ne2),
-                                      max_tiles,
-                                      tiles,
-                                      tile_count,
-                                      reinterpret_cast<const uint16_t*>(x),
-                                      out};
-  check_call([&](strata_error* error) { return weight.kernels.grouped_gemm(&args, backend.stream, error); });
-}
-
 void device_grouped(strata_backend& backend, const strata_weight& gate, const strata_weight& up,
                     const strata_weight& down, const float* x, int32_t n_tokens, int32_t n_used, const int32_t* ids,
                     const float* weights, float* out) {
@@ -236,7 +219,7 @@ void expert_launches(strata_backend& backend, const strata_weight& gate, const s
                                     gate.ne0,
                                     gate.ne1,
                                     gate.row_bytes,
-                                    gate.row_bytes * static_cast<size_t>(gate.ne1),
+                                    gate.matrix_bytes(),
                                     static_cast<int32_t>(gate.ne2),
                                     static_cast<int32_t>(n_slots),
                                     n_used,
@@ -252,7 +235,7 @@ void expert_launches(strata_backend& backend, const strata_weight& gate, const s
   combine.n = down.ne0;
   combine.n_rows = down.ne1;
   combine.row_bytes = down.row_bytes;
-  combine.expert_bytes = down.row_bytes * static_cast<size_t>(down.ne1);
+  combine.expert_bytes = down.matrix_bytes();
   combine.slot_weights = weights;
   combine.x = activations;
   combine.out = out;

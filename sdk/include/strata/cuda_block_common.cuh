@@ -50,6 +50,18 @@ __device__ inline float warp_max(float value) {
   return value;
 }
 
+// The end of a matvec row: each token's lane partial sums reduced over the warp, lane 0 storing them.
+__device__ inline void store_token_sums(const float (&sums)[kMaxMatvecTokens], int n_tokens, int64_t n_rows, int64_t row,
+                                        int lane, float* out) {
+#pragma unroll
+  for (int t = 0; t < kMaxMatvecTokens; ++t) {
+    if (t < n_tokens) {
+      const float sum = warp_sum(sums[t]);
+      if (lane == 0) out[t * n_rows + row] = sum;
+    }
+  }
+}
+
 // Chunks a lane decodes before it uses any: their loads are independent and in flight together. A warp
 // reads only a block or two per chunk step, so one chunk at a time would leave the memory system idle.
 inline constexpr int kChunksInFlight = 4;

@@ -62,13 +62,7 @@ __global__ void __launch_bounds__(kWarp* kMatvecRowsPerBlock)
       }
     }
   }
-#pragma unroll
-  for (int t = 0; t < kMaxMatvecTokens; ++t) {
-    if (t < n_tokens) {
-      const float sum = warp_sum(sums[t]);
-      if (lane == 0) out[t * n_rows + row] = sum;
-    }
-  }
+  store_token_sums(sums, n_tokens, n_rows, row, lane, out);
 }
 
 // One warp per (output row, blockIdx.y): blockIdx.y is the slot (SWIGLU) or the token (WEIGHTED_SUM).

@@ -119,13 +119,7 @@ __global__ void __launch_bounds__(kWarp* kQ8Warps)
       if (t < n_tokens) sums[t] += q.scale(t, g) * group_dot<Decoder>(levels, d, m, q.group(t, g));
     }
   }
-#pragma unroll
-  for (int t = 0; t < kMaxMatvecTokens; ++t) {
-    if (t < n_tokens) {
-      const float sum = warp_sum(sums[t]);
-      if (lane == 0) out[t * n_rows + row] = sum;
-    }
-  }
+  store_token_sums(sums, n_tokens, n_rows, row, lane, out);
 }
 
 // strata_cuda_expert_matvec with 8-bit activations, one warp per output row; blockIdx.y is the slot
