@@ -4,6 +4,7 @@
 // bar as the CPU forward. Every test skips, saying why, where the plugin was not built or no CUDA device
 // is present.
 #include <dlfcn.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "core/engine/engine.hpp"
+#include "core/util/error.hpp"
 #include "core/quant/quant_registry.hpp"
 #include "cpu_backend.hpp"
 #include "iq3_s.hpp"
@@ -799,6 +801,25 @@ TEST_P(BackendCudaReferenceLogits, Int8KvCacheStaysWithinFourTimesTheBar) {
 
 INSTANTIATE_TEST_SUITE_P(All, BackendCudaReferenceLogits, testing::ValuesIn(strata::test::reference_model_names()),
                          [](const auto& info) { return strata::test::test_name(info.param); });
+
+// --vram-reserve-mib reaches the backend: a reserve larger than the card leaves no room for the first
+// weight, and loading fails naming it and the sizes.
+TEST(BackendCuda, VramReserveFlagLeavesNoRoomForTheModel) {
+  SKIP_WITHOUT_CUDA();
+  const auto model = strata::test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model not found: " << model;
+  strata::EngineOptions options;
+  options.model = model;
+  options.manifest = strata::test::default_manifest_path();
+  options.backend = "cuda";
+  options.vram_reserve_mib = int64_t{1} << 30;  // 1 PiB
+  try {
+    const strata::Engine engine(options);
+    FAIL() << "the model loaded within a reserve of 1 PiB";
+  } catch (const strata::Error& error) {
+    EXPECT_THAT(std::string(error.what()), testing::AllOf(testing::HasSubstr("needs"), testing::HasSubstr("VRAM")));
+  }
+}
 
 // The check on a full-size model: a synthetic qwen3-30b-a3b IQ3_S file (STRATA_TEST_LARGE_MODEL;
 // scripts/device-test.sh --bench makes one and sets it) gives the same logits on the CPU and on CUDA for a

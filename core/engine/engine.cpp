@@ -1,5 +1,7 @@
 #include "core/engine/engine.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include "core/plugin/manifest.hpp"
 #include "core/util/error.hpp"
 #include "core/util/log.hpp"
@@ -11,7 +13,12 @@ Engine::Engine(const EngineOptions& options) {
   plugins_ = PluginHost::open(load_manifest(manifest_path));
   file_ = std::make_unique<gguf::Model>(options.model);
   const BackendPlugin& chosen = plugins_->choose_backend(options.backend);
-  backend_ = std::make_unique<Backend>(chosen.name, *chosen.table, plugins_->quants(), options.threads, "{}");
+  // Instance options override the manifest's; backends ignore keys that are not theirs (the CPU backend
+  // has no VRAM).
+  nlohmann::json instance_options = nlohmann::json::object();
+  if (options.vram_reserve_mib >= 0) instance_options["vram_reserve_mib"] = options.vram_reserve_mib;
+  backend_ = std::make_unique<Backend>(chosen.name, *chosen.table, plugins_->quants(), options.threads,
+                                       instance_options.dump());
   log().info("backend: {}", backend_->describe());
   model_ = std::make_unique<Model>(*file_, *backend_);
 }

@@ -19,6 +19,7 @@ struct EngineOptions {
   std::string backend;             // empty: the manifest's preference, else the best-scoring backend
   int threads = 0;                 // <= 0: the backend's default (physical cores)
   bool step_graphs = true;         // sessions replay decode steps as step graphs where the backend can
+  int64_t vram_reserve_mib = -1;   // VRAM a GPU backend leaves free; < 0: its default (manifest or 512 MiB)
 };
 
 class Engine {

@@ -14,6 +14,10 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
   command->add_option("--backend", options.backend,
                       "cpu, cuda or a backend plugin's name (default: the manifest's preference, else the best available)");
   command->add_option("-t,--threads", options.threads, "CPU threads (default: the number of physical cores)");
+  command->add_option("--vram-reserve-mib", options.vram_reserve_mib,
+                      "VRAM the GPU backend leaves free, in MiB (default: the manifest's vram_reserve_mib, else 512); "
+                      "a model that does not fit then fails at load naming the tensor")
+      ->check(CLI::NonNegativeNumber);
   command->add_flag("--no-graphs{false}", options.step_graphs,
                     "Run every decode step op by op instead of replaying it as a recorded graph (CUDA graphs)");
 }

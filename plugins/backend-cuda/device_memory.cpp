@@ -49,7 +49,7 @@ DeviceAllocation VramBudget::allocate(size_t bytes, const std::string& what) {
     throw sdk::Failure(STRATA_E_OUT_OF_MEMORY,
                        what + " needs " + mib_text(rounded) + " of VRAM but " + mib_text(limit_ - used_) +
                            " is left (" + mib_text(free_at_start_) + " was free at start, " + mib_text(reserve_) +
-                           " is reserved (option vram_reserve_mib), " + mib_text(used_) + " is in use)");
+                           " is reserved (--vram-reserve-mib, option vram_reserve_mib), " + mib_text(used_) + " is in use)");
   }
   void* pointer = nullptr;
   check(cudaMalloc(&pointer, rounded), what + ": cudaMalloc of " + mib_text(rounded));
