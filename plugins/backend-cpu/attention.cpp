@@ -11,32 +11,6 @@
 namespace strata::cpu {
 namespace {
 
-void check_params(const strata_kv_cache& cache, const strata_attention_params& params) {
-  const strata_kv_config& config = cache.config;
-  if (params.struct_size < sizeof(strata_attention_params)) invalid_argument("attention params: struct_size is too small");
-  if (params.layer < 0 || params.layer >= config.n_layers) {
-    invalid_argument("attention: layer " + std::to_string(params.layer) + " is outside the cache's " +
-                     std::to_string(config.n_layers) + " layers");
-  }
-  if (params.n_head_kv != config.n_head_kv || params.head_dim != config.head_dim) {
-    invalid_argument("attention: " + std::to_string(params.n_head_kv) + " kv heads of " +
-                     std::to_string(params.head_dim) + " do not match the cache's " +
-                     std::to_string(config.n_head_kv) + " of " + std::to_string(config.head_dim));
-  }
-  if (params.n_tokens < 0 || params.n_head <= 0 || params.n_head % params.n_head_kv != 0) {
-    invalid_argument("attention: " + std::to_string(params.n_head) + " query heads are not a multiple of " +
-                     std::to_string(params.n_head_kv) + " kv heads");
-  }
-  if (params.n_tokens > 0 && params.positions == nullptr) invalid_argument("attention: positions is NULL");
-  for (int32_t t = 0; t < params.n_tokens; ++t) {
-    const int32_t position = params.positions[t];
-    if (position < 0 || position >= config.n_ctx) {
-      invalid_argument("position " + std::to_string(position) + " is past the context of " +
-                       std::to_string(config.n_ctx));
-    }
-  }
-}
-
 // softmax(x * scale) in place over n values, in float.
 void scaled_softmax(float* x, int32_t n, float scale) {
   float max_score = -INFINITY;
@@ -75,7 +49,7 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
   auto& instance = deref(backend, "backend");
   auto& kv = deref(cache, "kv cache");
   const auto& p = deref(params, "attention params");
-  check_params(kv, p);
+  sdk::check_attention_params(kv.config, p);
   const int64_t n_tokens = p.n_tokens, head_dim = p.head_dim;
   const int64_t q_width = p.n_head * head_dim, kv_width = p.n_head_kv * head_dim;
   const float* q_values = floats(q, n_tokens * q_width, "attention q");

@@ -12,6 +12,7 @@
 #include "float_kernels.hpp"
 #include "isa.hpp"
 #include "strata/backend.h"
+#include "strata/backend_checks.hpp"
 #include "strata/plugin.hpp"
 #include "thread_pool.hpp"
 
@@ -65,25 +66,18 @@ namespace strata::cpu {
 
 inline constexpr uint32_t kTypeF32 = 0;
 
-[[noreturn]] inline void invalid_argument(const std::string& message) {
-  throw sdk::Failure(STRATA_E_INVALID_ARGUMENT, message);
-}
+using sdk::deref;
+using sdk::invalid_argument;
 
-template <class T>
-T& deref(T* pointer, const char* what) {
-  if (pointer == nullptr) invalid_argument(std::string(what) + " is NULL");
-  return *pointer;
+inline sdk::ExpertShape expert_shape(const strata_weight& weight) {
+  return {weight.name, weight.ne0, weight.ne1, weight.ne2};
 }
 
 // The first count elements of a buffer as T, after checking that the buffer holds them.
 template <class T>
 T* elements(strata_buffer* buffer, int64_t count, const char* what) {
   const strata_buffer& checked = deref(buffer, what);
-  if (count < 0 || static_cast<uint64_t>(count) > checked.bytes / sizeof(T)) {
-    invalid_argument(std::string(what) + ": a buffer of " + std::to_string(checked.bytes) + " bytes cannot hold " +
-                     std::to_string(count) + " values");
-  }
-  return reinterpret_cast<T*>(checked.data.get());
+  return sdk::buffer_elements<T>(checked.data.get(), checked.bytes, count, what);
 }
 template <class T>
 const T* elements(const strata_buffer* buffer, int64_t count, const char* what) {

@@ -92,13 +92,7 @@ void kv_create(strata_backend* backend, const strata_kv_config* config, strata_k
   deref(backend, "backend");
   const auto& checked = deref(config, "kv config");
   deref(out, "out");
-  if (checked.struct_size < sizeof(strata_kv_config)) invalid_argument("kv config: struct_size is too small");
-  if (checked.n_layers <= 0 || checked.n_ctx <= 0 || checked.n_head_kv <= 0 || checked.head_dim <= 0) {
-    invalid_argument("kv config: layers, context, kv heads and head_dim must be positive");
-  }
-  if (checked.kv_type != STRATA_KV_F16 && checked.kv_type != STRATA_KV_INT8) {
-    invalid_argument("kv config: unknown kv_type " + std::to_string(checked.kv_type));
-  }
+  sdk::check_kv_config(checked);
   *out = new strata_kv_cache(checked);
 }
 

@@ -48,18 +48,8 @@ void buffer_read(strata_backend*, strata_buffer* buffer, size_t offset, void* ds
 void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out) {
   const auto& checked = deref(desc, "weight desc");
   deref(out, "out");
-  if (checked.struct_size < sizeof(strata_weight_desc)) invalid_argument("weight desc: struct_size is too small");
-  const std::string name = checked.name != nullptr ? checked.name : "(unnamed)";
   const strata_quant_type* type = deref(backend, "backend").find_type(checked.type);
-  if (type == nullptr || type->dequantize == nullptr) {
-    throw sdk::Failure(STRATA_E_UNSUPPORTED,
-                       "weight " + name + ": no quant plugin provides type " + std::to_string(checked.type));
-  }
-  if (checked.ne0 <= 0 || checked.ne1 <= 0 || checked.ne2 <= 0 || checked.ne0 % type->block_elements != 0) {
-    invalid_argument("weight " + name + ": shape " + std::to_string(checked.ne0) + " x " + std::to_string(checked.ne1) +
-                     " x " + std::to_string(checked.ne2) + " is not whole rows of " + type->name + " blocks of " +
-                     std::to_string(type->block_elements));
-  }
+  const std::string name = sdk::check_weight_desc(checked, type);
   auto weight = std::make_unique<strata_weight>();
   weight->name = name;
   weight->type = type;

@@ -24,28 +24,12 @@ void softmax(const float* logits, int32_t n, float* probabilities) {
   for (int32_t i = 0; i < n; ++i) probabilities[i] /= sum;
 }
 
-void check_expert_shapes(const strata_weight& gate, const strata_weight& up, const strata_weight& down) {
-  if (up.ne0 != gate.ne0 || up.ne1 != gate.ne1 || up.ne2 != gate.ne2 || down.ne0 != gate.ne1 ||
-      down.ne1 != gate.ne0 || down.ne2 != gate.ne2) {
-    invalid_argument("moe_ffn: expert shapes do not fit: gate " + gate.name + " " + std::to_string(gate.ne0) + "x" +
-                     std::to_string(gate.ne1) + "x" + std::to_string(gate.ne2) + ", up " + up.name + " " +
-                     std::to_string(up.ne0) + "x" + std::to_string(up.ne1) + "x" + std::to_string(up.ne2) +
-                     ", down " + down.name + " " + std::to_string(down.ne0) + "x" + std::to_string(down.ne1) + "x" +
-                     std::to_string(down.ne2));
-  }
-}
-
 }  // namespace
 
 void route(strata_backend* backend, const strata_buffer* logits, int32_t n_tokens, int32_t n_experts,
            int32_t n_used, int32_t routing, strata_buffer* ids, strata_buffer* weights) {
   auto& instance = deref(backend, "backend");
-  if (n_tokens < 0 || n_experts <= 0 || n_used <= 0 || n_used > n_experts) {
-    invalid_argument("route: cannot pick " + std::to_string(n_used) + " of " + std::to_string(n_experts) + " experts");
-  }
-  if (routing != STRATA_ROUTING_SOFTMAX_TOPK && routing != STRATA_ROUTING_SOFTMAX_TOPK_NORM) {
-    invalid_argument("route: unknown routing " + std::to_string(routing));
-  }
+  sdk::check_route_args(n_tokens, n_experts, n_used, routing);
   const float* logit_values = floats(logits, int64_t{n_tokens} * n_experts, "route logits");
   int32_t* id_values = elements<int32_t>(ids, int64_t{n_tokens} * n_used, "route ids");
   float* weight_values = floats(weights, int64_t{n_tokens} * n_used, "route weights");
@@ -78,7 +62,7 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   const auto& gate_weight = deref(gate, "moe_ffn gate");
   const auto& up_weight = deref(up, "moe_ffn up");
   const auto& down_weight = deref(down, "moe_ffn down");
-  check_expert_shapes(gate_weight, up_weight, down_weight);
+  sdk::check_expert_shapes(expert_shape(gate_weight), expert_shape(up_weight), expert_shape(down_weight));
   if (n_tokens < 0 || n_used <= 0) invalid_argument("moe_ffn: n_tokens and n_used must be positive");
   const int64_t width = gate_weight.ne0, ffn = gate_weight.ne1, n_experts = gate_weight.ne2;
   const int64_t n_slots = int64_t{n_tokens} * n_used;  // slot t * n_used + j: token t's j-th expert

@@ -161,49 +161,17 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
   }
 }
 
-void check_params(const strata_kv_cache& cache, const strata_attention_params& params) {
-  const strata_kv_config& config = cache.config;
-  if (params.struct_size < sizeof(strata_attention_params)) invalid_argument("attention params: struct_size is too small");
-  if (params.layer < 0 || params.layer >= config.n_layers) {
-    invalid_argument("attention: layer " + std::to_string(params.layer) + " is outside the cache's " +
-                     std::to_string(config.n_layers) + " layers");
-  }
-  if (params.n_head_kv != config.n_head_kv || params.head_dim != config.head_dim) {
-    invalid_argument("attention: " + std::to_string(params.n_head_kv) + " kv heads of " +
-                     std::to_string(params.head_dim) + " do not match the cache's " +
-                     std::to_string(config.n_head_kv) + " of " + std::to_string(config.head_dim));
-  }
-  if (params.n_tokens < 0 || params.n_head <= 0 || params.n_head % params.n_head_kv != 0) {
-    invalid_argument("attention: " + std::to_string(params.n_head) + " query heads are not a multiple of " +
-                     std::to_string(params.n_head_kv) + " kv heads");
-  }
-  if (params.n_tokens > 0 && params.positions == nullptr) invalid_argument("attention: positions is NULL");
-  for (int32_t t = 0; t < params.n_tokens; ++t) {
-    const int32_t position = params.positions[t];
-    if (position < 0 || position >= config.n_ctx) {
-      invalid_argument("position " + std::to_string(position) + " is past the context of " +
-                       std::to_string(config.n_ctx));
-    }
-  }
-}
-
 }  // namespace
 
 void kv_create(strata_backend* backend, const strata_kv_config* config, strata_kv_cache** out) {
   auto& instance = deref(backend, "backend");
   const auto& checked = deref(config, "kv config");
   deref(out, "out");
-  if (checked.struct_size < sizeof(strata_kv_config)) invalid_argument("kv config: struct_size is too small");
-  if (checked.n_layers <= 0 || checked.n_ctx <= 0 || checked.n_head_kv <= 0 || checked.head_dim <= 0) {
-    invalid_argument("kv config: layers, context, kv heads and head_dim must be positive");
-  }
+  sdk::check_kv_config(checked);
   if (checked.head_dim > kMaxValuesPerLane * kWarp) {
     throw sdk::Failure(STRATA_E_UNSUPPORTED, "kv config: head_dim " + std::to_string(checked.head_dim) +
                                                  " is above the CUDA attention's " +
                                                  std::to_string(kMaxValuesPerLane * kWarp));
-  }
-  if (checked.kv_type != STRATA_KV_F16 && checked.kv_type != STRATA_KV_INT8) {
-    invalid_argument("kv config: unknown kv_type " + std::to_string(checked.kv_type));
   }
   auto cache = std::make_unique<strata_kv_cache>();
   cache->config = checked;
@@ -231,7 +199,7 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
   auto& instance = deref(backend, "backend");
   auto& kv = deref(cache, "kv cache");
   const auto& p = deref(params, "attention params");
-  check_params(kv, p);
+  sdk::check_attention_params(kv.config, p);
   const int64_t n_tokens = p.n_tokens, head_dim = p.head_dim;
   const int64_t q_width = p.n_head * head_dim, kv_width = p.n_head_kv * head_dim;
   const float* q_values = floats(q, n_tokens * q_width, "attention q");

@@ -13,6 +13,7 @@
 #include "cuda_status.hpp"
 #include "device_memory.hpp"
 #include "strata/backend.h"
+#include "strata/backend_checks.hpp"
 #include "strata/plugin.hpp"
 #include "weight_kernels.hpp"
 
@@ -68,25 +69,18 @@ struct strata_backend {
 
 namespace strata::cuda {
 
-[[noreturn]] inline void invalid_argument(const std::string& message) {
-  throw sdk::Failure(STRATA_E_INVALID_ARGUMENT, message);
+using sdk::deref;
+using sdk::invalid_argument;
+
+inline sdk::ExpertShape expert_shape(const strata_weight& weight) {
+  return {weight.name, weight.ne0, weight.ne1, weight.ne2};
 }
 
-template <class T>
-T& deref(T* pointer, const char* what) {
-  if (pointer == nullptr) invalid_argument(std::string(what) + " is NULL");
-  return *pointer;
-}
-
-// The first count elements of a buffer as T (device memory), after checking that the buffer holds them.
+// The first count elements of a buffer as T, after checking that the buffer holds them.
 template <class T>
 T* elements(strata_buffer* buffer, int64_t count, const char* what) {
   const strata_buffer& checked = deref(buffer, what);
-  if (count < 0 || static_cast<uint64_t>(count) > checked.bytes / sizeof(T)) {
-    invalid_argument(std::string(what) + ": a buffer of " + std::to_string(checked.bytes) + " bytes cannot hold " +
-                     std::to_string(count) + " values");
-  }
-  return checked.memory.as<T>();
+  return sdk::buffer_elements<T>(checked.memory.get(), checked.bytes, count, what);
 }
 template <class T>
 const T* elements(const strata_buffer* buffer, int64_t count, const char* what) {

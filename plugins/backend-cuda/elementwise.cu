@@ -115,11 +115,7 @@ void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weig
 void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens,
                int32_t n_heads, int32_t head_dim, int32_t n_rot, float base) {
   auto& instance = deref(backend, "backend");
-  if (n_tokens < 0 || n_heads <= 0 || n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim) {
-    invalid_argument("rope_neox: n_rot " + std::to_string(n_rot) + " must be even and at most head_dim " +
-                     std::to_string(head_dim));
-  }
-  if (n_tokens > 0 && positions == nullptr) invalid_argument("rope_neox: positions is NULL");
+  sdk::check_rope_args(positions, n_tokens, n_heads, head_dim, n_rot);
   float* values = floats(x, int64_t{n_tokens} * n_heads * head_dim, "rope_neox x");
   if (n_tokens == 0) return;
   const int32_t* on_device = device_positions(instance, positions, n_tokens);

@@ -24,17 +24,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxGroupedExperts = 4096;  // two counters each in the grouping kernel's shared memory
 
-void check_expert_shapes(const strata_weight& gate, const strata_weight& up, const strata_weight& down) {
-  if (up.ne0 != gate.ne0 || up.ne1 != gate.ne1 || up.ne2 != gate.ne2 || down.ne0 != gate.ne1 ||
-      down.ne1 != gate.ne0 || down.ne2 != gate.ne2) {
-    invalid_argument("moe_ffn: expert shapes do not fit: gate " + gate.name + " " + std::to_string(gate.ne0) + "x" +
-                     std::to_string(gate.ne1) + "x" + std::to_string(gate.ne2) + ", up " + up.name + " " +
-                     std::to_string(up.ne0) + "x" + std::to_string(up.ne1) + "x" + std::to_string(up.ne2) +
-                     ", down " + down.name + " " + std::to_string(down.ne0) + "x" + std::to_string(down.ne1) + "x" +
-                     std::to_string(down.ne2));
-  }
-}
-
 // grouped[position] = x[token of the slot at position]; slot = token * n_used + choice.
 __global__ void gather_kernel(const float* x, const int32_t* slot_at, int n_used, int64_t width, float* grouped,
                               int64_t n) {
@@ -251,7 +240,7 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   const auto& gate_weight = deref(gate, "moe_ffn gate");
   const auto& up_weight = deref(up, "moe_ffn up");
   const auto& down_weight = deref(down, "moe_ffn down");
-  check_expert_shapes(gate_weight, up_weight, down_weight);
+  sdk::check_expert_shapes(expert_shape(gate_weight), expert_shape(up_weight), expert_shape(down_weight));
   if (n_tokens < 0 || n_used <= 0) invalid_argument("moe_ffn: n_tokens and n_used must be positive");
   const int64_t width = gate_weight.ne0, ffn = gate_weight.ne1;
   const int64_t n_slots = int64_t{n_tokens} * n_used;

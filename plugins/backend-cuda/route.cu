@@ -68,12 +68,7 @@ __global__ void route_kernel(const float* logits, int n_experts, int n_used, boo
 void route(strata_backend* backend, const strata_buffer* logits, int32_t n_tokens, int32_t n_experts,
            int32_t n_used, int32_t routing, strata_buffer* ids, strata_buffer* weights) {
   auto& instance = deref(backend, "backend");
-  if (n_tokens < 0 || n_experts <= 0 || n_used <= 0 || n_used > n_experts) {
-    invalid_argument("route: cannot pick " + std::to_string(n_used) + " of " + std::to_string(n_experts) + " experts");
-  }
-  if (routing != STRATA_ROUTING_SOFTMAX_TOPK && routing != STRATA_ROUTING_SOFTMAX_TOPK_NORM) {
-    invalid_argument("route: unknown routing " + std::to_string(routing));
-  }
+  sdk::check_route_args(n_tokens, n_experts, n_used, routing);
   const float* logit_values = floats(logits, int64_t{n_tokens} * n_experts, "route logits");
   int32_t* id_values = elements<int32_t>(ids, int64_t{n_tokens} * n_used, "route ids");
   float* weight_values = floats(weights, int64_t{n_tokens} * n_used, "route weights");

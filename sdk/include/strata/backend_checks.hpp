@@ -1,0 +1,125 @@
+// Argument checks every backend makes the same way (header-only, for backends written with
+// strata/backend.hpp): each throws sdk::Failure(STRATA_E_INVALID_ARGUMENT, or UNSUPPORTED for a type
+// nothing decodes) with a message naming the op and the values, so that all backends refuse bad calls
+// alike and the core's errors read the same whichever backend runs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "strata/backend.h"
+#include "strata/plugin.hpp"
+
+namespace strata::sdk {
+
+[[noreturn]] inline void invalid_argument(const std::string& message) {
+  throw Failure(STRATA_E_INVALID_ARGUMENT, message);
+}
+
+template <class T>
+T& deref(T* pointer, const char* what) {
+  if (pointer == nullptr) invalid_argument(std::string(what) + " is NULL");
+  return *pointer;
+}
+
+// The first count elements of a buffer of bytes at data, as T, after checking that they fit.
+template <class T>
+T* buffer_elements(void* data, size_t bytes, int64_t count, const char* what) {
+  if (count < 0 || static_cast<uint64_t>(count) > bytes / sizeof(T)) {
+    invalid_argument(std::string(what) + ": a buffer of " + std::to_string(bytes) + " bytes cannot hold " +
+                     std::to_string(count) + " values");
+  }
+  return static_cast<T*>(data);
+}
+
+// A kv_create config: positive sizes and a known cache type.
+inline void check_kv_config(const strata_kv_config& config) {
+  if (config.struct_size < sizeof(strata_kv_config)) invalid_argument("kv config: struct_size is too small");
+  if (config.n_layers <= 0 || config.n_ctx <= 0 || config.n_head_kv <= 0 || config.head_dim <= 0) {
+    invalid_argument("kv config: layers, context, kv heads and head_dim must be positive");
+  }
+  if (config.kv_type != STRATA_KV_F16 && config.kv_type != STRATA_KV_INT8) {
+    invalid_argument("kv config: unknown kv_type " + std::to_string(config.kv_type));
+  }
+}
+
+// Attention parameters against the cache they read: its layers, kv heads, head size and context.
+inline void check_attention_params(const strata_kv_config& config, const strata_attention_params& params) {
+  if (params.struct_size < sizeof(strata_attention_params)) invalid_argument("attention params: struct_size is too small");
+  if (params.layer < 0 || params.layer >= config.n_layers) {
+    invalid_argument("attention: layer " + std::to_string(params.layer) + " is outside the cache's " +
+                     std::to_string(config.n_layers) + " layers");
+  }
+  if (params.n_head_kv != config.n_head_kv || params.head_dim != config.head_dim) {
+    invalid_argument("attention: " + std::to_string(params.n_head_kv) + " kv heads of " +
+                     std::to_string(params.head_dim) + " do not match the cache's " +
+                     std::to_string(config.n_head_kv) + " of " + std::to_string(config.head_dim));
+  }
+  if (params.n_tokens < 0 || params.n_head <= 0 || params.n_head % params.n_head_kv != 0) {
+    invalid_argument("attention: " + std::to_string(params.n_head) + " query heads are not a multiple of " +
+                     std::to_string(params.n_head_kv) + " kv heads");
+  }
+  if (params.n_tokens > 0 && params.positions == nullptr) invalid_argument("attention: positions is NULL");
+  for (int32_t t = 0; t < params.n_tokens; ++t) {
+    const int32_t position = params.positions[t];
+    if (position < 0 || position >= config.n_ctx) {
+      invalid_argument("position " + std::to_string(position) + " is past the context of " +
+                       std::to_string(config.n_ctx));
+    }
+  }
+}
+
+inline void check_rope_args(const int32_t* positions, int32_t n_tokens, int32_t n_heads, int32_t head_dim,
+                            int32_t n_rot) {
+  if (n_tokens < 0 || n_heads <= 0 || n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim) {
+    invalid_argument("rope_neox: n_rot " + std::to_string(n_rot) + " must be even and at most head_dim " +
+                     std::to_string(head_dim));
+  }
+  if (n_tokens > 0 && positions == nullptr) invalid_argument("rope_neox: positions is NULL");
+}
+
+inline void check_route_args(int32_t n_tokens, int32_t n_experts, int32_t n_used, int32_t routing) {
+  if (n_tokens < 0 || n_experts <= 0 || n_used <= 0 || n_used > n_experts) {
+    invalid_argument("route: cannot pick " + std::to_string(n_used) + " of " + std::to_string(n_experts) + " experts");
+  }
+  if (routing != STRATA_ROUTING_SOFTMAX_TOPK && routing != STRATA_ROUTING_SOFTMAX_TOPK_NORM) {
+    invalid_argument("route: unknown routing " + std::to_string(routing));
+  }
+}
+
+// The shape of a stacked expert tensor, for messages and the moe_ffn shape check.
+struct ExpertShape {
+  const std::string& name;
+  int64_t ne0, ne1, ne2;
+  std::string text() const {
+    return name + " " + std::to_string(ne0) + "x" + std::to_string(ne1) + "x" + std::to_string(ne2);
+  }
+};
+
+// gate and up: width -> ffn, down: ffn -> width, all with the same number of experts.
+inline void check_expert_shapes(const ExpertShape& gate, const ExpertShape& up, const ExpertShape& down) {
+  if (up.ne0 != gate.ne0 || up.ne1 != gate.ne1 || up.ne2 != gate.ne2 || down.ne0 != gate.ne1 ||
+      down.ne1 != gate.ne0 || down.ne2 != gate.ne2) {
+    invalid_argument("moe_ffn: expert shapes do not fit: gate " + gate.text() + ", up " + up.text() + ", down " +
+                     down.text());
+  }
+}
+
+// A weight_load description with the type it names (NULL when no plugin provides it): whole rows of
+// blocks. Returns the tensor's name for messages.
+inline std::string check_weight_desc(const strata_weight_desc& desc, const strata_quant_type* type) {
+  if (desc.struct_size < sizeof(strata_weight_desc)) invalid_argument("weight desc: struct_size is too small");
+  const std::string name = desc.name != nullptr ? desc.name : "(unnamed)";
+  if (type == nullptr || type->dequantize == nullptr) {
+    throw Failure(STRATA_E_UNSUPPORTED, "weight " + name + ": no quant plugin provides type " + std::to_string(desc.type));
+  }
+  if (desc.ne0 <= 0 || desc.ne1 <= 0 || desc.ne2 <= 0 || desc.ne0 % type->block_elements != 0) {
+    invalid_argument("weight " + name + ": shape " + std::to_string(desc.ne0) + " x " + std::to_string(desc.ne1) +
+                     " x " + std::to_string(desc.ne2) + " is not whole rows of " + type->name + " blocks of " +
+                     std::to_string(type->block_elements));
+  }
+  return name;
+}
+
+}  // namespace strata::sdk
