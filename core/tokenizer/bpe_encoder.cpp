@@ -1,9 +1,9 @@
 #include "core/tokenizer/bpe_encoder.hpp"
 
-#include <algorithm>
-#include <queue>
+#include <optional>
 
 #include "core/tokenizer/byte_level_map.hpp"
+#include "core/tokenizer/symbol_merges.hpp"
 #include "core/tokenizer/utf8.hpp"
 
 namespace strata::tokenizer {
@@ -17,25 +17,6 @@ std::string merge_key(std::string_view left, std::string_view right) {
   key += right;
   return key;
 }
-
-// A run of bytes of the piece; merged symbols grow rightwards and leave an empty one behind.
-struct Symbol {
-  size_t start = 0;
-  size_t length = 0;
-  int previous = -1;
-  int next = -1;
-};
-
-struct Candidate {
-  int rank;
-  int left;
-  int right;
-  size_t length;  // of the merged text: a candidate whose symbols changed since is stale
-  // The queue's top is the lowest rank, leftmost first, as the peer merges.
-  bool operator<(const Candidate& other) const {
-    return rank != other.rank ? rank > other.rank : left > other.left;
-  }
-};
 
 }  // namespace
 
@@ -71,44 +52,14 @@ void BpeEncoder::encode_piece(const std::string& piece, std::vector<TokenId>& ou
       return;
     }
   }
-  std::vector<Symbol> symbols;
-  for (size_t pos = 0; pos < piece.size();) {
-    const size_t length = std::min(utf8::length_from_lead_byte(piece[pos]), piece.size() - pos);
-    const int index = static_cast<int>(symbols.size());
-    symbols.push_back({pos, length, index - 1, pos + length < piece.size() ? index + 1 : -1});
-    pos += length;
-  }
-  const auto text_of = [&](const Symbol& symbol) { return std::string_view(piece).substr(symbol.start, symbol.length); };
-
-  std::priority_queue<Candidate> queue;
-  const auto consider = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
-    const int rank = merge_rank(text_of(symbols[left]), text_of(symbols[right]));
-    if (rank >= 0) queue.push({rank, left, right, symbols[left].length + symbols[right].length});
-  };
-  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) consider(i - 1, i);
-
-  while (!queue.empty()) {
-    const Candidate candidate = queue.top();
-    queue.pop();
-    auto& left = symbols[candidate.left];
-    auto& right = symbols[candidate.right];
-    if (left.length == 0 || right.length == 0 || left.next != candidate.right ||
-        left.length + right.length != candidate.length) {
-      continue;
-    }
-    left.length += right.length;
-    right.length = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].previous = candidate.left;
-    consider(left.previous, candidate.left);
-    consider(candidate.left, left.next);
-  }
-
-  for (const auto& symbol : symbols) {
-    if (symbol.length == 0) continue;
-    const std::string text(text_of(symbol));
-    if (const auto id = vocabulary_.find(text)) {
+  // Lower ranks merge first.
+  const auto pieces = merge_symbols(piece, [&](std::string_view left, std::string_view right) -> std::optional<double> {
+    const int rank = merge_rank(left, right);
+    if (rank < 0) return std::nullopt;
+    return -static_cast<double>(rank);
+  });
+  for (const std::string_view text : pieces) {
+    if (const auto id = vocabulary_.find(std::string(text))) {
       out.push_back(*id);
       continue;
     }

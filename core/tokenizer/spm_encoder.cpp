@@ -1,10 +1,9 @@
 #include "core/tokenizer/spm_encoder.hpp"
 
-#include <algorithm>
 #include <cstdio>
-#include <queue>
+#include <optional>
 
-#include "core/tokenizer/utf8.hpp"
+#include "core/tokenizer/symbol_merges.hpp"
 
 namespace strata::tokenizer {
 namespace {
@@ -24,24 +23,6 @@ std::string replace_all(std::string_view text, std::string_view from, std::strin
   return out;
 }
 
-struct Symbol {
-  size_t start = 0;
-  size_t length = 0;
-  int previous = -1;
-  int next = -1;
-};
-
-struct Candidate {
-  float score;
-  int left;
-  int right;
-  size_t length;  // of the merged text: a candidate whose symbols changed since is stale
-  // The queue's top is the highest score, leftmost first, as the peer merges.
-  bool operator<(const Candidate& other) const {
-    return score != other.score ? score < other.score : left > other.left;
-  }
-};
-
 }  // namespace
 
 SpmEncoder::SpmEncoder(const Vocabulary& vocabulary) : vocabulary_(vocabulary), byte_tokens_(256) {
@@ -56,43 +37,15 @@ void SpmEncoder::encode(std::string_view raw, bool after_special, std::vector<To
   const std::string text =
       replace_all(vocabulary_.add_space_prefix && after_special ? " " + std::string(raw) : std::string(raw), " ", space_marker);
 
-  // Symbols are characters as their lead bytes announce them; no UTF-8 check, the bytes fall back anyway.
-  std::vector<Symbol> symbols;
-  for (size_t pos = 0; pos < text.size();) {
-    const size_t length = std::min(utf8::length_from_lead_byte(text[pos]), text.size() - pos);
-    const int index = static_cast<int>(symbols.size());
-    symbols.push_back({pos, length, index - 1, pos + length < text.size() ? index + 1 : -1});
-    pos += length;
-  }
-
-  std::priority_queue<Candidate> queue;
-  const auto consider = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
-    const size_t length = symbols[left].length + symbols[right].length;
-    if (const auto id = vocabulary_.find(text.substr(symbols[left].start, length))) {
-      queue.push({vocabulary_.tokens[*id].score, left, right, length});
-    }
-  };
-  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) consider(i - 1, i);
-
-  while (!queue.empty()) {
-    const Candidate candidate = queue.top();
-    queue.pop();
-    auto& left = symbols[candidate.left];
-    auto& right = symbols[candidate.right];
-    if (left.length == 0 || right.length == 0 || left.length + right.length != candidate.length) continue;
-    left.length += right.length;
-    right.length = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].previous = candidate.left;
-    consider(left.previous, candidate.left);
-    consider(candidate.left, left.next);
-  }
-
-  for (const auto& symbol : symbols) {
-    if (symbol.length == 0) continue;
-    const std::string piece = text.substr(symbol.start, symbol.length);
-    if (const auto id = vocabulary_.find(piece)) {
+  // No UTF-8 check: bytes that are not characters fall back to byte tokens anyway. Adjacent symbols merge
+  // when their concatenation is a token, the highest score first.
+  const auto pieces = merge_symbols(text, [&](std::string_view left, std::string_view right) -> std::optional<double> {
+    const auto id = vocabulary_.find(std::string(left.data(), left.size() + right.size()));
+    if (!id) return std::nullopt;
+    return vocabulary_.tokens[*id].score;
+  });
+  for (const std::string_view piece : pieces) {
+    if (const auto id = vocabulary_.find(std::string(piece))) {
       out.push_back(*id);
     } else {
       append_bytes(piece, out);
