@@ -18,39 +18,18 @@
 #include <tuple>
 #include <vector>
 
-#include "core/quant/quant_registry.hpp"
 #include "cpu_backend.hpp"
-#include "iq3_s.hpp"
-#include "iq3_xxs.hpp"
-#include "q4_k.hpp"
-#include "q5_k.hpp"
-#include "q6_k.hpp"
 #include "strata/half.hpp"
 #include "strata/plugin.hpp"
+#include "support/backend_harness.hpp"
 
 namespace {
 
-constexpr uint32_t kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kIQ3_XXS = 18, kIQ3_S = 21;
+using namespace strata::test;  // NOLINT: the harness's types, constants and helpers
 
 const strata_backend_table& table() { return strata::cpu::cpu_backend_table(); }
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> values(n);
-  for (float& v : values) v = normal(rng);
-  return values;
-}
-
-const strata_quant_type& q8_0_type() {
-  static const strata::QuantRegistry registry = [] {
-    strata::QuantRegistry r;
-    r.offer("core", strata::base_quant_table());
-    r.resolve({});
-    return r;
-  }();
-  return *registry.find(kQ8_0);
-}
+const strata_quant_type& q8_0_type() { return test_types().type(kQ8_0); }
 
 std::vector<float> dequantize_q8_0(const void* blocks, int64_t n) {
   std::vector<float> values(n);
@@ -87,151 +66,34 @@ strata_quant_type make_test_type(uint32_t id, uint32_t activation_type, decltype
   return type;
 }
 
-// Every type the tests use: the core's, the k-quants, IQ3, and the test-only dot types. find_without_dot
-// offers the same types without their CPU dot kernels, which sends matmul down the dequantizing path.
-class TypeLookup {
- public:
-  TypeLookup() {
-    registry_.offer("core", strata::base_quant_table());
-    registry_.offer("quant-k", strata::sdk::QuantTable<strata::quant_k::Q4KCodec, strata::quant_k::Q5KCodec,
-                                                       strata::quant_k::Q6KCodec>::table);
-    registry_.offer("quant-iq3", strata::sdk::QuantTable<strata::iq3::Iq3XxsCodec, strata::iq3::Iq3SCodec>::table);
-    registry_.resolve({});
-  }
-  static const strata_quant_type* find(void* context, uint32_t type_id) {
-    static const strata_quant_type dot_q8 = make_test_type(kTestQ8DotQ8, kQ8_0, &test_dot_rows<false>);
-    static const strata_quant_type dot_f32 = make_test_type(kTestQ8DotF32, kF32, &test_dot_rows<true>);
-    if (type_id == kTestQ8DotQ8) return &dot_q8;
-    if (type_id == kTestQ8DotF32) return &dot_f32;
-    return static_cast<TypeLookup*>(context)->registry_.find(type_id);
-  }
-  static const strata_quant_type* find_without_dot(void* context, uint32_t type_id) {
-    auto& stripped = static_cast<TypeLookup*>(context)->stripped_;
-    const auto known = stripped.find(type_id);
-    if (known != stripped.end()) return &known->second;
-    const strata_quant_type* type = find(context, type_id);
-    if (type == nullptr) return nullptr;
-    strata_quant_type copy = *type;
-    copy.cpu_activation_type = 0;
-    copy.cpu_dot_rows = nullptr;
-    copy.cpu_dot_rows_multi = nullptr;
-    return &stripped.emplace(type_id, copy).first->second;
-  }
-  // The same types with their one-token kernels only: matmul then calls cpu_dot_rows once per token.
-  static const strata_quant_type* find_one_token_dot(void* context, uint32_t type_id) {
-    auto& one_token = static_cast<TypeLookup*>(context)->one_token_;
-    const auto known = one_token.find(type_id);
-    if (known != one_token.end()) return &known->second;
-    const strata_quant_type* type = find(context, type_id);
-    if (type == nullptr) return nullptr;
-    strata_quant_type copy = *type;
-    copy.cpu_dot_rows_multi = nullptr;
-    return &one_token.emplace(type_id, copy).first->second;
-  }
-  const strata_quant_type& type(uint32_t type_id) { return *find(this, type_id); }
-
- private:
-  strata::QuantRegistry registry_;
-  std::map<uint32_t, strata_quant_type> stripped_;  // node-based: pointers stay valid
-  std::map<uint32_t, strata_quant_type> one_token_;
-};
-
-TypeLookup& types() {
-  static TypeLookup lookup;
-  return lookup;
+// The shared test types plus the test-only dot types.
+TestTypes& types() {
+  static TestTypes& types = [] () -> TestTypes& {
+    TestTypes& shared = test_types();
+    shared.add(make_test_type(kTestQ8DotQ8, kQ8_0, &test_dot_rows<false>));
+    shared.add(make_test_type(kTestQ8DotF32, kF32, &test_dot_rows<true>));
+    return shared;
+  }();
+  return types;
 }
 
-// Bytes of a weight quantized from random floats, and the floats its blocks decode to.
-struct HostWeight {
-  uint32_t type;
-  int64_t ne0, ne1, ne2;
-  std::vector<uint8_t> bytes;
-  std::vector<float> decoded;
-
-  const float* row(int64_t expert, int64_t r) const { return decoded.data() + (expert * ne1 + r) * ne0; }
-};
-
-HostWeight make_weight(uint32_t type_id, int64_t ne0, int64_t ne1, int64_t ne2, uint32_t seed) {
-  const strata_quant_type& type = types().type(type_id);
-  HostWeight weight{type_id, ne0, ne1, ne2, {}, {}};
-  const std::vector<float> values = random_floats(static_cast<size_t>(ne0 * ne1 * ne2), seed, 0.5f);
-  const int64_t n_blocks = ne0 * ne1 * ne2 / type.block_elements;
-  weight.bytes.resize(static_cast<size_t>(n_blocks * type.block_bytes));
-  EXPECT_EQ(type.quantize(values.data(), weight.bytes.data(), ne1 * ne2, ne0, nullptr, nullptr), STRATA_OK);
-  weight.decoded.resize(values.size());
-  EXPECT_EQ(type.dequantize(weight.bytes.data(), weight.decoded.data(), n_blocks, nullptr), STRATA_OK);
-  return weight;
+// The CPU backend's table, once the test-only types are registered.
+const strata_backend_table& table_with_test_types() {
+  types();
+  return table();
 }
 
-// One backend instance with its buffers, weights and caches, freed with it.
-class Backend {
+// A CPU backend instance whose quant types carry all, some or none of their CPU dot kernels.
+class Backend : public TestBackend {
  public:
   enum Kernels { with_dot_kernels, without_dot_kernels, one_token_dot_kernels };
 
-  explicit Backend(int n_threads, const std::string& options = "{}", Kernels kernels = with_dot_kernels) {
-    const strata_backend_config config{sizeof(strata_backend_config), n_threads, options.c_str(), &types(),
-                                       kernels == with_dot_kernels       ? &TypeLookup::find
-                                       : kernels == without_dot_kernels ? &TypeLookup::find_without_dot
-                                                                        : &TypeLookup::find_one_token_dot};
-    EXPECT_EQ(table().create(&config, &backend_, error()), STRATA_OK) << message_;
-  }
-  ~Backend() {
-    for (strata_buffer* buffer : buffers_) table().buffer_free(backend_, buffer);
-    for (strata_weight* weight : weights_) table().weight_free(backend_, weight);
-    for (strata_kv_cache* cache : caches_) table().kv_free(backend_, cache);
-    table().destroy(backend_);
-  }
-  Backend(const Backend&) = delete;
-  Backend& operator=(const Backend&) = delete;
-
-  strata_backend* get() { return backend_; }
-  strata_error* error() {
-    message_[0] = '\0';
-    error_ = {message_, sizeof message_};
-    return &error_;
-  }
-  std::string message() const { return message_; }
-
-  strata_buffer* alloc(size_t bytes) {
-    strata_buffer* buffer = nullptr;
-    EXPECT_EQ(table().buffer_alloc(backend_, bytes, &buffer, error()), STRATA_OK) << message_;
-    buffers_.push_back(buffer);
-    return buffer;
-  }
-  strata_buffer* alloc_floats(size_t n) { return alloc(n * sizeof(float)); }
-  template <class T>
-  strata_buffer* upload(const std::vector<T>& values) {
-    strata_buffer* buffer = alloc(values.size() * sizeof(T));
-    EXPECT_EQ(table().buffer_write(backend_, buffer, 0, values.data(), values.size() * sizeof(T), error()), STRATA_OK);
-    return buffer;
-  }
-  template <class T = float>
-  std::vector<T> read(strata_buffer* buffer, size_t n) {
-    std::vector<T> values(n);
-    EXPECT_EQ(table().buffer_read(backend_, buffer, 0, values.data(), n * sizeof(T), error()), STRATA_OK) << message_;
-    return values;
-  }
-
-  strata_weight* load(const HostWeight& weight) {
-    const strata_weight_desc desc{sizeof(strata_weight_desc), "blk.0.test.weight", weight.type, weight.ne0,
-                                  weight.ne1, weight.ne2, weight.bytes.data()};
-    strata_weight* loaded = nullptr;
-    EXPECT_EQ(table().weight_load(backend_, &desc, &loaded, error()), STRATA_OK) << message_;
-    weights_.push_back(loaded);
-    return loaded;
-  }
-  strata_weight* load_f32(const std::vector<float>& values) {
-    HostWeight weight{kF32, static_cast<int64_t>(values.size()), 1, 1, std::vector<uint8_t>(values.size() * 4), values};
-    std::memcpy(weight.bytes.data(), values.data(), weight.bytes.size());
-    host_weights_.push_back(std::move(weight));  // the backend reads the bytes in place: they must outlive it
-    return load(host_weights_.back());
-  }
-  strata_kv_cache* kv(int32_t n_layers, int32_t n_ctx, int32_t n_head_kv, int32_t head_dim, int32_t kv_type) {
-    const strata_kv_config config{sizeof(strata_kv_config), n_layers, n_ctx, n_head_kv, head_dim, kv_type};
-    strata_kv_cache* cache = nullptr;
-    EXPECT_EQ(table().kv_create(backend_, &config, &cache, error()), STRATA_OK) << message_;
-    caches_.push_back(cache);
-    return cache;
+  explicit Backend(int n_threads, const std::string& options = "{}", Kernels kernels = with_dot_kernels)
+      : TestBackend(table_with_test_types(), n_threads, options,
+                    kernels == with_dot_kernels      ? &TestTypes::finder<TestTypes::Variant::as_offered>
+                    : kernels == without_dot_kernels ? &TestTypes::finder<TestTypes::Variant::without_cpu_dot>
+                                                     : &TestTypes::finder<TestTypes::Variant::one_token_dot>) {
+    EXPECT_EQ(create_status(), STRATA_OK) << message();
   }
 
   std::vector<float> matmul(const HostWeight& w, int32_t expert, const std::vector<float>& x, int32_t n_tokens,
@@ -239,19 +101,10 @@ class Backend {
     strata_weight* weight = load(w);
     strata_buffer* out = alloc_floats(static_cast<size_t>(n_tokens * w.ne1));
     strata_weight* bias_weight = bias != nullptr ? load_f32(*bias) : nullptr;
-    EXPECT_EQ(table().matmul(backend_, weight, expert, upload(x), n_tokens, bias_weight, out, error()), STRATA_OK)
-        << message_;
+    EXPECT_EQ(table().matmul(get(), weight, expert, upload(x), n_tokens, bias_weight, out, error()), STRATA_OK)
+        << message();
     return read(out, static_cast<size_t>(n_tokens * w.ne1));
   }
-
- private:
-  strata_backend* backend_ = nullptr;
-  char message_[512] = "";
-  strata_error error_{};
-  std::vector<strata_buffer*> buffers_;
-  std::vector<strata_weight*> weights_;
-  std::vector<strata_kv_cache*> caches_;
-  std::vector<HostWeight> host_weights_;
 };
 
 std::vector<double> reference_matmul(const HostWeight& w, int64_t expert, const std::vector<float>& x,
@@ -318,7 +171,7 @@ TEST(BackendCpu, EnvironmentChoosesTheInstructionSetOverTheOption) {
 
 TEST(BackendCpu, RejectsAnUnknownInstructionSet) {
   const strata_backend_config config{sizeof(strata_backend_config), 1, R"({"isa": "neon"})", &types(),
-                                     &TypeLookup::find};
+                                     &TestTypes::finder<TestTypes::Variant::as_offered>};
   strata_backend* backend = nullptr;
   char message[256] = "";
   strata_error error{message, sizeof message};

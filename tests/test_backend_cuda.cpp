@@ -24,22 +24,16 @@
 
 #include "core/engine/engine.hpp"
 #include "core/util/error.hpp"
-#include "core/quant/quant_registry.hpp"
 #include "cpu_backend.hpp"
-#include "iq3_s.hpp"
-#include "iq3_xxs.hpp"
-#include "q4_k.hpp"
-#include "q5_k.hpp"
-#include "q6_k.hpp"
 #include "strata/half.hpp"
 #include "strata/plugin.hpp"
+#include "support/backend_harness.hpp"
 #include "support/logit_metrics.hpp"
 #include "support/reference.hpp"
 
 namespace {
 
-constexpr uint32_t kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kIQ3_XXS = 18, kIQ3_S = 21,
-                   kBF16 = 30;
+using namespace strata::test;  // NOLINT: the harness's types, constants and helpers
 
 // The CUDA plugin's table, or why it cannot run here.
 struct CudaPlugin {
@@ -68,14 +62,6 @@ const CudaPlugin& cuda_plugin() {
 #define SKIP_WITHOUT_CUDA()                                                           \
   if (cuda_plugin().table == nullptr) GTEST_SKIP() << cuda_plugin().unavailable
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> values(n);
-  for (float& v : values) v = normal(rng);
-  return values;
-}
-
 // x as the CUDA decode kernels see it: each 32 values rounded to int8 levels of amax / 127.
 std::vector<float> q8_rounded(std::vector<float> x) {
   for (size_t group = 0; group + 32 <= x.size(); group += 32) {
@@ -87,162 +73,16 @@ std::vector<float> q8_rounded(std::vector<float> x) {
   return x;
 }
 
-// The core's types, the k-quants and IQ3 (with their CUDA launchers when built with CUDA). The CPU
-// backend gets them without CPU dot kernels, so that its matmuls are float products of the decoded
-// weights, as the CUDA backend's are.
-class TypeLookup {
+// A backend instance of either table with 2 threads. The CPU backend gets the types without CPU dot
+// kernels, so that its matmuls are float products of the decoded weights, as the CUDA backend's are;
+// abi_1_0_types hands the CUDA backend the types as ABI 1.0 plugins offer them (no grouped launchers).
+class Backend : public TestBackend {
  public:
-  TypeLookup() {
-    registry_.offer("core", strata::base_quant_table());
-    registry_.offer("quant-k", strata::sdk::QuantTable<strata::quant_k::Q4KCodec, strata::quant_k::Q5KCodec,
-                                                       strata::quant_k::Q6KCodec>::table);
-    registry_.offer("quant-iq3", strata::sdk::QuantTable<strata::iq3::Iq3XxsCodec, strata::iq3::Iq3SCodec>::table);
-    registry_.resolve({});
-    for (const uint32_t id : {kF32, kF16, kBF16, kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S}) {
-      strata_quant_type copy = *registry_.find(id);
-      copy.cpu_activation_type = 0;
-      copy.cpu_dot_rows = nullptr;
-      without_dot_.emplace(id, copy);
-      // As an ABI 1.0 plugin has it: the table ends before the grouped launchers.
-      strata_quant_type old = *registry_.find(id);
-      old.struct_size = offsetof(strata_quant_type, cuda_expert_matvec);
-      abi_1_0_.emplace(id, old);
-    }
-  }
-  static const strata_quant_type* find_abi_1_0(void* context, uint32_t type_id) {
-    auto& types = static_cast<TypeLookup*>(context)->abi_1_0_;
-    const auto found = types.find(type_id);
-    return found != types.end() ? &found->second : nullptr;
-  }
-  static const strata_quant_type* find(void* context, uint32_t type_id) {
-    return static_cast<TypeLookup*>(context)->registry_.find(type_id);
-  }
-  static const strata_quant_type* find_without_dot(void* context, uint32_t type_id) {
-    auto& types = static_cast<TypeLookup*>(context)->without_dot_;
-    const auto found = types.find(type_id);
-    return found != types.end() ? &found->second : nullptr;
-  }
-  const strata_quant_type& type(uint32_t type_id) { return *find(this, type_id); }
-
- private:
-  strata::QuantRegistry registry_;
-  std::map<uint32_t, strata_quant_type> without_dot_, abi_1_0_;
-};
-
-TypeLookup& types() {
-  static TypeLookup lookup;
-  return lookup;
-}
-
-struct HostWeight {
-  uint32_t type;
-  int64_t ne0, ne1, ne2;
-  std::vector<uint8_t> bytes;
-  std::vector<float> decoded;
-};
-
-HostWeight make_weight(uint32_t type_id, int64_t ne0, int64_t ne1, int64_t ne2, uint32_t seed) {
-  const strata_quant_type& type = types().type(type_id);
-  HostWeight weight{type_id, ne0, ne1, ne2, {}, {}};
-  const std::vector<float> values = random_floats(static_cast<size_t>(ne0 * ne1 * ne2), seed, 0.5f);
-  const int64_t n_blocks = ne0 * ne1 * ne2 / type.block_elements;
-  weight.bytes.resize(static_cast<size_t>(n_blocks * type.block_bytes));
-  EXPECT_EQ(type.quantize(values.data(), weight.bytes.data(), ne1 * ne2, ne0, nullptr, nullptr), STRATA_OK);
-  weight.decoded.resize(values.size());
-  EXPECT_EQ(type.dequantize(weight.bytes.data(), weight.decoded.data(), n_blocks, nullptr), STRATA_OK);
-  return weight;
-}
-
-HostWeight f32_weight(const std::vector<float>& values) {
-  HostWeight weight{kF32, static_cast<int64_t>(values.size()), 1, 1, std::vector<uint8_t>(values.size() * 4), values};
-  std::memcpy(weight.bytes.data(), values.data(), weight.bytes.size());
-  return weight;
-}
-
-// One backend instance of either table, with its buffers, weights and caches freed with it.
-class Backend {
- public:
-  // abi_1_0_types: the quant types as ABI 1.0 plugins offer them (no grouped launchers).
-  Backend(const strata_backend_table& table, const std::string& options = "{}", bool abi_1_0_types = false)
-      : table_(table) {
-    const bool is_cpu = &table == &strata::cpu::cpu_backend_table();
-    const strata_backend_config config{
-        sizeof(strata_backend_config), 2, options.c_str(), &types(),
-        is_cpu ? &TypeLookup::find_without_dot : abi_1_0_types ? &TypeLookup::find_abi_1_0 : &TypeLookup::find};
-    status_ = table_.create(&config, &backend_, error());
-  }
-  ~Backend() {
-    for (strata_buffer* buffer : buffers_) table_.buffer_free(backend_, buffer);
-    for (strata_weight* weight : weights_) table_.weight_free(backend_, weight);
-    for (strata_kv_cache* cache : caches_) table_.kv_free(backend_, cache);
-    if (backend_ != nullptr) table_.destroy(backend_);
-  }
-  Backend(const Backend&) = delete;
-  Backend& operator=(const Backend&) = delete;
-
-  const strata_backend_table& table() const { return table_; }
-  strata_backend* get() { return backend_; }
-  strata_status create_status() const { return status_; }
-  strata_error* error() {
-    message_[0] = '\0';
-    error_ = {message_, sizeof message_};
-    return &error_;
-  }
-  std::string message() const { return message_; }
-
-  strata_buffer* alloc(size_t bytes) {
-    strata_buffer* buffer = nullptr;
-    EXPECT_EQ(table_.buffer_alloc(backend_, bytes, &buffer, error()), STRATA_OK) << message_;
-    buffers_.push_back(buffer);
-    return buffer;
-  }
-  strata_buffer* alloc_floats(size_t n) { return alloc(n * sizeof(float)); }
-  template <class T>
-  strata_buffer* upload(const std::vector<T>& values) {
-    strata_buffer* buffer = alloc(values.size() * sizeof(T));
-    EXPECT_EQ(table_.buffer_write(backend_, buffer, 0, values.data(), values.size() * sizeof(T), error()), STRATA_OK);
-    return buffer;
-  }
-  template <class T = float>
-  std::vector<T> read(strata_buffer* buffer, size_t n) {
-    std::vector<T> values(n);
-    EXPECT_EQ(table_.buffer_read(backend_, buffer, 0, values.data(), n * sizeof(T), error()), STRATA_OK) << message_;
-    return values;
-  }
-  strata_status try_load(const HostWeight& weight, strata_weight** out) {
-    const strata_weight_desc desc{sizeof(strata_weight_desc), "blk.0.test.weight", weight.type, weight.ne0,
-                                  weight.ne1, weight.ne2, weight.bytes.data()};
-    const strata_status status = table_.weight_load(backend_, &desc, out, error());
-    if (status == STRATA_OK) weights_.push_back(*out);
-    return status;
-  }
-  strata_weight* load(const HostWeight& weight) {
-    strata_weight* loaded = nullptr;
-    EXPECT_EQ(try_load(weight, &loaded), STRATA_OK) << message_;
-    return loaded;
-  }
-  strata_kv_cache* kv(int32_t n_layers, int32_t n_ctx, int32_t n_head_kv, int32_t head_dim, int32_t kv_type) {
-    const strata_kv_config config{sizeof(strata_kv_config), n_layers, n_ctx, n_head_kv, head_dim, kv_type};
-    strata_kv_cache* cache = nullptr;
-    EXPECT_EQ(table_.kv_create(backend_, &config, &cache, error()), STRATA_OK) << message_;
-    caches_.push_back(cache);
-    return cache;
-  }
-  // Runs an op given as (backend, error) -> status and expects success.
-  template <class Op>
-  void run(const char* what, Op op) {
-    EXPECT_EQ(op(backend_, error()), STRATA_OK) << what << ": " << message_;
-  }
-
- private:
-  const strata_backend_table& table_;
-  strata_backend* backend_ = nullptr;
-  strata_status status_ = STRATA_OK;
-  char message_[512] = "";
-  strata_error error_{};
-  std::vector<strata_buffer*> buffers_;
-  std::vector<strata_weight*> weights_;
-  std::vector<strata_kv_cache*> caches_;
+  explicit Backend(const strata_backend_table& table, const std::string& options = "{}", bool abi_1_0_types = false)
+      : TestBackend(table, 2, options,
+                    &table == &strata::cpu::cpu_backend_table() ? &TestTypes::finder<TestTypes::Variant::without_cpu_dot>
+                    : abi_1_0_types                              ? &TestTypes::finder<TestTypes::Variant::abi_1_0>
+                                                                 : &TestTypes::finder<TestTypes::Variant::as_offered>) {}
 };
 
 // The CPU and the CUDA backend side by side: each test runs the same op on both.
@@ -301,7 +141,7 @@ INSTANTIATE_TEST_SUITE_P(TypesAndBatches, BackendCudaMatmul,
                          testing::Combine(testing::Values(kF32, kF16, kBF16, kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S),
                                           testing::Values(1, 3, 8, 9, 40)),
                          [](const auto& info) {
-                           return std::string(types().type(std::get<0>(info.param)).name) + "_" +
+                           return std::string(test_types().type(std::get<0>(info.param)).name) + "_" +
                                   std::to_string(std::get<1>(info.param)) + "_tokens";
                          });
 
@@ -343,7 +183,7 @@ TEST_P(BackendCudaDecoding, DecodesEveryWeightAsTheCpuDequantizer) {
 
 INSTANTIATE_TEST_SUITE_P(Types, BackendCudaDecoding,
                          testing::Values(kF16, kBF16, kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S),
-                         [](const auto& info) { return std::string(types().type(info.param).name); });
+                         [](const auto& info) { return std::string(test_types().type(info.param).name); });
 
 TEST(BackendCuda, DescribeNamesTheDevice) {
   SKIP_WITHOUT_CUDA();
