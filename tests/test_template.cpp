@@ -1,6 +1,7 @@
 // The Jinja engine (core/template) against Jinja2 as Hugging Face's apply_chat_template configures it:
 // every reference conversation of every reference template renders byte for byte, and each feature
 // behaves as Jinja2 documents it (expected strings were checked against Jinja2 3.1).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -18,6 +19,7 @@ namespace strata {
 namespace {
 
 using jinja::Template;
+using testing::HasSubstr;
 using jinja::Value;
 
 jinja::RenderOptions pinned_clock() { return {jinja::parse_time_pin("2026-11-30 12:00")}; }
@@ -139,6 +141,13 @@ TEST(TemplateMacros, DefaultsKeywordsCallerAndFilterBlocks) {
             "<1><2>");
   EXPECT_EQ(render("{% macro f(a) %}{{ a }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ f(1, 2, 3) }}"), "1(2, 3){}");
   EXPECT_EQ(render("{% filter upper %}hello {{ 'you' }}{% endfilter %}"), "HELLO YOU");
+  // Macros see their defining scope while it lasts, and calls within it work at any depth...
+  EXPECT_EQ(render("{% set p = '>' %}{% macro m(x) %}{{ p }}{{ x }}{% endmacro %}{% for i in [1, 2] %}{{ m(i) }}{% endfor %}"),
+            ">1>2");
+  // ...but a macro does not keep a finished scope alive (that reference cycle leaked every render).
+  EXPECT_THAT(render_error("{% set ns = namespace() %}{% for i in [1] %}{% macro m() %}x{% endmacro %}"
+                           "{% set ns.f = m %}{% endfor %}{{ ns.f() }}"),
+              HasSubstr("after the scope defining it ended"));
 }
 
 TEST(TemplateExpressions, SlicingArithmeticAndPythonPrinting) {
@@ -219,6 +228,8 @@ TEST(TemplateErrors, NameTheLine) {
   EXPECT_EQ(render_error("\n{{ 'a' + 1 }}"), "template line 2: can only concatenate str (not \"int\") to str");
   EXPECT_EQ(render_error("{% for x in 5 %}{% endfor %}"), "template line 1: 'int' object is not iterable");
   EXPECT_EQ(render_error("{% macro m() %}\n{{ raise_exception('inside') }}{% endmacro %}\n\n{{ m() }}"), "template line 2: inside");
+  // An argument of the wrong type is an error of the render, not of the process (found by fuzzing).
+  EXPECT_EQ(render_error("\n{{ 'a' | center(2.5) }}"), "template line 2: expected an integer, got 'float'");
 }
 
 }  // namespace

@@ -24,6 +24,21 @@ enum class Flow { Normal, Break, Continue };
   throw Error("template line " + std::to_string(line) + ": " + message);
 }
 
+// Runs work, turning a RenderFailure, or an exception of the standard library (a conversion out of range,
+// a string too long), into a strata::Error at line; a strata::Error from further in passes through.
+template <class Work>
+auto at_line(int line, Work&& work) -> decltype(work()) {
+  try {
+    return work();
+  } catch (const RenderFailure& failure) {
+    fail_at(line, failure.what());
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail_at(line, e.what());
+  }
+}
+
 Flow render_nodes(const Body& body, const FramePtr& frame, std::string& out);
 
 Value evaluate(const Expr& expr, const FramePtr& frame);
@@ -110,11 +125,7 @@ Value evaluate_unchecked(const Expr& expr, const FramePtr& frame) {
 }
 
 Value evaluate(const Expr& expr, const FramePtr& frame) {
-  try {
-    return evaluate_unchecked(expr, frame);
-  } catch (const RenderFailure& failure) {
-    fail_at(expr.line, failure.what());
-  }
+  return at_line(expr.line, [&] { return evaluate_unchecked(expr, frame); });
 }
 
 void assign(const AssignTarget& target, const Value& value, Frame& frame) {
@@ -140,11 +151,7 @@ std::string render_to_string(const Body& body, const FramePtr& frame) {
 Value apply_filters(const std::vector<FilterCall>& filters, Value value, const FramePtr& frame) {
   for (const auto& filter : filters) {
     CallArgs args = evaluate_arguments(filter.arguments, frame);
-    try {
-      value = apply_filter(filter.name, value, args);
-    } catch (const RenderFailure& failure) {
-      fail_at(filter.line, failure.what());
-    }
+    value = at_line(filter.line, [&] { return apply_filter(filter.name, value, args); });
   }
   return value;
 }
@@ -178,9 +185,13 @@ void bind_parameters(const std::vector<Parameter>& parameters, const CallArgs& a
   frame->set("kwargs", extra_keyword);
 }
 
-Value make_macro(const Node& node, const FramePtr& closure) {
-  return Value::function(node.name, [&node, closure](const CallArgs& args) {
-    auto frame = std::make_shared<Frame>(closure);
+// The macro keeps its defining frame weakly: that frame holds the macro, and a strong reference back would
+// be a cycle that outlives every render.
+Value make_macro(const Node& node, const FramePtr& defining_frame) {
+  return Value::function(node.name, [&node, closure = std::weak_ptr<Frame>(defining_frame)](const CallArgs& args) {
+    const FramePtr parent = closure.lock();
+    if (!parent) throw RenderFailure("macro '" + node.name + "' was called after the scope defining it ended");
+    auto frame = std::make_shared<Frame>(parent);
     bind_parameters(node.parameters, args, frame);
     return Value(render_to_string(node.body, frame));
   });
@@ -298,12 +309,7 @@ Flow render_node(const Node& node, const FramePtr& frame, std::string& out) {
 
 Flow render_nodes(const Body& body, const FramePtr& frame, std::string& out) {
   for (const auto& node : body) {
-    Flow flow;
-    try {
-      flow = render_node(*node, frame, out);
-    } catch (const RenderFailure& failure) {
-      fail_at(node->line, failure.what());
-    }
+    const Flow flow = at_line(node->line, [&] { return render_node(*node, frame, out); });
     if (flow != Flow::Normal) return flow;
   }
   return Flow::Normal;

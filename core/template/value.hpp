@@ -13,6 +13,8 @@
 #include <variant>
 #include <vector>
 
+#include "core/template/failure.hpp"
+
 namespace strata::jinja {
 
 class Value;
@@ -62,15 +64,17 @@ class Value {
   bool is_namespace() const { return is_dict_or_namespace() && !is_mapping(); }
   bool is_callable() const { return std::holds_alternative<std::shared_ptr<Function>>(storage_); }
 
-  bool as_bool() const { return std::get<bool>(storage_); }
+  // The accessors throw RenderFailure ("expected an integer, got 'str'") for a value of another type, so
+  // that a filter given the wrong kind of argument fails the render instead of the process.
+  bool as_bool() const { return held<bool>("a bool"); }
   // Integer value of a bool or int.
-  int64_t as_int() const { return is_bool() ? int64_t{as_bool()} : std::get<int64_t>(storage_); }
-  double as_double() const { return is_float() ? std::get<double>(storage_) : static_cast<double>(as_int()); }
-  const std::string& as_string() const { return std::get<std::string>(storage_); }
-  ListData& list_data() const { return *std::get<std::shared_ptr<ListData>>(storage_); }
-  DictData& dict_data() const { return *std::get<std::shared_ptr<DictData>>(storage_); }
-  const Function& function() const { return *std::get<std::shared_ptr<Function>>(storage_); }
-  const std::string& undefined_hint() const { return std::get<Undefined>(storage_).hint; }
+  int64_t as_int() const { return is_bool() ? int64_t{as_bool()} : held<int64_t>("an integer"); }
+  double as_double() const { return is_float() ? held<double>("a number") : static_cast<double>(as_int()); }
+  const std::string& as_string() const { return held<std::string>("a string"); }
+  ListData& list_data() const { return *held<std::shared_ptr<ListData>>("a list"); }
+  DictData& dict_data() const { return *held<std::shared_ptr<DictData>>("a dict"); }
+  const Function& function() const { return *held<std::shared_ptr<Function>>("a callable"); }
+  const std::string& undefined_hint() const { return held<Undefined>("undefined").hint; }
   const void* identity() const;  // for `is sameas` on lists, dicts and callables
 
   bool truthy() const;
@@ -82,6 +86,11 @@ class Value {
   using Storage = std::variant<Undefined, std::nullptr_t, bool, int64_t, double, std::string, std::shared_ptr<ListData>,
                                std::shared_ptr<DictData>, std::shared_ptr<Function>>;
   explicit Value(Storage storage) : storage_(std::move(storage)) {}
+  template <class T>
+  const T& held(const char* expected) const {
+    if (const T* value = std::get_if<T>(&storage_)) return *value;
+    throw RenderFailure(std::string("expected ") + expected + ", got '" + type_name() + "'");
+  }
   Storage storage_;
 };
 
