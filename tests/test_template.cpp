@@ -230,6 +230,9 @@ TEST(TemplateErrors, NameTheLine) {
   EXPECT_EQ(render_error("{% macro m() %}\n{{ raise_exception('inside') }}{% endmacro %}\n\n{{ m() }}"), "template line 2: inside");
   // An argument of the wrong type is an error of the render, not of the process (found by fuzzing).
   EXPECT_EQ(render_error("\n{{ 'a' | center(2.5) }}"), "template line 2: expected an integer, got 'float'");
+  EXPECT_EQ(render_error("{{ 0b }}"), "template line 1: invalid integer literal (column 4)");
+  EXPECT_EQ(render_error("{{ 99999999999999999999 }}"), "template line 1: integer literal out of the 64-bit range (column 4)");
+  EXPECT_EQ(render("{{ 1e999 }}"), "inf");
 }
 
 }  // namespace

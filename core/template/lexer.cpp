@@ -1,6 +1,7 @@
 #include "core/template/lexer.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 
 #include "core/template/unicode.hpp"
@@ -186,7 +187,7 @@ class Lexer {
       });
       std::string text = source_.substr(start + 2, pos - start - 2);
       std::erase(text, '_');
-      emit(TokenType::Integer, std::to_string(std::stoll(text, nullptr, base)), start);
+      emit(TokenType::Integer, std::to_string(checked_integer(text, base, start)), start);
       return pos;
     }
     digits(is_digit);
@@ -209,8 +210,20 @@ class Lexer {
     }
     std::string text = source_.substr(start, pos - start);
     std::erase(text, '_');
+    if (!is_float) checked_integer(text, 10, start);
     emit(is_float ? TokenType::Float : TokenType::Integer, std::move(text), start);
     return pos;
+  }
+
+  // The value of integer digits in base; integers are 64-bit here (Python's are unbounded).
+  int64_t checked_integer(const std::string& digits, int base, size_t start) {
+    int64_t value = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
+    if (digits.empty() || error == std::errc::invalid_argument || end != digits.data() + digits.size()) {
+      fail(start, "invalid integer literal");
+    }
+    if (error == std::errc::result_out_of_range) fail(start, "integer literal out of the 64-bit range");
+    return value;
   }
 
   // Python's string escapes (Jinja2 decodes literals with "unicode-escape").

@@ -1,6 +1,7 @@
 #include "core/template/parser.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <initializer_list>
 #include <string_view>
 
@@ -410,7 +411,7 @@ class Parser {
     }
     if (token.type == TokenType::Float) {
       advance();
-      return make_literal(std::stod(token.text), token.line);
+      return make_literal(std::strtod(token.text.c_str(), nullptr), token.line);  // inf past the range, as Python
     }
     if (current_is_op("(")) {
       advance();
