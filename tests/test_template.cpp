@@ -233,6 +233,16 @@ TEST(TemplateErrors, NameTheLine) {
   EXPECT_EQ(render_error("{{ 0b }}"), "template line 1: invalid integer literal (column 4)");
   EXPECT_EQ(render_error("{{ 99999999999999999999 }}"), "template line 1: integer literal out of the 64-bit range (column 4)");
   EXPECT_EQ(render("{{ 1e999 }}"), "inf");
+  // Integers are 64-bit: overflow is an error, not undefined behaviour; powers by squaring stay quick.
+  EXPECT_EQ(render_error("{{ 9223372036854775807 + 1 }}"), "template line 1: integer overflow (integers are 64-bit here)");
+  EXPECT_EQ(render_error("{{ -(-9223372036854775807 - 1) }}"), "template line 1: integer overflow (integers are 64-bit here)");
+  EXPECT_EQ(render_error("{{ 3 ** 41 }}"), "template line 1: integer overflow (integers are 64-bit here)");
+  EXPECT_EQ(render("{{ 1 ** 1000000000000000000 }} {{ (-1) ** 999999999999 }} {{ 3 ** 39 }} {{ -7 % -1 }}"),
+            "1 -1 4052555153018976267 0");
+  EXPECT_EQ(render_error("{{ (1e300 * 1e300) | int }}"), "template line 1: cannot convert float infinity to integer");
+  EXPECT_EQ(render_error("{{ 1e19 | int }}"), "template line 1: integer overflow (integers are 64-bit here)");
+  // A truncated UTF-8 sequence is one character for len() and for indexing alike.
+  EXPECT_EQ(render("{{ s | length }}[{{ s[1] }}]", {{"s", std::string("\xe0" "ab")}}), "1[]");
 }
 
 }  // namespace

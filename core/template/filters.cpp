@@ -115,7 +115,7 @@ Value join(const Value& input, const CallArgs& args) {
 
 Value to_int(const Value& input, const CallArgs& args) {
   const Value fallback = args.get(0, "default", int64_t{0});
-  if (input.is_number()) return input.is_float() ? Value(static_cast<int64_t>(input.as_double())) : Value(input.as_int());
+  if (input.is_number()) return input.is_float() ? Value(float_to_integer(input.as_double())) : Value(input.as_int());
   if (!input.is_string()) return fallback;
   const std::string text = python_strip(input.as_string(), nullptr, true, true);
   const int base = static_cast<int>(args.get(1, "base", int64_t{10}).as_int());
@@ -377,7 +377,7 @@ Value printf_format(const Value& input, const CallArgs& args) {
       const std::string text = conversion == 's' ? value.str() : value.repr();
       std::snprintf(buffer, sizeof buffer, ("%" + flags + "s").c_str(), text.c_str());
     } else if (std::strchr("dixXo", conversion)) {
-      std::snprintf(buffer, sizeof buffer, ("%" + flags + "ll" + conversion).c_str(), static_cast<long long>(value.is_float() ? static_cast<int64_t>(value.as_double()) : value.as_int()));
+      std::snprintf(buffer, sizeof buffer, ("%" + flags + "ll" + conversion).c_str(), static_cast<long long>(value.is_float() ? float_to_integer(value.as_double()) : value.as_int()));
     } else if (std::strchr("fFeEgG", conversion)) {
       std::snprintf(buffer, sizeof buffer, ("%" + flags + conversion).c_str(), value.as_double());
     } else {
@@ -393,7 +393,7 @@ const std::map<std::string, Filter, std::less<>>& filters() {
       {"abs",
        [](const Value& v, const CallArgs&) {
          if (!v.is_number()) throw RenderFailure("bad operand type for abs(): '" + v.type_name() + "'");
-         return v.is_float() ? Value(std::fabs(v.as_double())) : Value(static_cast<int64_t>(std::llabs(v.as_int())));
+         return v.is_float() ? Value(std::fabs(v.as_double())) : Value(v.as_int() < 0 ? checked_negate(v.as_int()) : v.as_int());
        }},
       {"attr", [](const Value& v, const CallArgs& a) { return get_attribute(v, a.get(0, "name").str()); }},
       {"batch", batch},

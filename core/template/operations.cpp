@@ -1,6 +1,7 @@
 #include "core/template/operations.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "core/template/failure.hpp"
 #include "core/template/filters.hpp"
@@ -30,33 +31,76 @@ Value repeat(const Value& sequence, int64_t times) {
   return sequence.is_tuple() ? Value::tuple(std::move(items)) : Value::list(std::move(items));
 }
 
+[[noreturn]] void fail_overflow() { throw RenderFailure("integer overflow (integers are 64-bit here)"); }
+
+// Python's a // b for b != 0.
 int64_t floor_divide(int64_t a, int64_t b) {
+  if (a == std::numeric_limits<int64_t>::min() && b == -1) fail_overflow();
   const int64_t quotient = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? quotient - 1 : quotient;
 }
 
+int64_t checked_multiply(int64_t a, int64_t b) {
+  int64_t result = 0;
+  if (__builtin_mul_overflow(a, b, &result)) fail_overflow();
+  return result;
+}
+
+}  // namespace
+
+int64_t checked_integer(std::string_view op, int64_t left, int64_t right) {
+  int64_t result = 0;
+  if (op == "+" && !__builtin_add_overflow(left, right, &result)) return result;
+  if (op == "-" && !__builtin_sub_overflow(left, right, &result)) return result;
+  if (op == "*") return checked_multiply(left, right);
+  if (op == "//") return floor_divide(left, right);
+  if (op == "%") return right == -1 ? 0 : left - right * floor_divide(left, right);
+  if (op == "**") {  // right >= 0: by squaring, so huge exponents of 0, 1 and -1 stay quick
+    int64_t power = 1, base = left;
+    for (int64_t exponent = right; exponent > 0; exponent >>= 1) {
+      if (exponent & 1) power = checked_multiply(power, base);
+      if (exponent > 1) base = checked_multiply(base, base);
+    }
+    return power;
+  }
+  fail_overflow();
+}
+
+int64_t checked_negate(int64_t value) {
+  if (value == std::numeric_limits<int64_t>::min()) fail_overflow();
+  return -value;
+}
+
+int64_t float_to_integer(double value) {
+  if (std::isnan(value)) throw RenderFailure("cannot convert float NaN to integer");
+  if (std::isinf(value)) throw RenderFailure("cannot convert float infinity to integer");
+  // Doubles in [-2^63, 2^63) truncate into int64; the upper bound itself does not fit.
+  if (!(value >= -9223372036854775808.0 && value < 9223372036854775808.0)) fail_overflow();
+  return static_cast<int64_t>(value);
+}
+
+namespace {
+
 Value arithmetic(std::string_view op, const Value& left, const Value& right) {
   const bool integral = !left.is_float() && !right.is_float();
-  if (op == "+") return integral ? Value(left.as_int() + right.as_int()) : Value(left.as_double() + right.as_double());
-  if (op == "-") return integral ? Value(left.as_int() - right.as_int()) : Value(left.as_double() - right.as_double());
-  if (op == "*") return integral ? Value(left.as_int() * right.as_int()) : Value(left.as_double() * right.as_double());
+  if (op == "+" || op == "-" || op == "*") {
+    if (integral) return checked_integer(op, left.as_int(), right.as_int());
+    const double a = left.as_double(), b = right.as_double();
+    return op == "+" ? a + b : op == "-" ? a - b : a * b;
+  }
   if (op == "**") {
-    if (integral && right.as_int() >= 0) {
-      int64_t result = 1;
-      for (int64_t i = 0; i < right.as_int(); ++i) result *= left.as_int();
-      return result;
-    }
+    if (integral && right.as_int() >= 0) return checked_integer(op, left.as_int(), right.as_int());
     return std::pow(left.as_double(), right.as_double());
   }
   const bool divisor_zero = integral ? right.as_int() == 0 : right.as_double() == 0.0;
   if (divisor_zero) throw RenderFailure(op == "%" ? "integer modulo by zero" : "division by zero");
   if (op == "/") return left.as_double() / right.as_double();
   if (op == "//") {
-    if (integral) return floor_divide(left.as_int(), right.as_int());
+    if (integral) return checked_integer(op, left.as_int(), right.as_int());
     return std::floor(left.as_double() / right.as_double());
   }
   // `%`: the result takes the divisor's sign, as in Python.
-  if (integral) return left.as_int() - right.as_int() * floor_divide(left.as_int(), right.as_int());
+  if (integral) return checked_integer(op, left.as_int(), right.as_int());
   double remainder = std::fmod(left.as_double(), right.as_double());
   if (remainder != 0.0 && ((remainder < 0) != (right.as_double() < 0))) remainder += right.as_double();
   return remainder;
@@ -176,7 +220,7 @@ Value unary_operation(std::string_view op, const Value& operand) {
   require_defined(operand);
   if (!operand.is_number()) throw RenderFailure("bad operand type for unary " + std::string(op) + ": '" + operand.type_name() + "'");
   if (op == "+") return operand.is_float() ? Value(operand.as_double()) : Value(operand.as_int());
-  return operand.is_float() ? Value(-operand.as_double()) : Value(-operand.as_int());
+  return operand.is_float() ? Value(-operand.as_double()) : Value(checked_negate(operand.as_int()));
 }
 
 bool contains(const Value& container, const Value& item) {

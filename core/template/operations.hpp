@@ -21,6 +21,12 @@ Value binary_operation(std::string_view op, const Value& left, const Value& righ
 Value unary_operation(std::string_view op, const Value& operand);  // "-" or "+"
 bool contains(const Value& container, const Value& item);
 
+// Integer arithmetic in 64 bits that fails the render on overflow, where Python's unbounded integers
+// would grow; and Python's int(float), which fails for NaN, infinities and values past 64 bits.
+int64_t checked_integer(std::string_view op, int64_t left, int64_t right);  // op: + - * // % **
+int64_t checked_negate(int64_t value);
+int64_t float_to_integer(double value);
+
 // What a for loop visits: list and tuple items, dict keys, string characters; nothing for undefined.
 std::vector<Value> iterate(const Value& iterable);
 size_t length(const Value& value);  // Python's len()

@@ -38,9 +38,11 @@ std::vector<std::string> split_code_points(std::string_view text) {
   return pieces;
 }
 
+// Counted as split_code_points splits (invalid bytes count one each), so that an index below the count
+// is always a valid piece.
 size_t code_point_count(std::string_view text) {
   size_t count = 0;
-  for (const char c : text) count += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  for (size_t pos = 0; pos < text.size(); ++count) decode_utf8(text, pos);
   return count;
 }
 
