@@ -241,6 +241,13 @@ TEST(TemplateErrors, NameTheLine) {
             "1 -1 4052555153018976267 0");
   EXPECT_EQ(render_error("{{ (1e300 * 1e300) | int }}"), "template line 1: cannot convert float infinity to integer");
   EXPECT_EQ(render_error("{{ 1e19 | int }}"), "template line 1: integer overflow (integers are 64-bit here)");
+  // Results have a size limit, so a template cannot make the process allocate without bound.
+  EXPECT_THAT(render_error("{{ 'ab' * 100000000 }}"), HasSubstr("past the limit"));
+  EXPECT_THAT(render_error("{{ range(9223372036854775807) | length }}"), HasSubstr("past the limit"));
+  EXPECT_THAT(render_error("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
+              HasSubstr("past the limit"));
+  EXPECT_EQ(render("{{ range(9223372036854775800, 9223372036854775807, 5) | list }}"),
+            "[9223372036854775800, 9223372036854775805]");
   // A truncated UTF-8 sequence is one character for len() and for indexing alike.
   EXPECT_EQ(render("{{ s | length }}[{{ s[1] }}]", {{"s", std::string("\xe0" "ab")}}), "1[]");
 }

@@ -309,7 +309,11 @@ Flow render_node(const Node& node, const FramePtr& frame, std::string& out) {
 
 Flow render_nodes(const Body& body, const FramePtr& frame, std::string& out) {
   for (const auto& node : body) {
-    const Flow flow = at_line(node->line, [&] { return render_node(*node, frame, out); });
+    const Flow flow = at_line(node->line, [&] {
+      const Flow result = render_node(*node, frame, out);
+      check_result_size(static_cast<int64_t>(out.size()));  // the rendering itself is a result too
+      return result;
+    });
     if (flow != Flow::Normal) return flow;
   }
   return Flow::Normal;

@@ -2,7 +2,9 @@
 // strata::Error that names the template line of the expression or statement at fault.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
+#include <string>
 
 namespace strata::jinja {
 
@@ -10,5 +12,16 @@ class RenderFailure : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// What one operation may produce (characters of a string, items of a list): chat templates stay far
+// below it, and a template from a model file cannot make a server allocate without bound.
+inline constexpr int64_t kMaxResultSize = int64_t{1} << 24;
+
+inline void check_result_size(int64_t size) {
+  if (size > kMaxResultSize) {
+    throw RenderFailure("a result of " + std::to_string(size) + " items or characters is past the limit of " +
+                        std::to_string(kMaxResultSize));
+  }
+}
 
 }  // namespace strata::jinja

@@ -161,6 +161,7 @@ Value round_number(const Value& input, const CallArgs& args) {
 
 Value indent(const Value& input, const CallArgs& args) {
   const Value width = args.get(0, "width", int64_t{4});
+  if (!width.is_string()) check_result_size(width.as_int());
   const std::string indentation = width.is_string() ? width.as_string() : std::string(static_cast<size_t>(std::max<int64_t>(width.as_int(), 0)), ' ');
   const bool first = args.get(1, "first", false).truthy();
   const bool blank = args.get(2, "blank", false).truthy();
@@ -177,6 +178,7 @@ Value indent(const Value& input, const CallArgs& args) {
 Value center(const Value& input, const CallArgs& args) {
   const std::string text = input.str();
   const int64_t width = args.get(0, "width", int64_t{80}).as_int();
+  check_result_size(width);
   const int64_t margin = width - static_cast<int64_t>(code_point_count(text));
   if (margin <= 0) return text;
   const int64_t left = margin / 2 + (margin & width & 1);  // CPython's split of an odd margin

@@ -20,8 +20,14 @@ Value range(const CallArgs& args) {
   const int64_t stop = integer_argument(args.positional[only_stop ? 0 : 1]);
   const int64_t step = args.positional.size() == 3 ? integer_argument(args.positional[2]) : 1;
   if (step == 0) throw RenderFailure("range() arg 3 must not be zero");
+  // The count first (in 128 bits: the span of two int64 may not fit one), so no item overflows.
+  const __int128 span = step > 0 ? __int128{stop} - start : __int128{start} - stop;
+  const __int128 stride = step > 0 ? __int128{step} : -__int128{step};
+  const __int128 count = span > 0 ? (span + stride - 1) / stride : 0;
+  check_result_size(count > kMaxResultSize ? kMaxResultSize + 1 : static_cast<int64_t>(count));
   std::vector<Value> items;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) items.emplace_back(i);
+  items.reserve(static_cast<size_t>(count));
+  for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) items.emplace_back(static_cast<int64_t>(start + __int128{k} * step));
   return Value::list(std::move(items));
 }
 

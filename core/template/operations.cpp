@@ -21,6 +21,8 @@ void require_defined(const Value& value) {
 }
 
 Value repeat(const Value& sequence, int64_t times) {
+  const auto unit = static_cast<int64_t>(sequence.is_string() ? sequence.as_string().size() : sequence.list_data().items.size());
+  if (unit > 0 && times > 0) check_result_size(times > kMaxResultSize ? times : unit * times);
   if (sequence.is_string()) {
     std::string out;
     for (int64_t i = 0; i < times; ++i) out += sequence.as_string();
@@ -107,8 +109,12 @@ Value arithmetic(std::string_view op, const Value& left, const Value& right) {
 }
 
 Value concatenate(const Value& left, const Value& right) {
-  if (left.is_string() && right.is_string()) return left.as_string() + right.as_string();
+  if (left.is_string() && right.is_string()) {
+    check_result_size(static_cast<int64_t>(left.as_string().size() + right.as_string().size()));
+    return left.as_string() + right.as_string();
+  }
   if (left.is_list_or_tuple() && right.is_list_or_tuple() && left.is_tuple() == right.is_tuple()) {
+    check_result_size(static_cast<int64_t>(left.list_data().items.size() + right.list_data().items.size()));
     std::vector<Value> items = left.list_data().items;
     items.insert(items.end(), right.list_data().items.begin(), right.list_data().items.end());
     return left.is_tuple() ? Value::tuple(std::move(items)) : Value::list(std::move(items));
@@ -193,7 +199,7 @@ Value slice(const Value& object, const Value& start, const Value& stop, const Va
 Value binary_operation(std::string_view op, const Value& left, const Value& right) {
   if (op == "==") return left == right;
   if (op == "!=") return !(left == right);
-  if (op == "~") return left.str() + right.str();
+  if (op == "~") return concatenate(Value(left.str()), Value(right.str()));
   if (op == "in") return contains(right, left);
   if (op == "not in") return !contains(right, left);
   require_defined(left);
