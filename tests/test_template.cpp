@@ -248,6 +248,13 @@ TEST(TemplateErrors, NameTheLine) {
               HasSubstr("past the limit"));
   EXPECT_EQ(render("{{ range(9223372036854775800, 9223372036854775807, 5) | list }}"),
             "[9223372036854775800, 9223372036854775805]");
+  // Nesting is bounded, in the parser and in the evaluator (macro recursion included): no stack overflow.
+  EXPECT_THAT(render_error("{{ " + std::string(300, '(') + "1" + std::string(300, ')') + " }}"),
+              HasSubstr("nested deeper than 200 levels"));
+  EXPECT_THAT(render_error("{{ 1" + [] { std::string s; for (int i = 0; i < 300; ++i) s += " + 1"; return s; }() + " }}"),
+              HasSubstr("nested deeper than 200 levels"));
+  EXPECT_THAT(render_error("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}"), HasSubstr("nested deeper than 200 levels"));
+  EXPECT_EQ(render("{% macro f(n) %}{{ n }}{% if n > 0 %}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(20) | length }}"), "32");
   // A truncated UTF-8 sequence is one character for len() and for indexing alike.
   EXPECT_EQ(render("{{ s | length }}[{{ s[1] }}]", {{"s", std::string("\xe0" "ab")}}), "1[]");
 }

@@ -124,8 +124,14 @@ Value evaluate_unchecked(const Expr& expr, const FramePtr& frame) {
   throw RenderFailure("unknown expression");
 }
 
+// Expressions, blocks and macro calls in progress on this thread (renders do not share state).
+thread_local int nesting = 0;
+
 Value evaluate(const Expr& expr, const FramePtr& frame) {
-  return at_line(expr.line, [&] { return evaluate_unchecked(expr, frame); });
+  return at_line(expr.line, [&] {
+    const NestingLevel level(nesting);
+    return evaluate_unchecked(expr, frame);
+  });
 }
 
 void assign(const AssignTarget& target, const Value& value, Frame& frame) {
@@ -310,6 +316,7 @@ Flow render_node(const Node& node, const FramePtr& frame, std::string& out) {
 Flow render_nodes(const Body& body, const FramePtr& frame, std::string& out) {
   for (const auto& node : body) {
     const Flow flow = at_line(node->line, [&] {
+      const NestingLevel level(nesting);
       const Flow result = render_node(*node, frame, out);
       check_result_size(static_cast<int64_t>(out.size()));  // the rendering itself is a result too
       return result;

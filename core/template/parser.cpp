@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <string_view>
 
+#include "core/template/failure.hpp"
 #include "core/template/filters.hpp"
 #include "core/template/predicates.hpp"
 #include "core/util/error.hpp"
@@ -41,6 +42,7 @@ class Parser {
  private:
   // Statements until a block tag named in `terminators`; returns with that tag's name as the current token.
   Body parse_body(std::initializer_list<std::string_view> terminators) {
+    const auto level = nested(current());
     Body body;
     while (true) {
       const Token& token = current();
@@ -312,6 +314,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    const auto level = nested(current());
     if (current_is_name("not")) {
       const int line = current().line;
       advance();
@@ -372,6 +375,7 @@ class Parser {
   // As in Jinja2, `-x|f` is f(-x) and `x is t` binds tighter than any operator.
   ExprPtr parse_unary(bool with_filter) {
     const Token& token = current();
+    const auto level = nested(token);
     ExprPtr node;
     if (current_is_op("-") || current_is_op("+")) {
       advance();
@@ -635,6 +639,15 @@ class Parser {
     return node;
   }
 
+  // One level of nesting (a block body, an operand) for the caller's scope; too deep fails at token.
+  NestingLevel nested(const Token& token) {
+    try {
+      return NestingLevel(nesting_);
+    } catch (const RenderFailure& failure) {
+      fail(token, failure.what());
+    }
+  }
+
   [[noreturn]] static void fail(const Token& token, const std::string& message) {
     throw Error("template line " + std::to_string(token.line) + ": " + message + " (column " + std::to_string(token.column) + ")");
   }
@@ -642,6 +655,7 @@ class Parser {
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   int loop_depth_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace
