@@ -9,6 +9,9 @@ cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_BUILD_FUZZERS=ON -DSTRATA_BUILD_TESTS=OFF -DSTRATA_CUDA=OFF >/dev/null
 ninja -C build-fuzz gguf_fuzzer template_fuzzer
 
+# Undefined behaviour stops a run like a crash does.
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+
 # fuzz TARGET SECONDS MAX_LEN: a working corpus seeded from the committed one, which stays untouched.
 fuzz() {
   mkdir -p "fuzz-out/$1-corpus"
