@@ -255,6 +255,13 @@ TEST(TemplateErrors, NameTheLine) {
               HasSubstr("nested deeper than 200 levels"));
   EXPECT_THAT(render_error("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}"), HasSubstr("nested deeper than 200 levels"));
   EXPECT_EQ(render("{% macro f(n) %}{{ n }}{% if n > 0 %}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(20) | length }}"), "32");
+  // And so is the work of one render (10 million expressions by default).
+  jinja::RenderOptions small_budget = pinned_clock();
+  small_budget.max_evaluations = 1000;
+  const Template loops("{% for i in range(50) %}{% for j in range(50) %}{% set x = j %}{% endfor %}{% endfor %}");
+  EXPECT_THAT([&] { try { loops.render({}, small_budget); } catch (const Error& e) { return std::string(e.what()); } return std::string(); }(),
+              HasSubstr("evaluated more than 1000 expressions"));
+  EXPECT_EQ(loops.render({}, pinned_clock()), "");
   // A truncated UTF-8 sequence is one character for len() and for indexing alike.
   EXPECT_EQ(render("{{ s | length }}[{{ s[1] }}]", {{"s", std::string("\xe0" "ab")}}), "1[]");
 }

@@ -124,12 +124,19 @@ Value evaluate_unchecked(const Expr& expr, const FramePtr& frame) {
   throw RenderFailure("unknown expression");
 }
 
-// Expressions, blocks and macro calls in progress on this thread (renders do not share state).
+// Expressions, blocks and macro calls in progress on this thread (renders do not share state), and the
+// expressions evaluated so far by the render in progress: a render has a budget of them, so a template
+// of nested loops cannot keep a server busy for minutes.
 thread_local int nesting = 0;
+thread_local int64_t evaluations_left = 0;
+thread_local int64_t evaluation_budget = 0;
 
 Value evaluate(const Expr& expr, const FramePtr& frame) {
   return at_line(expr.line, [&] {
     const NestingLevel level(nesting);
+    if (--evaluations_left < 0) {
+      throw RenderFailure("the template evaluated more than " + std::to_string(evaluation_budget) + " expressions");
+    }
     return evaluate_unchecked(expr, frame);
   });
 }
@@ -328,6 +335,9 @@ Flow render_nodes(const Body& body, const FramePtr& frame, std::string& out) {
 
 }  // namespace
 
-void render_body(const Body& body, const FramePtr& frame, std::string& out) { render_nodes(body, frame, out); }
+void render_body(const Body& body, const FramePtr& frame, std::string& out, int64_t max_evaluations) {
+  evaluation_budget = evaluations_left = max_evaluations;
+  render_nodes(body, frame, out);
+}
 
 }  // namespace strata::jinja

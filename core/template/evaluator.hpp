@@ -24,7 +24,8 @@ class Frame {
 
 using FramePtr = std::shared_ptr<Frame>;
 
-// Appends the rendering of `body` to `out`. Errors are strata::Error naming the template line.
-void render_body(const Body& body, const FramePtr& frame, std::string& out);
+// Appends the rendering of `body` to `out`, evaluating at most max_evaluations expressions. Errors are
+// strata::Error naming the template line.
+void render_body(const Body& body, const FramePtr& frame, std::string& out, int64_t max_evaluations);
 
 }  // namespace strata::jinja

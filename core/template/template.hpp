@@ -3,6 +3,7 @@
 // loopcontrols extension, raise_exception, strftime_now, Hugging Face's tojson).
 #pragma once
 
+#include <cstdint>
 #include <ctime>
 #include <memory>
 #include <optional>
@@ -19,6 +20,8 @@ struct Node;
 
 struct RenderOptions {
   std::optional<std::tm> now;  // pins strftime_now (local time); unset: the clock
+  // Expressions one render may evaluate before it fails: a bound on the work a template can cause.
+  int64_t max_evaluations = 10'000'000;
 };
 
 class Template {
