@@ -94,7 +94,7 @@ void expect_clean_failure(const std::filesystem::path& path, const std::string& 
 }
 
 std::vector<std::filesystem::path> damage_sources() {
-  std::vector<std::filesystem::path> sources = {std::filesystem::path(STRATA_SOURCE_DIR) / "tests/fuzz/corpus/all-value-types.gguf"};
+  std::vector<std::filesystem::path> sources = {std::filesystem::path(STRATA_SOURCE_DIR) / "tests/fuzz/gguf-corpus/all-value-types.gguf"};
   for (const auto& name : test::reference_model_names()) {
     const auto path = test::reference_dir() / "models" / (name + ".gguf");
     if (std::filesystem::exists(path)) sources.push_back(path);
