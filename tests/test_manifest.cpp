@@ -11,6 +11,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -37,6 +38,13 @@ TEST(Manifest, SyntaxErrorNamesLineAndColumn) {
 TEST(Manifest, TruncatedTextPointsPastTheEnd) {
   EXPECT_THAT(error_of("{\"plugins\": ["), StartsWith("/opt/models/strata.json:1:14: JSON syntax error: "));
   EXPECT_THAT(error_of("{\n\"plugins\"\n  : [\n"), StartsWith("/opt/models/strata.json:4:1: JSON syntax error: "));
+}
+
+// A number too large for a double is well-formed JSON the parser still refuses (found by fuzzing: it
+// escaped as another exception type and ended the process).
+TEST(Manifest, NumberPastTheRangeOfDoublesIsAnError) {
+  EXPECT_THAT(error_of("{\"plugins\": [], \"x\": 1e99999}"),
+              AllOf(StartsWith("/opt/models/strata.json: JSON error: "), HasSubstr("number overflow")));
 }
 
 TEST(Manifest, UnknownKeyIsNamedByItsJsonPathWithASuggestion) {

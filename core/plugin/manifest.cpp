@@ -87,7 +87,7 @@ TextPosition position_of(std::string_view text, std::size_t byte) {
 }
 
 // Drops nlohmann's "[json.exception.parse_error.101] parse error at ...: " prefix.
-std::string parse_error_detail(const json::parse_error& error) {
+std::string parse_error_detail(const json::exception& error) {
   const std::string what = error.what();
   const auto separator = what.find(": ");
   return separator == std::string::npos ? what : what.substr(separator + 2);
@@ -190,6 +190,8 @@ Manifest parse_manifest(std::string_view text, const fs::path& path) {
     const TextPosition position = position_of(text, error.byte);
     throw Error(absolute.string() + ":" + std::to_string(position.line) + ":" + std::to_string(position.column) +
                 ": JSON syntax error: " + parse_error_detail(error));
+  } catch (const json::exception& error) {  // a well-formed number past the range of doubles
+    throw Error(absolute.string() + ": JSON error: " + parse_error_detail(error));
   }
   return ManifestReader(absolute).read(root);
 }

@@ -44,7 +44,7 @@ void register_template_command(CLI::App& app) {
     nlohmann::ordered_json input;
     try {
       input = nlohmann::ordered_json::parse(read_text(options->input_path));
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // syntax errors, and numbers out of range
       throw Error(options->input_path + ": " + e.what());
     }
     jinja::RenderOptions render_options;
