@@ -1,7 +1,7 @@
 #include "core/tokenizer/pre_tokenizer_rules.hpp"
 
-#include <initializer_list>
 #include <map>
+#include <vector>
 
 #include "core/util/error.hpp"
 
@@ -45,7 +45,9 @@ const std::string cjk_hangul = R"re([一-龥ࠀ-一가-퟿]+)re";
 const std::string bloom = R"re( ?[^(\s|.,!?…。，、।۔،)]+)re";
 
 struct NamedRules {
-  std::initializer_list<const char*> names;
+  // A vector, not an initializer_list: a list's backing array would end with the full expression that
+  // builds the table, before the names are read (AddressSanitizer caught it under the tokenizer fuzzer).
+  std::vector<const char*> names;
   PreTokenizerRules rules;
 };
 
