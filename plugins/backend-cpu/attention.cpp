@@ -49,21 +49,16 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
   auto& instance = deref(backend, "backend");
   auto& kv = deref(cache, "kv cache");
   const auto& p = deref(params, "attention params");
-  sdk::check_attention_params(kv.config, p);
+  const sdk::AttentionOperands operands = sdk::attention_operands(kv.config, p, q, k, v, out);
   const int64_t n_tokens = p.n_tokens, head_dim = p.head_dim;
   const int64_t q_width = p.n_head * head_dim, kv_width = p.n_head_kv * head_dim;
-  const float* q_values = floats(q, n_tokens * q_width, "attention q");
-  const float* k_values = floats(k, n_tokens * kv_width, "attention k");
-  const float* v_values = floats(v, n_tokens * kv_width, "attention v");
-  float* out_values = floats(out, n_tokens * q_width, "attention out");
-  if (out == q || out == k || out == v) invalid_argument("attention: out must not be an input");
 
   instance.pool.parallel_for(n_tokens * p.n_head_kv, [&](int64_t begin, int64_t end, int) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / p.n_head_kv, kv_head = item % p.n_head_kv;
       const size_t row = kv.row(p.layer, static_cast<int32_t>(kv_head), p.positions[t]);
-      kv.keys.store(row, k_values + t * kv_width + kv_head * head_dim);
-      kv.values.store(row, v_values + t * kv_width + kv_head * head_dim);
+      kv.keys.store(row, operands.k + t * kv_width + kv_head * head_dim);
+      kv.values.store(row, operands.v + t * kv_width + kv_head * head_dim);
     }
   });
   const int32_t group = p.n_head / p.n_head_kv;
@@ -72,8 +67,8 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / p.n_head_kv, kv_head = item % p.n_head_kv;
       const int64_t offset = t * q_width + kv_head * group * head_dim;
-      attend_group(instance, kv, p, p.positions[t], static_cast<int32_t>(kv_head), group, q_values + offset, scores,
-                   out_values + offset);
+      attend_group(instance, kv, p, p.positions[t], static_cast<int32_t>(kv_head), group, operands.q + offset, scores,
+                   operands.out + offset);
     }
   });
 }

@@ -22,6 +22,7 @@ struct strata_buffer {
   };
   std::unique_ptr<std::byte, FreeDeleter> data;  // 64-byte aligned, zeroed
   size_t bytes = 0;
+  std::byte* base() const { return data.get(); }
 };
 
 struct strata_weight {
@@ -67,29 +68,9 @@ namespace strata::cpu {
 inline constexpr uint32_t kTypeF32 = 0;
 
 using sdk::deref;
+using sdk::elements;
+using sdk::floats;
 using sdk::invalid_argument;
-
-inline sdk::ExpertShape expert_shape(const strata_weight& weight) {
-  return {weight.name, weight.ne0, weight.ne1, weight.ne2};
-}
-
-// The first count elements of a buffer as T, after checking that the buffer holds them.
-template <class T>
-T* elements(strata_buffer* buffer, int64_t count, const char* what) {
-  const strata_buffer& checked = deref(buffer, what);
-  return sdk::buffer_elements<T>(checked.data.get(), checked.bytes, count, what);
-}
-template <class T>
-const T* elements(const strata_buffer* buffer, int64_t count, const char* what) {
-  return elements<T>(const_cast<strata_buffer*>(buffer), count, what);
-}
-
-inline float* floats(strata_buffer* buffer, int64_t count, const char* what) {
-  return elements<float>(buffer, count, what);
-}
-inline const float* floats(const strata_buffer* buffer, int64_t count, const char* what) {
-  return elements<float>(buffer, count, what);
-}
 
 // An F32 vector weight of at least width values (norm weights, biases).
 const float* f32_vector(const strata_weight* weight, int64_t width, const char* what);

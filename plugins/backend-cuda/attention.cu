@@ -199,23 +199,17 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
   auto& instance = deref(backend, "backend");
   auto& kv = deref(cache, "kv cache");
   const auto& p = deref(params, "attention params");
-  sdk::check_attention_params(kv.config, p);
-  const int64_t n_tokens = p.n_tokens, head_dim = p.head_dim;
-  const int64_t q_width = p.n_head * head_dim, kv_width = p.n_head_kv * head_dim;
-  const float* q_values = floats(q, n_tokens * q_width, "attention q");
-  const float* k_values = floats(k, n_tokens * kv_width, "attention k");
-  const float* v_values = floats(v, n_tokens * kv_width, "attention v");
-  float* out_values = floats(out, n_tokens * q_width, "attention out");
-  if (out == q || out == k || out == v) invalid_argument("attention: out must not be an input");
+  const sdk::AttentionOperands operands = sdk::attention_operands(kv.config, p, q, k, v, out);
+  const int64_t n_tokens = p.n_tokens;
   if (n_tokens == 0) return;
 
   const int32_t* positions = device_positions(instance, p.positions, static_cast<int32_t>(n_tokens));
   const KvView keys = view(kv, kv.keys, kv.key_scales), values = view(kv, kv.values, kv.value_scales);
   store_kernel<<<dim3(static_cast<unsigned>(n_tokens * p.n_head_kv), 2), kWarp * kAttentionWarps, 0, instance.stream>>>(
-      keys, values, k_values, v_values, positions, p.layer, p.n_head_kv, kv.config.n_ctx);
+      keys, values, operands.k, operands.v, positions, p.layer, p.n_head_kv, kv.config.n_ctx);
   check_launch("kv store");
   attention_kernel<<<static_cast<unsigned>(n_tokens * p.n_head), kWarp * kAttentionWarps, 0, instance.stream>>>(
-      keys, values, q_values, positions, out_values, p.layer, p.n_head, p.n_head_kv, kv.config.n_ctx, p.scale);
+      keys, values, operands.q, positions, operands.out, p.layer, p.n_head, p.n_head_kv, kv.config.n_ctx, p.scale);
   check_launch("attention");
 }
 

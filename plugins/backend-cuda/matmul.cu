@@ -136,16 +136,10 @@ void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, con
             int32_t n_tokens, const strata_weight* bias, strata_buffer* out) {
   auto& instance = deref(backend, "backend");
   const auto& weight = deref(w, "matmul weight");
-  if (expert < 0 || expert >= weight.ne2) {
-    invalid_argument("matmul " + weight.name + ": expert " + std::to_string(expert) + " is outside 0.." +
-                     std::to_string(weight.ne2 - 1));
-  }
-  if (n_tokens < 0) invalid_argument("matmul: negative n_tokens");
-  if (x == out) invalid_argument("matmul " + weight.name + ": out must not be x");
-  const float* x_values = floats(x, n_tokens * weight.ne0, "matmul x");
-  float* out_values = floats(out, n_tokens * weight.ne1, "matmul out");
+  const sdk::MatmulOperands operands = sdk::matmul_operands(weight, expert, x, n_tokens, out);
+  float* out_values = operands.out;
   const float* bias_values = bias != nullptr ? f32_vector(bias, weight.ne1, "matmul bias") : nullptr;
-  multiply(instance, weight, expert, x_values, n_tokens, out_values);
+  multiply(instance, weight, expert, operands.x, n_tokens, out_values);
   if (bias_values == nullptr || n_tokens == 0) return;
   add_bias_kernel<<<blocks_for(n_tokens * weight.ne1, kThreads), kThreads, 0, instance.stream>>>(out_values, bias_values,
                                                                                                  n_tokens, weight.ne1);

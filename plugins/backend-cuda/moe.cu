@@ -240,15 +240,13 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   const auto& gate_weight = deref(gate, "moe_ffn gate");
   const auto& up_weight = deref(up, "moe_ffn up");
   const auto& down_weight = deref(down, "moe_ffn down");
-  sdk::check_expert_shapes(expert_shape(gate_weight), expert_shape(up_weight), expert_shape(down_weight));
-  if (n_tokens < 0 || n_used <= 0) invalid_argument("moe_ffn: n_tokens and n_used must be positive");
-  const int64_t width = gate_weight.ne0, ffn = gate_weight.ne1;
-  const int64_t n_slots = int64_t{n_tokens} * n_used;
-  const float* x_values = floats(x, n_tokens * width, "moe_ffn x");
-  const int32_t* id_values = elements<int32_t>(ids, n_slots, "moe_ffn ids");
-  const float* weight_values = floats(weights, n_slots, "moe_ffn weights");
-  float* out_values = floats(out, n_tokens * width, "moe_ffn out");
-  if (out == x) invalid_argument("moe_ffn: out must not be x");
+  const sdk::MoeOperands operands =
+      sdk::moe_operands(gate_weight, up_weight, down_weight, x, n_tokens, n_used, ids, weights, out);
+  const int64_t width = operands.width, ffn = operands.ffn, n_slots = operands.n_slots;
+  const float* x_values = operands.x;
+  const int32_t* id_values = operands.ids;
+  const float* weight_values = operands.weights;
+  float* out_values = operands.out;
   if (n_tokens == 0) return;
   if (fits_expert_launches(gate_weight, up_weight, down_weight, n_tokens)) {
     expert_launches(instance, gate_weight, up_weight, down_weight, x_values, n_tokens, n_used, id_values,

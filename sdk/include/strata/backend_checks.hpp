@@ -1,5 +1,6 @@
 // Argument checks every backend makes the same way (header-only, for backends written with
-// strata/backend.hpp): each throws sdk::Failure(STRATA_E_INVALID_ARGUMENT, or UNSUPPORTED for a type
+// strata/backend.hpp). A backend's strata_buffer offers `bytes` and `base()` (its first byte), its
+// strata_weight `name`, `ne0`, `ne1` and `ne2`; the templates here work on either. The checks each throws sdk::Failure(STRATA_E_INVALID_ARGUMENT, or UNSUPPORTED for a type
 // nothing decodes) with a message naming the op and the values, so that all backends refuse bad calls
 // alike and the core's errors read the same whichever backend runs.
 #pragma once
@@ -31,6 +32,25 @@ T* buffer_elements(void* data, size_t bytes, int64_t count, const char* what) {
                      std::to_string(count) + " values");
   }
   return static_cast<T*>(data);
+}
+
+// The first count elements of a buffer as T, after checking that the buffer holds them.
+template <class T, class Buffer>
+T* elements(Buffer* buffer, int64_t count, const char* what) {
+  Buffer& checked = deref(buffer, what);
+  return buffer_elements<T>(checked.base(), checked.bytes, count, what);
+}
+template <class T, class Buffer>
+const T* elements(const Buffer* buffer, int64_t count, const char* what) {
+  return elements<T>(const_cast<Buffer*>(buffer), count, what);
+}
+template <class Buffer>
+float* floats(Buffer* buffer, int64_t count, const char* what) {
+  return elements<float>(buffer, count, what);
+}
+template <class Buffer>
+const float* floats(const Buffer* buffer, int64_t count, const char* what) {
+  return elements<float>(buffer, count, what);
 }
 
 // A kv_create config: positive sizes and a known cache type.
@@ -88,22 +108,78 @@ inline void check_route_args(int32_t n_tokens, int32_t n_experts, int32_t n_used
   }
 }
 
-// The shape of a stacked expert tensor, for messages and the moe_ffn shape check.
-struct ExpertShape {
-  const std::string& name;
-  int64_t ne0, ne1, ne2;
-  std::string text() const {
-    return name + " " + std::to_string(ne0) + "x" + std::to_string(ne1) + "x" + std::to_string(ne2);
-  }
+// "name 2048x768x128", for messages.
+template <class Weight>
+std::string shape_text(const Weight& weight) {
+  return weight.name + " " + std::to_string(weight.ne0) + "x" + std::to_string(weight.ne1) + "x" +
+         std::to_string(weight.ne2);
+}
+
+// The attention op's activations, checked against the cache and the parameters.
+struct AttentionOperands {
+  const float *q, *k, *v;
+  float* out;
 };
 
-// gate and up: width -> ffn, down: ffn -> width, all with the same number of experts.
-inline void check_expert_shapes(const ExpertShape& gate, const ExpertShape& up, const ExpertShape& down) {
+template <class Buffer>
+AttentionOperands attention_operands(const strata_kv_config& config, const strata_attention_params& params,
+                                     const Buffer* q, const Buffer* k, const Buffer* v, Buffer* out) {
+  check_attention_params(config, params);
+  const int64_t q_width = int64_t{params.n_head} * params.head_dim, kv_width = int64_t{params.n_head_kv} * params.head_dim;
+  const AttentionOperands operands{floats(q, params.n_tokens * q_width, "attention q"),
+                                   floats(k, params.n_tokens * kv_width, "attention k"),
+                                   floats(v, params.n_tokens * kv_width, "attention v"),
+                                   floats(out, params.n_tokens * q_width, "attention out")};
+  if (out == q || out == k || out == v) invalid_argument("attention: out must not be an input");
+  return operands;
+}
+
+// The matmul op's input and output rows, checked against the weight and the expert index.
+struct MatmulOperands {
+  const float* x;
+  float* out;
+};
+
+template <class Weight, class Buffer>
+MatmulOperands matmul_operands(const Weight& weight, int32_t expert, const Buffer* x, int32_t n_tokens, Buffer* out) {
+  if (expert < 0 || expert >= weight.ne2) {
+    invalid_argument("matmul " + weight.name + ": expert " + std::to_string(expert) + " is outside 0.." +
+                     std::to_string(weight.ne2 - 1));
+  }
+  if (n_tokens < 0) invalid_argument("matmul: negative n_tokens");
+  if (x == out) invalid_argument("matmul " + weight.name + ": out must not be x");
+  return {floats(x, n_tokens * weight.ne0, "matmul x"), floats(out, n_tokens * weight.ne1, "matmul out")};
+}
+
+// The moe_ffn op's operands: gate and up map width -> ffn, down ffn -> width, all with the same number
+// of experts; slot t * n_used + j is token t's j-th expert.
+struct MoeOperands {
+  const float* x;
+  const int32_t* ids;
+  const float* weights;
+  float* out;
+  int64_t width, ffn, n_slots;
+};
+
+template <class Weight, class Buffer>
+MoeOperands moe_operands(const Weight& gate, const Weight& up, const Weight& down, const Buffer* x, int32_t n_tokens,
+                         int32_t n_used, const Buffer* ids, const Buffer* weights, Buffer* out) {
   if (up.ne0 != gate.ne0 || up.ne1 != gate.ne1 || up.ne2 != gate.ne2 || down.ne0 != gate.ne1 ||
       down.ne1 != gate.ne0 || down.ne2 != gate.ne2) {
-    invalid_argument("moe_ffn: expert shapes do not fit: gate " + gate.text() + ", up " + up.text() + ", down " +
-                     down.text());
+    invalid_argument("moe_ffn: expert shapes do not fit: gate " + shape_text(gate) + ", up " + shape_text(up) +
+                     ", down " + shape_text(down));
   }
+  if (n_tokens < 0 || n_used <= 0) invalid_argument("moe_ffn: n_tokens and n_used must be positive");
+  const int64_t width = gate.ne0, ffn = gate.ne1, n_slots = int64_t{n_tokens} * n_used;
+  const MoeOperands operands{floats(x, n_tokens * width, "moe_ffn x"),
+                             elements<int32_t>(ids, n_slots, "moe_ffn ids"),
+                             floats(weights, n_slots, "moe_ffn weights"),
+                             floats(out, n_tokens * width, "moe_ffn out"),
+                             width,
+                             ffn,
+                             n_slots};
+  if (out == x) invalid_argument("moe_ffn: out must not be x");
+  return operands;
 }
 
 // A weight_load description with the type it names (NULL when no plugin provides it): whole rows of
