@@ -38,10 +38,8 @@ void get_rows(strata_backend* backend, const strata_weight* table, const int32_t
               strata_buffer* out) {
   auto& instance = deref(backend, "backend");
   const auto& weight = deref(table, "get_rows table");
-  if (weight.ne2 != 1) invalid_argument("get_rows: " + weight.name + " has " + std::to_string(weight.ne2) + " matrices");
-  if (n_ids < 0 || (n_ids > 0 && ids == nullptr)) invalid_argument("get_rows: no ids");
+  float* out_values = sdk::get_rows_output(weight, ids, n_ids, out);
   const int64_t width = weight.ne0;
-  float* out_values = floats(out, n_ids * width, "get_rows out");
   for (int32_t i = 0; i < n_ids; ++i) {
     if (ids[i] < 0 || ids[i] >= weight.ne1) {
       invalid_argument("get_rows: row " + std::to_string(ids[i]) + " is outside the " + std::to_string(weight.ne1) +

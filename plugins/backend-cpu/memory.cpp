@@ -11,13 +11,6 @@ namespace {
 
 constexpr size_t kAlignment = 64;  // a cache line, and one AVX-512 vector
 
-void check_range(const strata_buffer& buffer, size_t offset, size_t bytes, const char* what) {
-  if (offset > buffer.bytes || bytes > buffer.bytes - offset) {
-    invalid_argument(std::string(what) + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset) + "+" +
-                     std::to_string(bytes) + ") are outside a buffer of " + std::to_string(buffer.bytes) + " bytes");
-  }
-}
-
 }  // namespace
 
 void buffer_alloc(strata_backend* backend, size_t bytes, strata_buffer** out) {
@@ -36,12 +29,12 @@ void buffer_alloc(strata_backend* backend, size_t bytes, strata_buffer** out) {
 void buffer_free(strata_backend*, strata_buffer* buffer) { delete buffer; }
 
 void buffer_write(strata_backend*, strata_buffer* buffer, size_t offset, const void* src, size_t bytes) {
-  check_range(deref(buffer, "buffer"), offset, bytes, "buffer_write");
+  sdk::check_buffer_range(deref(buffer, "buffer"), offset, bytes, "buffer_write");
   if (bytes > 0) std::memcpy(buffer->data.get() + offset, &deref(static_cast<const std::byte*>(src), "src"), bytes);
 }
 
 void buffer_read(strata_backend*, strata_buffer* buffer, size_t offset, void* dst, size_t bytes) {
-  check_range(deref(buffer, "buffer"), offset, bytes, "buffer_read");
+  sdk::check_buffer_range(deref(buffer, "buffer"), offset, bytes, "buffer_read");
   if (bytes > 0) std::memcpy(&deref(static_cast<std::byte*>(dst), "dst"), buffer->data.get() + offset, bytes);
 }
 

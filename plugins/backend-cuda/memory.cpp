@@ -8,16 +8,6 @@
 #include "ops.hpp"
 
 namespace strata::cuda {
-namespace {
-
-void check_range(const strata_buffer& buffer, size_t offset, size_t bytes, const char* what) {
-  if (offset > buffer.bytes || bytes > buffer.bytes - offset) {
-    invalid_argument(std::string(what) + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset) + "+" +
-                     std::to_string(bytes) + ") are outside a buffer of " + std::to_string(buffer.bytes) + " bytes");
-  }
-}
-
-}  // namespace
 
 void buffer_alloc(strata_backend* backend, size_t bytes, strata_buffer** out) {
   auto& instance = deref(backend, "backend");
@@ -38,7 +28,7 @@ void buffer_free(strata_backend* backend, strata_buffer* buffer) {
 
 void buffer_write(strata_backend* backend, strata_buffer* buffer, size_t offset, const void* src, size_t bytes) {
   auto& instance = deref(backend, "backend");
-  check_range(deref(buffer, "buffer"), offset, bytes, "buffer_write");
+  sdk::check_buffer_range(deref(buffer, "buffer"), offset, bytes, "buffer_write");
   if (bytes == 0) return;
   check(cudaMemcpyAsync(buffer->memory.as<std::byte>() + offset, &deref(static_cast<const std::byte*>(src), "src"),
                         bytes, cudaMemcpyHostToDevice, instance.stream),
@@ -47,7 +37,7 @@ void buffer_write(strata_backend* backend, strata_buffer* buffer, size_t offset,
 
 void buffer_read(strata_backend* backend, strata_buffer* buffer, size_t offset, void* dst, size_t bytes) {
   auto& instance = deref(backend, "backend");
-  check_range(deref(buffer, "buffer"), offset, bytes, "buffer_read");
+  sdk::check_buffer_range(deref(buffer, "buffer"), offset, bytes, "buffer_read");
   if (bytes > 0) {
     check(cudaMemcpyAsync(&deref(static_cast<std::byte*>(dst), "dst"), buffer->memory.as<std::byte>() + offset, bytes,
                           cudaMemcpyDeviceToHost, instance.stream),
@@ -99,10 +89,8 @@ void get_rows(strata_backend* backend, const strata_weight* table, const int32_t
               strata_buffer* out) {
   auto& instance = deref(backend, "backend");
   const auto& weight = deref(table, "get_rows table");
-  if (weight.ne2 != 1) invalid_argument("get_rows: " + weight.name + " has " + std::to_string(weight.ne2) + " matrices");
-  if (n_ids < 0 || (n_ids > 0 && ids == nullptr)) invalid_argument("get_rows: no ids");
+  float* out_values = sdk::get_rows_output(weight, ids, n_ids, out);
   const int64_t width = weight.ne0;
-  float* out_values = floats(out, n_ids * width, "get_rows out");
   std::vector<float> rows(static_cast<size_t>(n_ids * width));
   for (int32_t i = 0; i < n_ids; ++i) {
     if (ids[i] < 0 || ids[i] >= weight.ne1) {

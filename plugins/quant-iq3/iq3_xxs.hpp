@@ -24,10 +24,7 @@ struct Iq3XxsCodec {
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kIq3XxsDot>;
   static constexpr auto& cpu_dot_rows_multi = sdk::dispatched_dot_rows_multi<kIq3XxsDot>;
 #ifdef STRATA_WITH_CUDA
-  static constexpr auto& cuda_dequantize_f16 = cuda::iq3_xxs_dequantize_f16;
-  static constexpr auto& cuda_matvec = cuda::iq3_xxs_matvec;
-  static constexpr auto& cuda_expert_matvec = cuda::iq3_xxs_expert_matvec;
-  static constexpr auto& cuda_grouped_gemm = cuda::iq3_xxs_grouped_gemm;
+  STRATA_CODEC_CUDA_LAUNCHERS(cuda, iq3_xxs);
 #endif
 };
 

@@ -19,10 +19,7 @@ struct Q4KCodec {
   static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kQ4KDot>;
 #ifdef STRATA_WITH_CUDA
-  static constexpr auto& cuda_dequantize_f16 = cuda::q4_k_dequantize_f16;
-  static constexpr auto& cuda_matvec = cuda::q4_k_matvec;
-  static constexpr auto& cuda_expert_matvec = cuda::q4_k_expert_matvec;
-  static constexpr auto& cuda_grouped_gemm = cuda::q4_k_grouped_gemm;
+  STRATA_CODEC_CUDA_LAUNCHERS(cuda, q4_k);
 #endif
 };
 

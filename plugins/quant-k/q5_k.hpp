@@ -19,10 +19,7 @@ struct Q5KCodec {
   static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kQ5KDot>;
 #ifdef STRATA_WITH_CUDA
-  static constexpr auto& cuda_dequantize_f16 = cuda::q5_k_dequantize_f16;
-  static constexpr auto& cuda_matvec = cuda::q5_k_matvec;
-  static constexpr auto& cuda_expert_matvec = cuda::q5_k_expert_matvec;
-  static constexpr auto& cuda_grouped_gemm = cuda::q5_k_grouped_gemm;
+  STRATA_CODEC_CUDA_LAUNCHERS(cuda, q5_k);
 #endif
 };
 

@@ -53,6 +53,23 @@ const float* floats(const Buffer* buffer, int64_t count, const char* what) {
   return elements<float>(buffer, count, what);
 }
 
+// buffer_write / buffer_read: bytes [offset, offset + bytes) must lie inside the buffer.
+template <class Buffer>
+void check_buffer_range(const Buffer& buffer, size_t offset, size_t bytes, const char* what) {
+  if (offset > buffer.bytes || bytes > buffer.bytes - offset) {
+    invalid_argument(std::string(what) + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset) + "+" +
+                     std::to_string(bytes) + ") are outside a buffer of " + std::to_string(buffer.bytes) + " bytes");
+  }
+}
+
+// get_rows: one matrix, ids when any are asked for, and an output of n_ids rows of the table's width.
+template <class Weight, class Buffer>
+float* get_rows_output(const Weight& table, const int32_t* ids, int32_t n_ids, Buffer* out) {
+  if (table.ne2 != 1) invalid_argument("get_rows: " + table.name + " has " + std::to_string(table.ne2) + " matrices");
+  if (n_ids < 0 || (n_ids > 0 && ids == nullptr)) invalid_argument("get_rows: no ids");
+  return floats(out, n_ids * table.ne0, "get_rows out");
+}
+
 // A kv_create config: positive sizes and a known cache type.
 inline void check_kv_config(const strata_kv_config& config) {
   if (config.struct_size < sizeof(strata_kv_config)) invalid_argument("kv config: struct_size is too small");

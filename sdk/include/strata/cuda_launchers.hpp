@@ -10,6 +10,13 @@
 
 #include "strata/quant.h"
 
+// Inside a codec struct (strata/plugin.hpp): its CUDA launchers NS::NAME_*, as make_quant_type takes them.
+#define STRATA_CODEC_CUDA_LAUNCHERS(NS, NAME)                                         \
+  static constexpr auto& cuda_dequantize_f16 = NS::NAME##_dequantize_f16;             \
+  static constexpr auto& cuda_matvec = NS::NAME##_matvec;                             \
+  static constexpr auto& cuda_expert_matvec = NS::NAME##_expert_matvec;              \
+  static constexpr auto& cuda_grouped_gemm = NS::NAME##_grouped_gemm
+
 #define STRATA_DECLARE_CUDA_LAUNCHERS(NAME)                                                                   \
   strata_status NAME##_dequantize_f16(const void* blocks, uint16_t* out, int64_t n_blocks, void* stream,       \
                                       strata_error* error);                                                   \
