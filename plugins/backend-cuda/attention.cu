@@ -47,6 +47,7 @@ struct KvView {
     float sum = 0.0f;
     if (halves != nullptr && head_dim % 8 == 0) {
       const uint4* chunks = reinterpret_cast<const uint4*>(halves + row * head_dim);
+#pragma unroll 8  // loads in flight together: a score is 16 of them for head_dim 128
       for (int c = 0; c < head_dim / 8; ++c) {
         const uint4 bits = chunks[c];
         const __half2* pairs = reinterpret_cast<const __half2*>(&bits);
@@ -72,6 +73,7 @@ KvView view(const strata_kv_cache& cache, const DeviceAllocation& data, const De
 // One block per (token, kv head) and tensor; a thread per value (f16) or per group of 16 (int8).
 __global__ void store_kernel(KvView keys, KvView values, const float* k, const float* v, const int32_t* positions,
                              int layer, int n_head_kv, int n_ctx) {
+  sdk::cuda::start_after_previous_kernel();
   const int token = blockIdx.x / n_head_kv, kv_head = blockIdx.x % n_head_kv;
   const bool is_value = blockIdx.y == 1;
   const KvView target = is_value ? values : keys;
@@ -101,6 +103,7 @@ __global__ void store_kernel(KvView keys, KvView values, const float* k, const f
 __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     attention_kernel(KvView keys, KvView values, const float* q, const int32_t* positions, float* out, int layer,
                      int n_head, int n_head_kv, int n_ctx, float scale) {
+  sdk::cuda::start_after_previous_kernel();
   __shared__ float warp_max[kAttentionWarps], warp_sum_shared[kAttentionWarps];
   __shared__ float warp_acc[kAttentionWarps][kMaxValuesPerLane * kWarp];
   __shared__ float query[kMaxValuesPerLane * kWarp];
@@ -126,6 +129,7 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
 #pragma unroll
     for (int k = 0; k < kMaxValuesPerLane; ++k) acc[k] *= correction;
     const int count = min(kWarp, last - base + 1);
+#pragma unroll 8
     for (int p = 0; p < count; ++p) {
       const float w = __shfl_sync(0xffffffffu, weight, p);
       const size_t row = first_row + base + p;
@@ -205,11 +209,13 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
 
   const int32_t* positions = device_positions(instance, p.positions, static_cast<int32_t>(n_tokens));
   const KvView keys = view(kv, kv.keys, kv.key_scales), values = view(kv, kv.values, kv.value_scales);
-  store_kernel<<<dim3(static_cast<unsigned>(n_tokens * p.n_head_kv), 2), kWarp * kAttentionWarps, 0, instance.stream>>>(
-      keys, values, operands.k, operands.v, positions, p.layer, p.n_head_kv, kv.config.n_ctx);
+  sdk::cuda::launch_after_previous(store_kernel, dim3(static_cast<unsigned>(n_tokens * p.n_head_kv), 2),
+                                   kWarp * kAttentionWarps, 0, instance.stream, keys, values, operands.k, operands.v,
+                                   positions, p.layer, p.n_head_kv, kv.config.n_ctx);
   check_launch("kv store");
-  attention_kernel<<<static_cast<unsigned>(n_tokens * p.n_head), kWarp * kAttentionWarps, 0, instance.stream>>>(
-      keys, values, operands.q, positions, operands.out, p.layer, p.n_head, p.n_head_kv, kv.config.n_ctx, p.scale);
+  sdk::cuda::launch_after_previous(attention_kernel, static_cast<unsigned>(n_tokens * p.n_head),
+                                   kWarp * kAttentionWarps, 0, instance.stream, keys, values, operands.q, positions,
+                                   operands.out, p.layer, p.n_head, p.n_head_kv, kv.config.n_ctx, p.scale);
   check_launch("attention");
 }
 

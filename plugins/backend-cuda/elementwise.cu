@@ -1,5 +1,6 @@
 // Row-wise and elementwise ops: RMS norm, NEOX rope, add, mul, unary, row scaling.
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "activation_functions.cuh"
@@ -15,12 +16,14 @@ constexpr int kThreads = 256;
 
 template <class Op>
 __global__ void binary_kernel(const float* a, const float* b, float* out, int64_t n, Op op) {
+  sdk::cuda::start_after_previous_kernel();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n) out[i] = op(a[i], b[i]);
 }
 
 template <class Op>
 __global__ void unary_kernel(const float* x, float* out, int64_t n, Op op) {
+  sdk::cuda::start_after_previous_kernel();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n) out[i] = op(x[i]);
 }
@@ -38,12 +41,25 @@ struct Sigmoid {
   __device__ float operator()(float x) const { return sigmoid(x); }
 };
 
-// One block per row: the sum of squares, then out = x * (1 / sqrt(mean + eps)) * gain.
+// One block per row: the sum of squares, then out = x * (1 / sqrt(mean + eps)) * gain. Rows of a multiple of
+// 4 values (kVector) are read 16 bytes at a time with several loads in flight per thread: a decode step's
+// norm is a single row, one block, so its loads are all there is to hide.
+template <bool kVector>
 __global__ void rms_norm_kernel(const float* x, const float* gain, float* out, int width, float eps) {
+  sdk::cuda::start_after_previous_kernel();
   __shared__ float warp_sums[kThreads / sdk::cuda::kWarp];
   const float* row = x + blockIdx.x * int64_t{width};
   float sum = 0.0f;
-  for (int i = threadIdx.x; i < width; i += blockDim.x) sum += row[i] * row[i];
+  if constexpr (kVector) {
+    const auto* quads = reinterpret_cast<const float4*>(row);
+#pragma unroll 4
+    for (int i = threadIdx.x; i < width / 4; i += blockDim.x) {
+      const float4 v = quads[i];
+      sum += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+  } else {
+    for (int i = threadIdx.x; i < width; i += blockDim.x) sum += row[i] * row[i];
+  }
   sum = sdk::cuda::warp_sum(sum);
   if (threadIdx.x % sdk::cuda::kWarp == 0) warp_sums[threadIdx.x / sdk::cuda::kWarp] = sum;
   __syncthreads();
@@ -55,13 +71,24 @@ __global__ void rms_norm_kernel(const float* x, const float* gain, float* out, i
   __syncthreads();
   const float scale = 1.0f / sqrtf(warp_sums[0] / static_cast<float>(width) + eps);
   float* result = out + blockIdx.x * int64_t{width};
-  for (int i = threadIdx.x; i < width; i += blockDim.x) result[i] = row[i] * scale * gain[i];
+  if constexpr (kVector) {
+    const auto* quads = reinterpret_cast<const float4*>(row);
+    const auto* gains = reinterpret_cast<const float4*>(gain);
+#pragma unroll 4
+    for (int i = threadIdx.x; i < width / 4; i += blockDim.x) {
+      const float4 v = quads[i], g = gains[i];
+      reinterpret_cast<float4*>(result)[i] = make_float4(v.x * scale * g.x, v.y * scale * g.y, v.z * scale * g.z, v.w * scale * g.w);
+    }
+  } else {
+    for (int i = threadIdx.x; i < width; i += blockDim.x) result[i] = row[i] * scale * gain[i];
+  }
 }
 
 // One block per (token, head), one thread per rotated pair. The angle is built as ggml and the CPU backend
 // build it, position * theta_scale^i by repeated float multiplication, so the angles agree exactly.
 __global__ void rope_neox_kernel(float* x, const int32_t* positions, int n_heads, int head_dim, int half,
                                  float theta_scale) {
+  sdk::cuda::start_after_previous_kernel();
   const int token = blockIdx.x / n_heads, head = blockIdx.x % n_heads;
   float* v = x + (int64_t{token} * n_heads + head) * head_dim;
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
@@ -75,6 +102,7 @@ __global__ void rope_neox_kernel(float* x, const int32_t* positions, int n_heads
 }
 
 __global__ void scale_rows_kernel(float* x, const float* scale, int64_t n, int width) {
+  sdk::cuda::start_after_previous_kernel();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n) x[i] *= scale[i / width];
 }
@@ -87,14 +115,16 @@ void binary(strata_backend* backend, const strata_buffer* a, const strata_buffer
   const float* b_values = floats(b, n, what);
   float* out_values = floats(out, n, what);
   if (n == 0) return;
-  binary_kernel<<<blocks_for(n, kThreads), kThreads, 0, instance.stream>>>(a_values, b_values, out_values, n, op);
+  sdk::cuda::launch_after_previous(binary_kernel<Op>, blocks_for(n, kThreads), kThreads, 0, instance.stream, a_values,
+                                   b_values, out_values, n, op);
   check_launch(what);
 }
 
 template <class Op>
 void apply_unary(strata_backend& backend, const float* x, float* out, int64_t n, Op op) {
   if (n == 0) return;
-  unary_kernel<<<blocks_for(n, kThreads), kThreads, 0, backend.stream>>>(x, out, n, op);
+  sdk::cuda::launch_after_previous(unary_kernel<Op>, blocks_for(n, kThreads), kThreads, 0, backend.stream, x, out, n,
+                                   op);
   check_launch("unary");
 }
 
@@ -108,7 +138,10 @@ void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weig
   float* out_values = floats(out, int64_t{rows} * width, "rms_norm out");
   const float* gain = f32_vector(weight, width, "rms_norm weight");
   if (rows == 0) return;
-  rms_norm_kernel<<<rows, kThreads, 0, instance.stream>>>(x_values, gain, out_values, width, eps);
+  const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % alignof(float4) == 0; };
+  const bool vector = width % 4 == 0 && aligned(x_values) && aligned(gain) && aligned(out_values);
+  sdk::cuda::launch_after_previous(vector ? rms_norm_kernel<true> : rms_norm_kernel<false>, rows, kThreads, 0,
+                                   instance.stream, x_values, gain, out_values, width, eps);
   check_launch("rms_norm");
 }
 
@@ -121,8 +154,8 @@ void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positio
   const int32_t* on_device = device_positions(instance, positions, n_tokens);
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
   const int half = n_rot / 2;
-  rope_neox_kernel<<<n_tokens * n_heads, std::min(half, kThreads), 0, instance.stream>>>(
-      values, on_device, n_heads, head_dim, half, theta_scale);
+  sdk::cuda::launch_after_previous(rope_neox_kernel, n_tokens * n_heads, std::min(half, kThreads), 0, instance.stream,
+                                   values, on_device, n_heads, head_dim, half, theta_scale);
   check_launch("rope_neox");
 }
 
@@ -152,7 +185,8 @@ void scale_rows(strata_backend* backend, strata_buffer* x, const strata_buffer* 
   const float* scales = floats(scale, rows, "scale_rows scale");
   const int64_t n = int64_t{rows} * width;
   if (n == 0) return;
-  scale_rows_kernel<<<blocks_for(n, kThreads), kThreads, 0, instance.stream>>>(values, scales, n, width);
+  sdk::cuda::launch_after_previous(scale_rows_kernel, blocks_for(n, kThreads), kThreads, 0, instance.stream, values,
+                                   scales, n, width);
   check_launch("scale_rows");
 }
 

@@ -12,6 +12,7 @@
 #include "cuda_status.hpp"
 #include "matmul.hpp"
 #include "ops.hpp"
+#include "strata/cuda_launch.cuh"
 
 namespace strata::cuda {
 namespace {
@@ -21,11 +22,13 @@ constexpr size_t kTileBytes = size_t{64} << 20;
 constexpr int kThreads = 256;
 
 __global__ void to_f16_kernel(const float* x, __half* out, int64_t n) {
+  sdk::cuda::start_after_previous_kernel();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n) out[i] = __float2half_rn(x[i]);
 }
 
 __global__ void add_bias_kernel(float* out, const float* bias, int64_t n_tokens, int64_t width) {
+  sdk::cuda::start_after_previous_kernel();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n_tokens * width) out[i] += bias[i % width];
 }
@@ -60,7 +63,8 @@ void multiply_batch(strata_backend& backend, const strata_weight& weight, int64_
     return;
   }
   __half* x16 = backend.activations_f16.get<__half>(backend.budget, backend.stream, static_cast<size_t>(n_tokens * ne0));
-  to_f16_kernel<<<blocks_for(n_tokens * ne0, kThreads), kThreads, 0, backend.stream>>>(x, x16, n_tokens * ne0);
+  sdk::cuda::launch_after_previous(to_f16_kernel, blocks_for(n_tokens * ne0, kThreads), kThreads, 0, backend.stream, x,
+                                   x16, n_tokens * ne0);
   check_launch("to_f16");
   if (weight.type->type_id == kTypeF16) {
     gemm_f16(backend, reinterpret_cast<const __half*>(matrix), x16, ne0, ne1, 0, ne1, n_tokens, out);
@@ -141,8 +145,8 @@ void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, con
   const float* bias_values = bias != nullptr ? f32_vector(bias, weight.ne1, "matmul bias") : nullptr;
   multiply(instance, weight, expert, operands.x, n_tokens, out_values);
   if (bias_values == nullptr || n_tokens == 0) return;
-  add_bias_kernel<<<blocks_for(n_tokens * weight.ne1, kThreads), kThreads, 0, instance.stream>>>(out_values, bias_values,
-                                                                                                 n_tokens, weight.ne1);
+  sdk::cuda::launch_after_previous(add_bias_kernel, blocks_for(n_tokens * weight.ne1, kThreads), kThreads, 0,
+                                   instance.stream, out_values, bias_values, n_tokens, weight.ne1);
   check_launch("add_bias");
 }
 

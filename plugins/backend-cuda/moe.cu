@@ -17,6 +17,7 @@
 #include "cuda_status.hpp"
 #include "matmul.hpp"
 #include "ops.hpp"
+#include "strata/cuda_launch.cuh"
 
 namespace strata::cuda {
 namespace {
@@ -27,6 +28,7 @@ constexpr int64_t kMaxGroupedExperts = 4096;  // two counters each in the groupi
 // grouped[position] = x[token of the slot at position]; slot = token * n_used + choice.
 __global__ void gather_kernel(const float* x, const int32_t* slot_at, int n_used, int64_t width, float* grouped,
                               int64_t n) {
+  sdk::cuda::start_after_previous_kernel();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n) return;
   const int64_t position = i / width;
@@ -34,6 +36,7 @@ __global__ void gather_kernel(const float* x, const int32_t* slot_at, int n_used
 }
 
 __global__ void swiglu_kernel(float* gate, const float* up, int64_t n) {
+  sdk::cuda::start_after_previous_kernel();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n) gate[i] = silu(gate[i]) * up[i];
 }
@@ -41,6 +44,7 @@ __global__ void swiglu_kernel(float* gate, const float* up, int64_t n) {
 // out[t] = sum over j in choice order of weights[t][j] * down_out[position of slot t * n_used + j].
 __global__ void combine_kernel(const float* down_out, const int32_t* position_of, const float* weights, int n_used,
                                int64_t width, float* out, int64_t n) {
+  sdk::cuda::start_after_previous_kernel();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n) return;
   const int64_t token = i / width, column = i % width;
@@ -98,6 +102,7 @@ void multiply_groups(strata_backend& backend, const strata_weight& weight, const
 // The order of slots within an expert is arbitrary: a slot's products do not depend on its position.
 __global__ void group_kernel(const int32_t* ids, int n_slots, int n_experts, int32_t* slot_at, int32_t* position_of,
                              int32_t* tiles, int32_t* tile_count) {
+  sdk::cuda::start_after_previous_kernel();
   extern __shared__ int32_t per_expert[];  // counts, then the next free position
   int32_t* counts = per_expert;
   int32_t* next = per_expert + n_experts;
@@ -134,6 +139,7 @@ __global__ void group_kernel(const int32_t* ids, int n_slots, int n_experts, int
 // grouped[position] = x[token of the slot at position] as f16 (zeros where no slot).
 __global__ void gather_f16_kernel(const float* x, const int32_t* slot_at, int n_used, int64_t width, __half* grouped,
                                   int64_t n) {
+  sdk::cuda::start_after_previous_kernel();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n) return;
   const int slot = slot_at[i / width];
@@ -141,6 +147,7 @@ __global__ void gather_f16_kernel(const float* x, const int32_t* slot_at, int n_
 }
 
 __global__ void swiglu_f16_kernel(const float* gate, const float* up, __half* out, int64_t n) {
+  sdk::cuda::start_after_previous_kernel();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n) out[i] = __float2half_rn(silu(gate[i]) * up[i]);
 }
@@ -163,8 +170,8 @@ void device_grouped(strata_backend& backend, const strata_weight& gate, const st
   int32_t* tiles = position_of + n_slots;
   int32_t* tile_count = tiles + 3 * max_tiles;
   const size_t shared_bytes = 2 * static_cast<size_t>(n_experts) * sizeof(int32_t);
-  group_kernel<<<1, 1024, shared_bytes, backend.stream>>>(ids, static_cast<int>(n_slots), n_experts, slot_at,
-                                                          position_of, tiles, tile_count);
+  sdk::cuda::launch_after_previous(group_kernel, 1, 1024, shared_bytes, backend.stream, ids, static_cast<int>(n_slots),
+                                   n_experts, slot_at, position_of, tiles, tile_count);
   check_launch("moe group");
 
   // Scratch: f16 inputs, gate and up results, the f16 SwiGLU product, down results.
@@ -176,17 +183,17 @@ void device_grouped(strata_backend& backend, const strata_weight& gate, const st
   float* up_out = gate_out + n_slots * ffn;
   float* down_out = up_out + n_slots * ffn;
 
-  gather_f16_kernel<<<blocks_for(n_slots * width, kThreads), kThreads, 0, backend.stream>>>(x, slot_at, n_used, width,
-                                                                                          grouped_x, n_slots * width);
+  sdk::cuda::launch_after_previous(gather_f16_kernel, blocks_for(n_slots * width, kThreads), kThreads, 0,
+                                   backend.stream, x, slot_at, n_used, width, grouped_x, n_slots * width);
   check_launch("moe gather");
   grouped_gemm(backend, gate, tiles, tile_count, max_tiles, grouped_x, gate_out);
   grouped_gemm(backend, up, tiles, tile_count, max_tiles, grouped_x, up_out);
-  swiglu_f16_kernel<<<blocks_for(n_slots * ffn, kThreads), kThreads, 0, backend.stream>>>(gate_out, up_out, product,
-                                                                                        n_slots * ffn);
+  sdk::cuda::launch_after_previous(swiglu_f16_kernel, blocks_for(n_slots * ffn, kThreads), kThreads, 0, backend.stream,
+                                   gate_out, up_out, product, n_slots * ffn);
   check_launch("moe swiglu");
   grouped_gemm(backend, down, tiles, tile_count, max_tiles, product, down_out);
-  combine_kernel<<<blocks_for(n_tokens * width, kThreads), kThreads, 0, backend.stream>>>(
-      down_out, position_of, weights, n_used, width, out, n_tokens * width);
+  sdk::cuda::launch_after_previous(combine_kernel, blocks_for(n_tokens * width, kThreads), kThreads, 0, backend.stream,
+                                   down_out, position_of, weights, n_used, width, out, n_tokens * width);
   check_launch("moe combine");
 }
 
@@ -283,16 +290,17 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   float* up_out = gate_out + n_slots * ffn;
   float* down_out = up_out + n_slots * ffn;
 
-  gather_kernel<<<blocks_for(n_slots * width, kThreads), kThreads, 0, instance.stream>>>(
-      x_values, slot_at, n_used, width, grouped_x, n_slots * width);
+  sdk::cuda::launch_after_previous(gather_kernel, blocks_for(n_slots * width, kThreads), kThreads, 0, instance.stream,
+                                   x_values, slot_at, n_used, width, grouped_x, n_slots * width);
   check_launch("moe gather");
   multiply_groups(instance, gate_weight, grouping, grouped_x, gate_out);
   multiply_groups(instance, up_weight, grouping, grouped_x, up_out);
-  swiglu_kernel<<<blocks_for(n_slots * ffn, kThreads), kThreads, 0, instance.stream>>>(gate_out, up_out, n_slots * ffn);
+  sdk::cuda::launch_after_previous(swiglu_kernel, blocks_for(n_slots * ffn, kThreads), kThreads, 0, instance.stream,
+                                   gate_out, up_out, n_slots * ffn);
   check_launch("moe swiglu");
   multiply_groups(instance, down_weight, grouping, gate_out, down_out);
-  combine_kernel<<<blocks_for(n_tokens * width, kThreads), kThreads, 0, instance.stream>>>(
-      down_out, position_of, weight_values, n_used, width, out_values, n_tokens * width);
+  sdk::cuda::launch_after_previous(combine_kernel, blocks_for(n_tokens * width, kThreads), kThreads, 0, instance.stream,
+                                   down_out, position_of, weight_values, n_used, width, out_values, n_tokens * width);
   check_launch("moe combine");
 }
 

@@ -19,6 +19,7 @@ __device__ inline bool ranks_before(float p, int i, float q, int j) { return p >
 // One warp per token; the probabilities live in shared memory, a chosen expert's marked by a negative id.
 __global__ void route_kernel(const float* logits, int n_experts, int n_used, bool renormalize, int32_t* ids,
                              float* weights) {
+  sdk::cuda::start_after_previous_kernel();
   extern __shared__ float probabilities[];
   const int token = blockIdx.x, lane = threadIdx.x;
   const float* row = logits + int64_t{token} * n_experts;
@@ -73,8 +74,9 @@ void route(strata_backend* backend, const strata_buffer* logits, int32_t n_token
   int32_t* id_values = elements<int32_t>(ids, int64_t{n_tokens} * n_used, "route ids");
   float* weight_values = floats(weights, int64_t{n_tokens} * n_used, "route weights");
   if (n_tokens == 0) return;
-  route_kernel<<<n_tokens, kWarp, n_experts * sizeof(float), instance.stream>>>(
-      logit_values, n_experts, n_used, routing == STRATA_ROUTING_SOFTMAX_TOPK_NORM, id_values, weight_values);
+  sdk::cuda::launch_after_previous(route_kernel, n_tokens, kWarp, n_experts * sizeof(float), instance.stream,
+                                   logit_values, n_experts, n_used, routing == STRATA_ROUTING_SOFTMAX_TOPK_NORM,
+                                   id_values, weight_values);
   check_launch("route");
 }
 

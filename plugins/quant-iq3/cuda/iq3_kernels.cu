@@ -18,6 +18,17 @@ __device__ uint32_t device_xxs_grid[256];
 __device__ uint32_t device_s_grid[512];
 __device__ uint8_t device_signs[128];
 
+// Shared-memory copies for unpack32 (the 8-bit decode kernels call load_shared_tables first): a warp's 32
+// random grid lookups conflict less in shared memory banks than in L1 cache lines.
+__shared__ uint32_t shared_xxs_grid[256];
+__shared__ uint32_t shared_s_grid[512];
+__shared__ uint8_t shared_signs[128];
+
+template <class T, int kSize>
+__device__ void copy_table(const T (&from)[kSize], T (&to)[kSize]) {
+  for (int i = threadIdx.x; i < kSize; i += blockDim.x) to[i] = from[i];
+}
+
 strata_status upload_tables(strata_error* error) {
   static std::once_flag once;
   static cudaError_t status = cudaSuccess;
@@ -25,6 +36,8 @@ strata_status upload_tables(strata_error* error) {
     status = cudaMemcpyToSymbol(device_xxs_grid, kIq3XxsGrid, sizeof kIq3XxsGrid);
     if (status == cudaSuccess) status = cudaMemcpyToSymbol(device_s_grid, kIq3SGrid, sizeof kIq3SGrid);
     if (status == cudaSuccess) status = cudaMemcpyToSymbol(device_signs, kSignsIq2xs, sizeof kSignsIq2xs);
+    // A copy from pageable memory may return before it lands; kernels on other streams must see the tables.
+    if (status == cudaSuccess) status = cudaDeviceSynchronize();
   });
   if (status == cudaSuccess) return STRATA_OK;
   return sdk::cuda::fail(error, STRATA_E_INTERNAL, std::string("IQ3 tables to the GPU: ") + cudaGetErrorString(status));
@@ -55,15 +68,19 @@ struct Iq3XxsDecoder {
   }
   // A group of 32 values is one sub-block: 8 grid points, signs from four 7-bit indices.
   static constexpr bool q8_has_min = false;
+  __device__ static void load_shared_tables() {
+    copy_table(device_xxs_grid, shared_xxs_grid);
+    copy_table(device_signs, shared_signs);
+  }
   __device__ static void unpack32(const uint8_t* block, int group, int32_t* levels, float* d, float&) {
     const uint32_t packed = load_u32(block + 66 + 4 * group);
     d[0] = d[1] = __fmul_rn(__fmul_rn(load_f16(block), 0.5f + static_cast<float>(packed >> 28)), 0.5f);
     const uint8_t* indices = block + 2 + 8 * group;
 #pragma unroll
     for (int pair = 0; pair < 4; ++pair) {
-      const uint32_t signs = device_signs[(packed >> (7 * pair)) & 127];
-      levels[2 * pair] = signed_bytes(device_xxs_grid[indices[2 * pair]], signs & 15u);
-      levels[2 * pair + 1] = signed_bytes(device_xxs_grid[indices[2 * pair + 1]], signs >> 4);
+      const uint32_t signs = shared_signs[(packed >> (7 * pair)) & 127];
+      levels[2 * pair] = signed_bytes(shared_xxs_grid[indices[2 * pair]], signs & 15u);
+      levels[2 * pair + 1] = signed_bytes(shared_xxs_grid[indices[2 * pair + 1]], signs >> 4);
     }
   }
 };
@@ -88,16 +105,18 @@ struct Iq3SDecoder {
   }
   // A group of 32 values is one sub-block: 8 grid points of 9-bit indices, 4 sign bytes.
   static constexpr bool q8_has_min = false;
+  __device__ static void load_shared_tables() { copy_table(device_s_grid, shared_s_grid); }
   __device__ static void unpack32(const uint8_t* block, int group, int32_t* levels, float* d, float&) {
     const int nibble = (block[106 + group / 2] >> (4 * (group % 2))) & 0xf;
     d[0] = d[1] = __fmul_rn(load_f16(block), static_cast<float>(1 + 2 * nibble));
     const uint32_t high_bits = block[66 + group];
     const uint32_t signs = sdk::cuda::load_u32_aligned2(block + 74 + 4 * group);
-    const uint8_t* low_bits = block + 2 + 8 * group;
+    const uint32_t low_bits[2] = {sdk::cuda::load_u32_aligned2(block + 2 + 8 * group),
+                                  sdk::cuda::load_u32_aligned2(block + 6 + 8 * group)};
 #pragma unroll
     for (int point = 0; point < 8; ++point) {
-      const uint32_t index = low_bits[point] | (((high_bits >> point) & 1u) << 8);
-      levels[point] = signed_bytes(device_s_grid[index], (signs >> (4 * point)) & 15u);
+      const uint32_t index = ((low_bits[point / 4] >> (8 * (point % 4))) & 0xffu) | (((high_bits >> point) & 1u) << 8);
+      levels[point] = signed_bytes(shared_s_grid[index], (signs >> (4 * point)) & 15u);
     }
   }
 };

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "strata/cuda_launch.cuh"
 #include "strata/quant.h"
 
 namespace strata::sdk::cuda {

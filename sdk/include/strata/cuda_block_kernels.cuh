@@ -24,6 +24,7 @@ namespace strata::sdk::cuda {
 template <class Decoder>
 __global__ void dequantize_f16_kernel(const uint8_t* blocks, __half* out, int64_t n_chunks) {
   constexpr int kChunksPerBlock = Decoder::block_elements / kChunkValues;
+  start_after_previous_kernel();
   const int64_t chunk = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (chunk >= n_chunks) return;
   float values[kChunkValues];
@@ -42,10 +43,13 @@ template <class Decoder>
 __global__ void __launch_bounds__(kWarp* kMatvecRowsPerBlock)
     matvec_kernel(const uint8_t* weight, int64_t n, int64_t n_rows, size_t row_bytes, const float* x, int n_tokens,
                   float* out) {
+  let_next_kernel_launch();
   const int lane = threadIdx.x % kWarp;
   const int64_t row = blockIdx.x * int64_t{kMatvecRowsPerBlock} + threadIdx.x / kWarp;
-  if (row >= n_rows) return;
   const uint8_t* weight_row = weight + row * row_bytes;
+  if (row < n_rows) prefetch_lines(weight_row, row_bytes, lane, kWarp);
+  wait_for_previous_kernel();
+  if (row >= n_rows) return;
   const int64_t n_chunks = n / kChunkValues;
   float sums[kMaxMatvecTokens] = {};
   for (int64_t base = lane; base < n_chunks; base += kChunksInFlight * kWarp) {
@@ -70,6 +74,7 @@ __global__ void __launch_bounds__(kWarp* kMatvecRowsPerBlock)
 // of k * n_chunks chunks, each chunk's product scaled by its slot's weight.
 template <class Decoder, int kMode>
 __global__ void __launch_bounds__(kWarp* kMatvecRowsPerBlock) expert_matvec_kernel(strata_cuda_expert_matvec args) {
+  start_after_previous_kernel();
   const int lane = threadIdx.x % kWarp;
   const int64_t row = blockIdx.x * int64_t{kMatvecRowsPerBlock} + threadIdx.x / kWarp;
   if (row >= args.n_rows) return;
@@ -165,9 +170,9 @@ strata_status launch_dequantize_f16(const void* blocks, uint16_t* out, int64_t n
   if (const strata_status status = prepare<Decoder>(error); status != STRATA_OK) return status;
   constexpr int kThreads = 256;
   const int64_t n_chunks = n_blocks * (Decoder::block_elements / kChunkValues);
-  dequantize_f16_kernel<Decoder><<<static_cast<unsigned>((n_chunks + kThreads - 1) / kThreads), kThreads, 0,
-                                   static_cast<cudaStream_t>(stream)>>>(static_cast<const uint8_t*>(blocks),
-                                                                        reinterpret_cast<__half*>(out), n_chunks);
+  launch_after_previous(dequantize_f16_kernel<Decoder>, static_cast<unsigned>((n_chunks + kThreads - 1) / kThreads),
+                        kThreads, 0, static_cast<cudaStream_t>(stream), static_cast<const uint8_t*>(blocks),
+                        reinterpret_cast<__half*>(out), n_chunks);
   return launch_status(error, "dequantize_f16 launch");
 }
 
@@ -186,14 +191,15 @@ strata_status launch_matvec(const void* weight, int64_t n, int64_t n_rows, size_
     const size_t shared = q8_shared_bytes(n_tokens, n);
     if (shared <= kQ8MaxSharedBytes) {
       const auto grid = static_cast<unsigned>((n_rows + kQ8Warps - 1) / kQ8Warps);
-      matvec_q8_kernel<Decoder><<<grid, kWarp * kQ8Warps, shared, cuda_stream>>>(
-          static_cast<const uint8_t*>(weight), static_cast<int>(n), n_rows, row_bytes, x, static_cast<int>(n_tokens), out);
+      launch_after_previous(matvec_q8_kernel<Decoder>, grid, kWarp * kQ8Warps, shared, cuda_stream,
+                            static_cast<const uint8_t*>(weight), static_cast<int>(n), n_rows, row_bytes, x,
+                            static_cast<int>(n_tokens), out);
       return launch_status(error, "matvec launch");
     }
   }
   const auto grid = static_cast<unsigned>((n_rows + kMatvecRowsPerBlock - 1) / kMatvecRowsPerBlock);
-  matvec_kernel<Decoder><<<grid, kWarp * kMatvecRowsPerBlock, 0, cuda_stream>>>(
-      static_cast<const uint8_t*>(weight), n, n_rows, row_bytes, x, static_cast<int>(n_tokens), out);
+  launch_after_previous(matvec_kernel<Decoder>, grid, kWarp * kMatvecRowsPerBlock, 0, cuda_stream,
+                        static_cast<const uint8_t*>(weight), n, n_rows, row_bytes, x, static_cast<int>(n_tokens), out);
   return launch_status(error, "matvec launch");
 }
 
@@ -222,20 +228,16 @@ strata_status launch_expert_matvec(const strata_cuda_expert_matvec* args, void* 
     const size_t shared = q8_shared_bytes(swiglu ? 1 : a.slots_per_token, a.n);
     if (shared <= kQ8MaxSharedBytes) {
       const dim3 grid(static_cast<unsigned>((a.n_rows + kQ8Warps - 1) / kQ8Warps), grid_y);
-      if (swiglu) {
-        expert_matvec_q8_kernel<Decoder, STRATA_EXPERT_MATVEC_SWIGLU><<<grid, kWarp * kQ8Warps, shared, cuda_stream>>>(a);
-      } else {
-        expert_matvec_q8_kernel<Decoder, STRATA_EXPERT_MATVEC_WEIGHTED_SUM><<<grid, kWarp * kQ8Warps, shared, cuda_stream>>>(a);
-      }
+      launch_after_previous(swiglu ? expert_matvec_q8_kernel<Decoder, STRATA_EXPERT_MATVEC_SWIGLU>
+                                   : expert_matvec_q8_kernel<Decoder, STRATA_EXPERT_MATVEC_WEIGHTED_SUM>,
+                            grid, kWarp * kQ8Warps, shared, cuda_stream, a);
       return launch_status(error, "expert_matvec launch");
     }
   }
   const dim3 grid(static_cast<unsigned>((a.n_rows + kMatvecRowsPerBlock - 1) / kMatvecRowsPerBlock), grid_y);
-  if (swiglu) {
-    expert_matvec_kernel<Decoder, STRATA_EXPERT_MATVEC_SWIGLU><<<grid, kWarp * kMatvecRowsPerBlock, 0, cuda_stream>>>(a);
-  } else {
-    expert_matvec_kernel<Decoder, STRATA_EXPERT_MATVEC_WEIGHTED_SUM><<<grid, kWarp * kMatvecRowsPerBlock, 0, cuda_stream>>>(a);
-  }
+  launch_after_previous(swiglu ? expert_matvec_kernel<Decoder, STRATA_EXPERT_MATVEC_SWIGLU>
+                               : expert_matvec_kernel<Decoder, STRATA_EXPERT_MATVEC_WEIGHTED_SUM>,
+                        grid, kWarp * kMatvecRowsPerBlock, 0, cuda_stream, a);
   return launch_status(error, "expert_matvec launch");
 }
 
@@ -255,7 +257,7 @@ strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* st
   if (a.n_rows == 0 || a.max_tiles == 0) return STRATA_OK;
   if (const strata_status status = prepare<Decoder>(error); status != STRATA_OK) return status;
   const dim3 grid(static_cast<unsigned>((a.n_rows + kGemmRows - 1) / kGemmRows), static_cast<unsigned>(a.max_tiles));
-  grouped_gemm_kernel<Decoder><<<grid, kGemmThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  launch_after_previous(grouped_gemm_kernel<Decoder>, grid, kGemmThreads, 0, static_cast<cudaStream_t>(stream), a);
   return launch_status(error, "grouped_gemm launch");
 }
 

@@ -23,6 +23,7 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_kernel(strata_cuda_
   __shared__ __align__(32) __half weights[kGemmRows][kLd];
   __shared__ __align__(32) __half tokens[kGemmTokens][kLd];
   __shared__ __align__(32) float staged[kGemmTokens][kGemmRows + 4];
+  start_after_previous_kernel();
   if (static_cast<int>(blockIdx.y) >= *args.tile_count) return;
   const int32_t* tile = args.tiles + 3 * blockIdx.y;
   const int expert = tile[0], first = tile[1], count = tile[2];

@@ -2,7 +2,12 @@
 // can hand out a 32-value group of a block as int8 levels offers
 //   static constexpr bool q8_has_min;   // whether values carry an offset (Q4_K, Q5_K)
 //   __device__ static void unpack32(const uint8_t* block, int group, int32_t levels[8], float d[2], float& m);
-// with value i of the group = d[i / 16] * level i - m (m only where q8_has_min). Each block of a kernel
+// with value i of the group = d[i / 16] * level i - m (m only where q8_has_min). Optionally also
+//   __device__ static void load_shared_tables();
+// which copies lookup tables unpack32 reads into __shared__ arrays of the Decoder's translation unit (a warp
+// gathering 32 random entries of a table meets fewer conflicts in shared memory than in the L1 cache); the
+// kernels here call it with all threads of a block before the barrier that ends their activation rounding.
+// Each block of a kernel
 // here first rounds the activations it needs to int8, one float scale per 32 values, into shared memory;
 // then a weight group meets an activation group in 8 __dp4a (4 products each) instead of 32 float
 // products of decoded values. That costs the rounding the CPU's dot kernels have too (8-bit activations)
@@ -75,6 +80,11 @@ __device__ inline SharedQ8 quantize_to_shared(const float* x, int rows, int n, R
   return q;
 }
 
+template <class Decoder>
+__device__ inline void load_decoder_tables() {
+  if constexpr (requires { Decoder::load_shared_tables(); }) Decoder::load_shared_tables();
+}
+
 // One weight group against one activation group: d[0] * (levels 0-15 . x) + d[1] * (levels 16-31 . x)
 // - m * sum(x), in units of the activation scale.
 template <class Decoder>
@@ -103,11 +113,15 @@ template <class Decoder>
 __global__ void __launch_bounds__(kWarp* kQ8Warps)
     matvec_q8_kernel(const uint8_t* weight, int n, int64_t n_rows, size_t row_bytes, const float* x, int n_tokens,
                      float* out) {
-  const SharedQ8 q = quantize_to_shared(x, n_tokens, n, [n](int row) { return static_cast<int64_t>(row) * n; });
+  let_next_kernel_launch();
   const int lane = threadIdx.x % kWarp;
   const int64_t row = blockIdx.x * int64_t{kQ8Warps} + threadIdx.x / kWarp;
-  if (row >= n_rows) return;
   const uint8_t* weight_row = weight + row * row_bytes;
+  if (row < n_rows) prefetch_lines(weight_row, row_bytes, lane, kWarp);
+  load_decoder_tables<Decoder>();
+  wait_for_previous_kernel();
+  const SharedQ8 q = quantize_to_shared(x, n_tokens, n, [n](int token) { return static_cast<int64_t>(token) * n; });
+  if (row >= n_rows) return;
   float sums[kMaxMatvecTokens] = {};
 #pragma unroll 2
   for (int g = lane; g < n / kQ8Group; g += kWarp) {
@@ -126,6 +140,9 @@ __global__ void __launch_bounds__(kWarp* kQ8Warps)
 // (SWIGLU: its token's activations are rounded) or the token (WEIGHTED_SUM: its k slots' rows are).
 template <class Decoder, int kMode>
 __global__ void __launch_bounds__(kWarp* kQ8Warps) expert_matvec_q8_kernel(strata_cuda_expert_matvec args) {
+  let_next_kernel_launch();
+  load_decoder_tables<Decoder>();
+  wait_for_previous_kernel();
   const int n = static_cast<int>(args.n), k = args.slots_per_token, groups = n / kQ8Group;
   const bool swiglu = kMode == STRATA_EXPERT_MATVEC_SWIGLU;
   const int first_row = swiglu ? static_cast<int>(blockIdx.y) / k : static_cast<int>(blockIdx.y) * k;

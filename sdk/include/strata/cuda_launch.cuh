@@ -1,0 +1,73 @@
+// Kernel launches that overlap the kernel before them (programmatic dependent launch, Hopper and later).
+// A decode step is a chain of ~20 short kernels per layer, each reading what the one before wrote; launched
+// one after another, each waits for the previous one to drain before its own blocks are even scheduled.
+// launch_after_previous() lets the GPU schedule a kernel's blocks as soon as every block of the kernel
+// before it has started (that kernel called let_next_kernel_launch()); the new blocks then wait in
+// wait_for_previous_kernel() until the previous kernel has finished and its writes are visible. Whatever a
+// kernel does before that wait overlaps the previous kernel: it may read only data no kernel writes (the
+// weights), e.g. prefetch its weight rows. Every kernel launched this way must call wait_for_previous_kernel()
+// before it touches activations, caches or outputs; below sm_90 both calls compile to nothing and the launch
+// is an ordinary one. Stream capture keeps these edges, so step graphs replay with the same overlap.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace strata::sdk::cuda {
+
+__device__ inline void let_next_kernel_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ inline void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// The start of a kernel with nothing to do before its inputs are ready.
+__device__ inline void start_after_previous_kernel() {
+  let_next_kernel_launch();
+  wait_for_previous_kernel();
+}
+
+// Asks the L2 cache for bytes [first, first + bytes) of read-only data, one 128-byte line per lane of a warp
+// at a time: a kernel's weight rows, fetched while the kernel still waits for its inputs.
+__device__ inline void prefetch_lines(const uint8_t* first, size_t bytes, int lane, int lanes) {
+  constexpr size_t kLine = 128;
+  for (size_t offset = static_cast<size_t>(lane) * kLine; offset < bytes; offset += static_cast<size_t>(lanes) * kLine) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(first + offset));
+  }
+}
+
+// Whether the current device schedules dependent launches early (compute capability 9.0 and later).
+inline bool device_overlaps_launches() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+  return major >= 9;
+}
+
+// kernel<<<grid, block, shared_bytes, stream>>>(args...), allowed to overlap the kernel before it (see above).
+// A failed launch is reported through cudaGetLastError(), as for <<<>>>.
+template <class... Params, class... Args>
+void launch_after_previous(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                           Args... args) {
+  cudaLaunchAttribute overlap{};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = &overlap;
+  config.numAttrs = device_overlaps_launches() ? 1 : 0;
+  (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+}  // namespace strata::sdk::cuda
