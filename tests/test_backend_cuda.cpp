@@ -224,9 +224,18 @@ struct AttentionShape {
   int32_t n_head, n_head_kv, head_dim;
 };
 
+// The per-head norms and rope of strata_qk_prepare, for run_attention.
+struct QkPrepare {
+  HostWeight q_norm, k_norm;
+  int32_t n_rot;
+  float rope_base;
+};
+
+// With prepare: attention_rope where the backend has it (CUDA), else the separate rms_norm and rope_neox ops
+// the core falls back to, then attention (the CPU backend).
 std::vector<float> run_attention(Backend& backend, strata_kv_cache* cache, const AttentionShape& s, int32_t first,
                                  int32_t n, const std::vector<float>& q_all, const std::vector<float>& k_all,
-                                 const std::vector<float>& v_all) {
+                                 const std::vector<float>& v_all, const QkPrepare* prepare = nullptr) {
   const int64_t q_width = s.n_head * s.head_dim, kv_width = s.n_head_kv * s.head_dim;
   const auto slice = [&](const std::vector<float>& all, int64_t width) {
     return std::vector<float>(all.begin() + first * width, all.begin() + (first + n) * width);
@@ -239,10 +248,54 @@ std::vector<float> run_attention(Backend& backend, strata_kv_cache* cache, const
   strata_buffer* q = backend.upload(slice(q_all, q_width));
   strata_buffer* k = backend.upload(slice(k_all, kv_width));
   strata_buffer* v = backend.upload(slice(v_all, kv_width));
-  backend.run("attention", [&](strata_backend* b, strata_error* e) {
-    return backend.table().attention(b, cache, &params, q, k, v, out, e);
+  const auto& t = backend.table();
+  if (prepare == nullptr) {
+    backend.run("attention",
+                [&](strata_backend* b, strata_error* e) { return t.attention(b, cache, &params, q, k, v, out, e); });
+    return backend.read(out, static_cast<size_t>(n * q_width));
+  }
+  const float eps = 1e-6f;
+  strata_weight* q_norm = backend.load(prepare->q_norm);
+  strata_weight* k_norm = backend.load(prepare->k_norm);
+  if (t.attention_rope != nullptr) {
+    const strata_qk_prepare fused{sizeof(strata_qk_prepare), q_norm, k_norm, eps, prepare->n_rot, prepare->rope_base};
+    backend.run("attention_rope", [&](strata_backend* b, strata_error* e) {
+      return t.attention_rope(b, cache, &params, &fused, q, k, v, out, e);
+    });
+    return backend.read(out, static_cast<size_t>(n * q_width));
+  }
+  backend.run("ops", [&](strata_backend* b, strata_error* e) {
+    strata_status status = t.rms_norm(b, q, q_norm, n * s.n_head, s.head_dim, eps, q, e);
+    if (status == STRATA_OK) status = t.rms_norm(b, k, k_norm, n * s.n_head_kv, s.head_dim, eps, k, e);
+    const auto rope = [&](strata_buffer* x, int32_t heads) {
+      return t.rope_neox(b, x, positions.data(), n, heads, s.head_dim, prepare->n_rot, prepare->rope_base, e);
+    };
+    if (status == STRATA_OK) status = rope(q, s.n_head);
+    if (status == STRATA_OK) status = rope(k, s.n_head_kv);
+    return status == STRATA_OK ? t.attention(b, cache, &params, q, k, v, out, e) : status;
   });
   return backend.read(out, static_cast<size_t>(n * q_width));
+}
+
+// A prompt of `prompt` tokens, then steps of up to `step` tokens to n_ctx, on both backends: every output
+// of the CUDA backend within tolerance of the CPU's.
+void expect_attention_matches(int32_t kv_type, int32_t head_dim, int32_t n_ctx, int32_t prompt, int32_t step,
+                              double tolerance, const QkPrepare* prepare = nullptr) {
+  const AttentionShape s{8, 2, head_dim};
+  const auto q = random_floats(static_cast<size_t>(n_ctx * s.n_head * s.head_dim), 31);
+  const auto k = random_floats(static_cast<size_t>(n_ctx * s.n_head_kv * s.head_dim), 32);
+  const auto v = random_floats(static_cast<size_t>(n_ctx * s.n_head_kv * s.head_dim), 33);
+  Pair pair;
+  strata_kv_cache* cpu_cache = pair.cpu.kv(2, n_ctx, s.n_head_kv, s.head_dim, kv_type);
+  strata_kv_cache* cuda_cache = pair.cuda.kv(2, n_ctx, s.n_head_kv, s.head_dim, kv_type);
+  expect_close(run_attention(pair.cuda, cuda_cache, s, 0, prompt, q, k, v, prepare),
+               run_attention(pair.cpu, cpu_cache, s, 0, prompt, q, k, v, prepare), tolerance, "prompt");
+  for (int32_t position = prompt; position < n_ctx; position += step) {
+    const int32_t n = std::min(step, n_ctx - position);
+    expect_close(run_attention(pair.cuda, cuda_cache, s, position, n, q, k, v, prepare),
+                 run_attention(pair.cpu, cpu_cache, s, position, n, q, k, v, prepare), tolerance,
+                 "step at " + std::to_string(position));
+  }
 }
 
 class BackendCudaAttention : public testing::TestWithParam<std::tuple<int32_t, int32_t>> {};
@@ -250,22 +303,23 @@ class BackendCudaAttention : public testing::TestWithParam<std::tuple<int32_t, i
 TEST_P(BackendCudaAttention, PromptThenStepsMatchTheCpuBackend) {
   SKIP_WITHOUT_CUDA();
   const auto [kv_type, head_dim] = GetParam();
-  const AttentionShape s{8, 2, head_dim};
-  const int32_t n_ctx = 300, prompt = 290;
-  const auto q = random_floats(static_cast<size_t>(n_ctx * s.n_head * s.head_dim), 31);
-  const auto k = random_floats(static_cast<size_t>(n_ctx * s.n_head_kv * s.head_dim), 32);
-  const auto v = random_floats(static_cast<size_t>(n_ctx * s.n_head_kv * s.head_dim), 33);
-  Pair pair;
-  strata_kv_cache* cpu_cache = pair.cpu.kv(2, n_ctx, s.n_head_kv, s.head_dim, kv_type);
-  strata_kv_cache* cuda_cache = pair.cuda.kv(2, n_ctx, s.n_head_kv, s.head_dim, kv_type);
-  expect_close(run_attention(pair.cuda, cuda_cache, s, 0, prompt, q, k, v),
-               run_attention(pair.cpu, cpu_cache, s, 0, prompt, q, k, v), 1e-5, "prompt");
-  for (int32_t position = prompt; position < n_ctx; position += 3) {
-    const int32_t n = std::min(3, n_ctx - position);
-    expect_close(run_attention(pair.cuda, cuda_cache, s, position, n, q, k, v),
-                 run_attention(pair.cpu, cpu_cache, s, position, n, q, k, v), 1e-5,
-                 "step at " + std::to_string(position));
-  }
+  expect_attention_matches(kv_type, head_dim, 300, 290, 3, 1e-5);
+}
+
+// attention_rope (ABI 1.2): the norms and rope fused into the CUDA kernels, with the store inside the
+// attention kernel for single tokens, against the CPU backend's separate ops.
+TEST_P(BackendCudaAttention, FusedNormsAndRopeMatchTheCpuOps) {
+  SKIP_WITHOUT_CUDA();
+  ASSERT_NE(cuda_plugin().table->attention_rope, nullptr);
+  ASSERT_EQ(strata::cpu::cpu_backend_table().attention_rope, nullptr) << "the CPU side must take the separate ops";
+  const auto [kv_type, head_dim] = GetParam();
+  auto gains = random_floats(static_cast<size_t>(2 * head_dim), 44);
+  for (float& gain : gains) gain += 1.5f;
+  const QkPrepare prepare{f32_weight({gains.begin(), gains.begin() + head_dim}),
+                          f32_weight({gains.begin() + head_dim, gains.end()}), head_dim - 16, 1e6f};
+  // The fused kernels round k to f16 or int8 after their own norm and rotation: an input one ulp apart may
+  // land a level apart.
+  expect_attention_matches(kv_type, head_dim, 40, 30, 1, 1e-3, &prepare);
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypesAndHeadSizes, BackendCudaAttention,

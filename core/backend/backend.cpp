@@ -96,6 +96,11 @@ bool Backend::has_graphs() const {
          table_.graph_end != nullptr && table_.graph_discard != nullptr;
 }
 
+bool Backend::has_attention_rope() const {
+  return table_.struct_size >= offsetof(strata_backend_table, attention_rope) + sizeof(table_.attention_rope) &&
+         table_.attention_rope != nullptr;
+}
+
 StepGraph::StepGraph(Backend& backend) : backend_(backend) {
   backend.run("graph create", [&](strata_error* e) { return backend.table().graph_create(backend.get(), &graph_, e); });
 }

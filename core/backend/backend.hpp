@@ -100,6 +100,8 @@ class Backend {
   strata_backend* get() const { return backend_; }
   // Whether the backend records step graphs (an ABI 1.1 table with the graph entries).
   bool has_graphs() const;
+  // Whether attention_rope prepares q and k inside the attention op (an ABI 1.2 table with the entry).
+  bool has_attention_rope() const;
 
   void write(Buffer& buffer, const void* src, size_t bytes, size_t offset = 0);
   void read(const Buffer& buffer, void* dst, size_t bytes, size_t offset = 0);

@@ -156,6 +156,35 @@ void Session::attention_block(const LayerWeights& layer, int32_t il, int32_t n, 
   backend_.run("matmul v", [&](strata_error* e) {
     return t.matmul(b, layer.attn_v.get(), 0, s.normed.get(), n, layer.attn_v_bias.get(), s.v.get(), e);
   });
+  const strata_attention_params params{sizeof(strata_attention_params), il, n, c.n_head, c.n_head_kv, c.head_dim,
+                                       1.0f / std::sqrt(static_cast<float>(c.head_dim)), positions.data()};
+  if (backend_.has_attention_rope()) {
+    const bool qk_norm = c.architecture->qk_norm;
+    const strata_qk_prepare prepare{sizeof(strata_qk_prepare), qk_norm ? layer.attn_q_norm.get() : nullptr,
+                                    qk_norm ? layer.attn_k_norm.get() : nullptr, c.rms_eps, c.n_rot, c.rope_base};
+    backend_.run("attention", [&](strata_error* e) {
+      return t.attention_rope(b, cache_.get(), &params, &prepare, s.q.get(), s.k.get(), s.v.get(), s.attention.get(), e);
+    });
+  } else {
+    prepare_qk_by_ops(layer, n, positions);
+    backend_.run("attention", [&](strata_error* e) {
+      return t.attention(b, cache_.get(), &params, s.q.get(), s.k.get(), s.v.get(), s.attention.get(), e);
+    });
+  }
+  backend_.run("matmul attn_output", [&](strata_error* e) {
+    return t.matmul(b, layer.attn_output.get(), 0, s.attention.get(), n, nullptr, s.projected.get(), e);
+  });
+  backend_.run("residual", [&](strata_error* e) {
+    return t.add(b, s.x.get(), s.projected.get(), int64_t{n} * c.n_embd, s.x.get(), e);
+  });
+}
+
+// For a backend without attention_rope: the per-head norms and the rotation of q and k as separate ops.
+void Session::prepare_qk_by_ops(const LayerWeights& layer, int32_t n, const std::vector<int32_t>& positions) {
+  const ModelConfig& c = model_.config();
+  const auto& t = backend_.table();
+  auto* b = backend_.get();
+  Scratch& s = *scratch_;
   if (c.architecture->qk_norm) {
     backend_.run("q norm", [&](strata_error* e) {
       return t.rms_norm(b, s.q.get(), layer.attn_q_norm.get(), n * c.n_head, c.head_dim, c.rms_eps, s.q.get(), e);
@@ -169,17 +198,6 @@ void Session::attention_block(const LayerWeights& layer, int32_t il, int32_t n, 
   });
   backend_.run("rope k", [&](strata_error* e) {
     return t.rope_neox(b, s.k.get(), positions.data(), n, c.n_head_kv, c.head_dim, c.n_rot, c.rope_base, e);
-  });
-  const strata_attention_params params{sizeof(strata_attention_params), il, n, c.n_head, c.n_head_kv, c.head_dim,
-                                       1.0f / std::sqrt(static_cast<float>(c.head_dim)), positions.data()};
-  backend_.run("attention", [&](strata_error* e) {
-    return t.attention(b, cache_.get(), &params, s.q.get(), s.k.get(), s.v.get(), s.attention.get(), e);
-  });
-  backend_.run("matmul attn_output", [&](strata_error* e) {
-    return t.matmul(b, layer.attn_output.get(), 0, s.attention.get(), n, nullptr, s.projected.get(), e);
-  });
-  backend_.run("residual", [&](strata_error* e) {
-    return t.add(b, s.x.get(), s.projected.get(), int64_t{n} * c.n_embd, s.x.get(), e);
   });
 }
 

@@ -56,6 +56,7 @@ class Session {
   void step(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits);
   void run_layers(int32_t n, const std::vector<int32_t>& positions);
   void attention_block(const LayerWeights& layer, int32_t il, int32_t n, const std::vector<int32_t>& positions);
+  void prepare_qk_by_ops(const LayerWeights& layer, int32_t n, const std::vector<int32_t>& positions);
   void moe_block(const LayerWeights& layer, int32_t n);
   void output_logits(int32_t n, bool all_logits, std::vector<float>& logits);
 

@@ -3,6 +3,7 @@
 // 16 values (kInt8GroupSize) rounded the CPU backend's way, so both backends cache the same numbers.
 #include <cuda_fp16.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -10,6 +11,7 @@
 #include "backend_objects.hpp"
 #include "cuda_status.hpp"
 #include "ops.hpp"
+#include "rope.cuh"
 #include "strata/cuda_block_kernels.cuh"
 
 struct strata_kv_cache {
@@ -70,15 +72,44 @@ KvView view(const strata_kv_cache& cache, const DeviceAllocation& data, const De
           cache.config.head_dim, cache.groups_per_row};
 }
 
-// One block per (token, kv head) and tensor; a thread per value (f16) or per group of 16 (int8).
-__global__ void store_kernel(KvView keys, KvView values, const float* k, const float* v, const int32_t* positions,
-                             int layer, int n_head_kv, int n_ctx) {
-  sdk::cuda::start_after_previous_kernel();
-  const int token = blockIdx.x / n_head_kv, kv_head = blockIdx.x % n_head_kv;
-  const bool is_value = blockIdx.y == 1;
-  const KvView target = is_value ? values : keys;
-  const float* x = (is_value ? v : k) + (int64_t{token} * n_head_kv + kv_head) * target.head_dim;
-  const size_t row = (static_cast<size_t>(layer) * n_head_kv + kv_head) * n_ctx + positions[token];
+// How q and k heads are prepared before use (strata_qk_prepare): RMS norm with a gain where one is given,
+// then the NEOX rotation of the first 2 * half values (half == 0: none).
+struct HeadPrep {
+  const float* q_gain;
+  const float* k_gain;
+  float eps;
+  int half;
+  float theta_scale;
+};
+
+// A head of head_dim values in shared memory, prepared in place by the whole block, with the float
+// operations of the rms_norm and rope_neox kernels (elementwise.cu), so fused and separate ops agree.
+__device__ void prepare_head(float* head, int head_dim, const float* gain, float eps, int half, float theta_scale,
+                             int position) {
+  __shared__ float warp_sums[kAttentionWarps];
+  if (gain != nullptr) {
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) sum += head[i] * head[i];
+    sum = sdk::cuda::warp_sum(sum);
+    if (threadIdx.x % kWarp == 0) warp_sums[threadIdx.x / kWarp] = sum;
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < kAttentionWarps; ++w) total += warp_sums[w];
+    const float scale = 1.0f / sqrtf(total / static_cast<float>(head_dim) + eps);
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) head[i] = head[i] * scale * gain[i];
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    const float2 angle = rope_cos_sin(position, theta_scale, i);
+    const float x0 = head[i], x1 = head[i + half];
+    head[i] = x0 * angle.x - x1 * angle.y;
+    head[i + half] = x0 * angle.y + x1 * angle.x;
+  }
+  __syncthreads();
+}
+
+// Writes one cache row from shared memory, the block's threads taking a value (f16) or a group of 16 (int8).
+__device__ void store_row(const KvView& target, size_t row, const float* x) {
   if (target.halves != nullptr) {
     for (int i = threadIdx.x; i < target.head_dim; i += blockDim.x) target.halves[row * target.head_dim + i] = __float2half_rn(x[i]);
     return;
@@ -94,15 +125,44 @@ __global__ void store_kernel(KvView keys, KvView values, const float* k, const f
   }
 }
 
+// Loads a token's k (prepared) and v rows of one kv head and writes them to the cache at its position.
+__device__ void store_token(const KvView& keys, const KvView& values, const float* k, const float* v,
+                            const HeadPrep& prep, int position, size_t row, int64_t offset, float* staging) {
+  const int head_dim = keys.head_dim;
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) staging[i] = k[offset + i];
+  __syncthreads();
+  prepare_head(staging, head_dim, prep.k_gain, prep.eps, prep.half, prep.theta_scale, position);
+  store_row(keys, row, staging);
+  __syncthreads();
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) staging[i] = v[offset + i];
+  __syncthreads();
+  store_row(values, row, staging);
+}
+
+// One block per (token, kv head): the token's key (prepared) and value rows into the cache.
+__global__ void __launch_bounds__(kWarp* kAttentionWarps)
+    store_kernel(KvView keys, KvView values, const float* k, const float* v, HeadPrep prep, const int32_t* positions,
+                 int layer, int n_head_kv, int n_ctx) {
+  sdk::cuda::start_after_previous_kernel();
+  __shared__ float staging[kMaxValuesPerLane * kWarp];
+  const int token = blockIdx.x / n_head_kv, kv_head = blockIdx.x % n_head_kv;
+  const size_t row = (static_cast<size_t>(layer) * n_head_kv + kv_head) * n_ctx + positions[token];
+  store_token(keys, values, k, v, prep, positions[token], row, (int64_t{token} * n_head_kv + kv_head) * keys.head_dim,
+              staging);
+}
+
 // One block per (token, head). The warps take turns at runs of 32 cache positions, a position per lane:
 // each lane scores its position against the scaled query in shared memory, then the warp updates its
 // online softmax state once per run (running max, running sum, rescaled accumulator, each lane holding
 // dimensions lane, lane + 32, ...) and adds the run's values. The warps' states are merged at the end.
 // Nothing is stored per position, so any context fits. (Lanes splitting each score's dimensions instead,
 // with a shuffle reduction per position, measured 9% slower decoding on the H200.)
+// With store (one token): every block first writes its kv head's new key and value rows itself, so the
+// step needs no store kernel; the blocks sharing a kv head write identical bytes.
 __global__ void __launch_bounds__(kWarp* kAttentionWarps)
-    attention_kernel(KvView keys, KvView values, const float* q, const int32_t* positions, float* out, int layer,
-                     int n_head, int n_head_kv, int n_ctx, float scale) {
+    attention_kernel(KvView keys, KvView values, const float* q, const float* k, const float* v, HeadPrep prep,
+                     bool store, const int32_t* positions, float* out, int layer, int n_head, int n_head_kv, int n_ctx,
+                     float scale) {
   sdk::cuda::start_after_previous_kernel();
   __shared__ float warp_max[kAttentionWarps], warp_sum_shared[kAttentionWarps];
   __shared__ float warp_acc[kAttentionWarps][kMaxValuesPerLane * kWarp];
@@ -112,8 +172,16 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
   const int head_dim = keys.head_dim;
   const int kv_head = head / (n_head / n_head_kv);
   const size_t first_row = (static_cast<size_t>(layer) * n_head_kv + kv_head) * n_ctx;
+  if (store) {
+    store_token(keys, values, k, v, prep, positions[token], first_row + positions[token],
+                (int64_t{token} * n_head_kv + kv_head) * head_dim, warp_acc[0]);
+    __syncthreads();  // the rows are read back below, by other threads of the block
+  }
   const float* q_row = q + (int64_t{token} * n_head + head) * head_dim;
-  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) query[i] = q_row[i] * scale;
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) query[i] = q_row[i];
+  __syncthreads();
+  prepare_head(query, head_dim, prep.q_gain, prep.eps, prep.half, prep.theta_scale, positions[token]);
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) query[i] *= scale;
   __syncthreads();
 
   float acc[kMaxValuesPerLane] = {};
@@ -198,25 +266,49 @@ void kv_free(strata_backend* backend, strata_kv_cache* cache) {
   delete cache;
 }
 
-void attention(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,
-               const strata_buffer* q, const strata_buffer* k, const strata_buffer* v, strata_buffer* out) {
-  auto& instance = deref(backend, "backend");
-  auto& kv = deref(cache, "kv cache");
-  const auto& p = deref(params, "attention params");
-  const sdk::AttentionOperands operands = sdk::attention_operands(kv.config, p, q, k, v, out);
+namespace {
+
+// Store and attend: one kernel for a single token (the decode step), else a store kernel first.
+void launch_attention(strata_backend& instance, strata_kv_cache& kv, const strata_attention_params& p,
+                      const sdk::AttentionOperands& operands, const HeadPrep& prep) {
   const int64_t n_tokens = p.n_tokens;
   if (n_tokens == 0) return;
-
   const int32_t* positions = device_positions(instance, p.positions, static_cast<int32_t>(n_tokens));
   const KvView keys = view(kv, kv.keys, kv.key_scales), values = view(kv, kv.values, kv.value_scales);
-  sdk::cuda::launch_after_previous(store_kernel, dim3(static_cast<unsigned>(n_tokens * p.n_head_kv), 2),
-                                   kWarp * kAttentionWarps, 0, instance.stream, keys, values, operands.k, operands.v,
-                                   positions, p.layer, p.n_head_kv, kv.config.n_ctx);
-  check_launch("kv store");
+  const bool store_in_attention = n_tokens == 1;
+  if (!store_in_attention) {
+    sdk::cuda::launch_after_previous(store_kernel, static_cast<unsigned>(n_tokens * p.n_head_kv), kWarp * kAttentionWarps,
+                                     0, instance.stream, keys, values, operands.k, operands.v, prep, positions, p.layer,
+                                     p.n_head_kv, kv.config.n_ctx);
+    check_launch("kv store");
+  }
   sdk::cuda::launch_after_previous(attention_kernel, static_cast<unsigned>(n_tokens * p.n_head),
-                                   kWarp * kAttentionWarps, 0, instance.stream, keys, values, operands.q, positions,
-                                   operands.out, p.layer, p.n_head, p.n_head_kv, kv.config.n_ctx, p.scale);
+                                   kWarp * kAttentionWarps, 0, instance.stream, keys, values, operands.q, operands.k,
+                                   operands.v, prep, store_in_attention, positions, operands.out, p.layer, p.n_head,
+                                   p.n_head_kv, kv.config.n_ctx, p.scale);
   check_launch("attention");
+}
+
+}  // namespace
+
+void attention(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,
+               const strata_buffer* q, const strata_buffer* k, const strata_buffer* v, strata_buffer* out) {
+  auto& kv = deref(cache, "kv cache");
+  const auto& p = deref(params, "attention params");
+  launch_attention(deref(backend, "backend"), kv, p, sdk::attention_operands(kv.config, p, q, k, v, out), HeadPrep{});
+}
+
+void attention_rope(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,
+                    const strata_qk_prepare* prepare, strata_buffer* q, strata_buffer* k, const strata_buffer* v,
+                    strata_buffer* out) {
+  auto& kv = deref(cache, "kv cache");
+  const auto& p = deref(params, "attention params");
+  const auto& r = sdk::checked_qk_prepare(prepare, p);
+  const sdk::AttentionOperands operands = sdk::attention_operands(kv.config, p, q, k, v, out);
+  const HeadPrep prep{r.q_norm != nullptr ? f32_vector(r.q_norm, p.head_dim, "attention q_norm") : nullptr,
+                      r.k_norm != nullptr ? f32_vector(r.k_norm, p.head_dim, "attention k_norm") : nullptr,
+                      r.norm_eps, r.n_rot / 2, std::pow(r.rope_base, -2.0f / static_cast<float>(r.n_rot))};
+  launch_attention(deref(backend, "backend"), kv, p, operands, prep);
 }
 
 }  // namespace strata::cuda

@@ -7,6 +7,7 @@
 #include "backend_objects.hpp"
 #include "cuda_status.hpp"
 #include "ops.hpp"
+#include "rope.cuh"
 #include "strata/cuda_block_kernels.cuh"
 
 namespace strata::cuda {
@@ -84,20 +85,17 @@ __global__ void rms_norm_kernel(const float* x, const float* gain, float* out, i
   }
 }
 
-// One block per (token, head), one thread per rotated pair. The angle is built as ggml and the CPU backend
-// build it, position * theta_scale^i by repeated float multiplication, so the angles agree exactly.
+// One block per (token, head), one thread per rotated pair.
 __global__ void rope_neox_kernel(float* x, const int32_t* positions, int n_heads, int head_dim, int half,
                                  float theta_scale) {
   sdk::cuda::start_after_previous_kernel();
   const int token = blockIdx.x / n_heads, head = blockIdx.x % n_heads;
   float* v = x + (int64_t{token} * n_heads + head) * head_dim;
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    float theta = static_cast<float>(positions[token]);
-    for (int k = 0; k < i; ++k) theta *= theta_scale;
-    const float c = cosf(theta), s = sinf(theta);
+    const float2 angle = rope_cos_sin(positions[token], theta_scale, i);
     const float x0 = v[i], x1 = v[i + half];
-    v[i] = x0 * c - x1 * s;
-    v[i + half] = x0 * s + x1 * c;
+    v[i] = x0 * angle.x - x1 * angle.y;
+    v[i + half] = x0 * angle.y + x1 * angle.x;
   }
 }
 

@@ -72,6 +72,18 @@ typedef struct strata_attention_params {
   const int32_t* positions;     /* host, n_tokens entries */
 } strata_attention_params;
 
+/* ABI 1.2: how attention_rope prepares q and k before attending: every head RMS-normalized with its norm
+ * weight where one is given (as rms_norm over rows of head_dim), then NEOX-rotated by position (as
+ * rope_neox with n_rot and rope_base). */
+typedef struct strata_qk_prepare {
+  uint32_t struct_size;
+  const strata_weight* q_norm;  /* NULL or f32 [head_dim] */
+  const strata_weight* k_norm;  /* NULL or f32 [head_dim] */
+  float norm_eps;
+  int32_t n_rot;
+  float rope_base;
+} strata_qk_prepare;
+
 enum {
   STRATA_ROUTING_SOFTMAX_TOPK = 1,       /* softmax over all experts, then take the top k */
   STRATA_ROUTING_SOFTMAX_TOPK_NORM = 2   /* as above, then the k weights renormalized to sum to 1 */
@@ -172,6 +184,14 @@ typedef struct strata_backend_table {
                                int32_t n_positions, int32_t* mode, strata_error* error);
   strata_status (*graph_end)(strata_backend* backend, strata_graph* graph, strata_error* error);
   void (*graph_discard)(strata_backend* backend, strata_graph* graph);
+
+  /* ABI 1.2, optional (NULL: the core calls rms_norm and rope_neox on q and k itself, then attention).
+   * attention with q and k first prepared as strata_qk_prepare says, in one op so that a backend can fuse
+   * the preparation into its attention kernels. q and k hold unspecified values afterwards. */
+  strata_status (*attention_rope)(strata_backend* backend, strata_kv_cache* cache,
+                                  const strata_attention_params* params, const strata_qk_prepare* prepare,
+                                  strata_buffer* q, strata_buffer* k, const strata_buffer* v, strata_buffer* out,
+                                  strata_error* error);
 } strata_backend_table;
 
 enum { STRATA_GRAPH_RUN = 0, STRATA_GRAPH_RECORD = 1, STRATA_GRAPH_REPLAY = 2 };

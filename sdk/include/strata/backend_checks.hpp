@@ -138,6 +138,15 @@ struct AttentionOperands {
   float* out;
 };
 
+// attention_rope's preparation of q and k, checked against the attention's shape.
+inline const strata_qk_prepare& checked_qk_prepare(const strata_qk_prepare* prepare,
+                                                   const strata_attention_params& params) {
+  const auto& checked = deref(prepare, "qk prepare");
+  if (checked.struct_size < sizeof(strata_qk_prepare)) invalid_argument("qk prepare: struct_size is too small");
+  check_rope_args(params.positions, params.n_tokens, params.n_head, params.head_dim, checked.n_rot);
+  return checked;
+}
+
 template <class Buffer>
 AttentionOperands attention_operands(const strata_kv_config& config, const strata_attention_params& params,
                                      const Buffer* q, const Buffer* k, const Buffer* v, Buffer* out) {
