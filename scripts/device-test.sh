@@ -5,7 +5,7 @@
 #   --sanitize   also run the CUDA op tests under compute-sanitizer --tool memcheck
 #   --bench      also synthesize a qwen3-30b-a3b IQ3_S model, check that CPU and CUDA logits agree on it
 #                (STRATA_TEST_LARGE_MODEL) and run strata bench --backend cuda on it, with and without graphs
-#   --profile    with --bench: kernel times of decode steps as replayed in their graphs (nsys), ncu's
+#   --profile    with --bench: kernel times of a decode step (warm caches, own clocks), ncu's
 #                throughput/stall sections for a few decode kernels, and a prompt step's kernels under ncu
 #                (scripts/kernel-profile.py sums them by kernel)
 # The reference data (models, logits, tokens) is read from $STRATA_REFERENCE_DIR, default .ref/ in the
@@ -57,14 +57,12 @@ if [ "$bench" = 1 ]; then
   "$build/bin/strata" bench --model "$model" --backend cuda 2>&1 | tee "$logs/bench.txt"
   "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 2>&1 | tee -a "$logs/bench.txt"
   if [ "$profile" = 1 ]; then
-    # Real kernel times inside the replayed step graphs (nsys traces graph nodes), summed by kernel.
-    if command -v nsys >/dev/null; then
-      nsys profile --cuda-graph-trace=node --force-overwrite true -o "$logs/decode" "$build/bin/strata" bench \
-        --model "$model" --backend cuda -p 0 -n 32 -r 1 >"$logs/nsys.log" 2>&1 || true
-      nsys stats --report cuda_gpu_kern_sum --format csv "$logs/decode.nsys-rep" >"$logs/nsys-decode.csv" 2>>"$logs/nsys.log" || true
-      python3 scripts/kernel-profile.py --nsys "$logs/nsys-decode.csv" | tee "$logs/profile-decode.txt"
-      rm -f "$logs/decode.nsys-rep" "$logs/decode.sqlite"
-    fi
+    # Kernel times of about one decode step, op by op, with warm caches and the card's own clocks (ncu by
+    # default flushes caches and locks base clocks, which suits comparisons but not a time budget).
+    ncu --metrics gpu__time_duration.sum --csv --cache-control none --clock-control none --launch-skip 4000 \
+      --launch-count 700 "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 -n 16 -r 1 \
+      >"$logs/ncu-decode.csv" 2>/dev/null || true
+    python3 scripts/kernel-profile.py "$logs/ncu-decode.csv" | tee "$logs/profile-decode.txt"
     # Why the largest decode kernels are slow: ncu's throughput, occupancy and stall sections for a few.
     ncu --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
       -k 'regex:matvec|expert|rms_norm|attention' --launch-skip 2000 --launch-count 12 "$build/bin/strata" bench \

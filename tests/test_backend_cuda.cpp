@@ -615,9 +615,21 @@ TEST(BackendCuda, RowAndElementwiseOpsMatchTheCpuBackend) {
       return t.rope_neox(be, x, positions.data(), rows, n_heads, head_dim, 48, 1e6f, e);
     });
     keep(x);
+    // The residual step: add_rms_norm (ABI 1.2) on CUDA, the core's fallback of add then rms_norm on the CPU.
+    if (t.add_rms_norm != nullptr) {
+      backend->run("add_rms_norm", [&](strata_backend* be, strata_error* e) {
+        return t.add_rms_norm(be, x, y, gain_weight, rows, width, 1e-6f, out, e);
+      });
+    } else {
+      backend->run("add", [&](strata_backend* be, strata_error* e) { return t.add(be, x, y, n, x, e); });
+      backend->run("rms_norm", [&](strata_backend* be, strata_error* e) { return t.rms_norm(be, x, gain_weight, rows, width, 1e-6f, out, e); });
+    }
+    keep(x);
+    keep(out);
     results.push_back(std::move(outputs));
   }
-  const char* names[] = {"rms_norm", "add", "mul", "silu", "sigmoid", "scale_rows", "rope_neox"};
+  ASSERT_NE(cuda_plugin().table->add_rms_norm, nullptr);
+  const char* names[] = {"rms_norm", "add", "mul", "silu", "sigmoid", "scale_rows", "rope_neox", "residual x", "residual norm"};
   for (size_t i = 0; i < results[0].size(); ++i) expect_close(results[1][i], results[0][i], 2e-6, names[i]);
 }
 

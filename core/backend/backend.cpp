@@ -10,6 +10,14 @@ const strata_quant_type* find_quant_type(void* context, uint32_t type_id) {
   return static_cast<const QuantRegistry*>(context)->find(type_id);
 }
 
+// Whether a table, perhaps an older and shorter one (struct_size), has an optional entry and sets it.
+template <class Entry>
+bool has_entry(const strata_backend_table& table, Entry strata_backend_table::*member) {
+  const auto offset = static_cast<size_t>(reinterpret_cast<const char*>(&(table.*member)) -
+                                          reinterpret_cast<const char*>(&table));
+  return table.struct_size >= offset + sizeof(Entry) && table.*member != nullptr;
+}
+
 }  // namespace
 
 Backend::Backend(std::string name, const strata_backend_table& table, const QuantRegistry& quants, int n_threads,
@@ -91,15 +99,14 @@ KvCache::~KvCache() {
 }
 
 bool Backend::has_graphs() const {
-  return table_.struct_size >= offsetof(strata_backend_table, graph_discard) + sizeof(table_.graph_discard) &&
-         table_.graph_create != nullptr && table_.graph_free != nullptr && table_.graph_begin != nullptr &&
-         table_.graph_end != nullptr && table_.graph_discard != nullptr;
+  return has_entry(table_, &strata_backend_table::graph_create) && has_entry(table_, &strata_backend_table::graph_free) &&
+         has_entry(table_, &strata_backend_table::graph_begin) && has_entry(table_, &strata_backend_table::graph_end) &&
+         has_entry(table_, &strata_backend_table::graph_discard);
 }
 
-bool Backend::has_attention_rope() const {
-  return table_.struct_size >= offsetof(strata_backend_table, attention_rope) + sizeof(table_.attention_rope) &&
-         table_.attention_rope != nullptr;
-}
+bool Backend::has_attention_rope() const { return has_entry(table_, &strata_backend_table::attention_rope); }
+
+bool Backend::has_add_rms_norm() const { return has_entry(table_, &strata_backend_table::add_rms_norm); }
 
 StepGraph::StepGraph(Backend& backend) : backend_(backend) {
   backend.run("graph create", [&](strata_error* e) { return backend.table().graph_create(backend.get(), &graph_, e); });

@@ -102,6 +102,8 @@ class Backend {
   bool has_graphs() const;
   // Whether attention_rope prepares q and k inside the attention op (an ABI 1.2 table with the entry).
   bool has_attention_rope() const;
+  // Whether add_rms_norm does the residual add and the next norm as one op (ABI 1.2).
+  bool has_add_rms_norm() const;
 
   void write(Buffer& buffer, const void* src, size_t bytes, size_t offset = 0);
   void read(const Buffer& buffer, void* dst, size_t bytes, size_t offset = 0);

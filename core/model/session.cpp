@@ -111,11 +111,13 @@ void Session::step(std::span<const int32_t> tokens, bool wants_logits, std::vect
 // same every time, only the positions change.
 void Session::run_layers(int32_t n, const std::vector<int32_t>& positions) {
   const auto layers = [&] {
+    residual_pending_ = false;
     for (int32_t il = 0; il < model_.config().n_layer; ++il) {
       const LayerWeights& layer = model_.weights().layers[il];
       attention_block(layer, il, n, positions);
       moe_block(layer, n);
     }
+    add_pending_residual(n);
   };
   if (!options_.step_graphs || n > kMaxGraphTokens || !backend_.has_graphs()) return layers();
   auto& graph = graphs_[n];
@@ -144,9 +146,7 @@ void Session::attention_block(const LayerWeights& layer, int32_t il, int32_t n, 
   auto* b = backend_.get();
   Scratch& s = *scratch_;
 
-  backend_.run("rms_norm", [&](strata_error* e) {
-    return t.rms_norm(b, s.x.get(), layer.attn_norm.get(), n, c.n_embd, c.rms_eps, s.normed.get(), e);
-  });
+  residual_then_norm(layer.attn_norm.get(), n);
   backend_.run("matmul q", [&](strata_error* e) {
     return t.matmul(b, layer.attn_q.get(), 0, s.normed.get(), n, layer.attn_q_bias.get(), s.q.get(), e);
   });
@@ -174,9 +174,35 @@ void Session::attention_block(const LayerWeights& layer, int32_t il, int32_t n, 
   backend_.run("matmul attn_output", [&](strata_error* e) {
     return t.matmul(b, layer.attn_output.get(), 0, s.attention.get(), n, nullptr, s.projected.get(), e);
   });
+  residual_pending_ = true;
+}
+
+// The residual stream between blocks: a block leaves its output in projected for x; the next block's norm
+// adds it, in one op where the backend has add_rms_norm.
+void Session::residual_then_norm(const strata_weight* norm, int32_t n) {
+  const ModelConfig& c = model_.config();
+  const auto& t = backend_.table();
+  auto* b = backend_.get();
+  Scratch& s = *scratch_;
+  if (residual_pending_ && backend_.has_add_rms_norm()) {
+    backend_.run("residual + rms_norm", [&](strata_error* e) {
+      return t.add_rms_norm(b, s.x.get(), s.projected.get(), norm, n, c.n_embd, c.rms_eps, s.normed.get(), e);
+    });
+    residual_pending_ = false;
+    return;
+  }
+  add_pending_residual(n);
+  backend_.run("rms_norm", [&](strata_error* e) { return t.rms_norm(b, s.x.get(), norm, n, c.n_embd, c.rms_eps, s.normed.get(), e); });
+}
+
+void Session::add_pending_residual(int32_t n) {
+  if (!residual_pending_) return;
+  Scratch& s = *scratch_;
   backend_.run("residual", [&](strata_error* e) {
-    return t.add(b, s.x.get(), s.projected.get(), int64_t{n} * c.n_embd, s.x.get(), e);
+    return backend_.table().add(backend_.get(), s.x.get(), s.projected.get(), int64_t{n} * model_.config().n_embd,
+                                s.x.get(), e);
   });
+  residual_pending_ = false;
 }
 
 // For a backend without attention_rope: the per-head norms and the rotation of q and k as separate ops.
@@ -207,9 +233,7 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
   auto* b = backend_.get();
   Scratch& s = *scratch_;
 
-  backend_.run("rms_norm", [&](strata_error* e) {
-    return t.rms_norm(b, s.x.get(), layer.ffn_norm.get(), n, c.n_embd, c.rms_eps, s.normed.get(), e);
-  });
+  residual_then_norm(layer.ffn_norm.get(), n);
   backend_.run("router", [&](strata_error* e) {
     return t.matmul(b, layer.router.get(), 0, s.normed.get(), n, nullptr, s.router_logits.get(), e);
   });
@@ -221,10 +245,9 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
     return t.moe_ffn(b, s.normed.get(), n, c.n_expert_used, s.expert_ids.get(), s.expert_weights.get(),
                      layer.gate_exps.get(), layer.up_exps.get(), layer.down_exps.get(), s.projected.get(), e);
   });
-  backend_.run("residual", [&](strata_error* e) {
-    return t.add(b, s.x.get(), s.projected.get(), int64_t{n} * c.n_embd, s.x.get(), e);
-  });
+  residual_pending_ = true;
   if (!c.architecture->shared_expert) return;
+  add_pending_residual(n);  // the shared expert's output goes to projected too
 
   // Shared expert: x += sigmoid(g · h) * down(silu(gate · h) * (up · h)), h = the normed input.
   backend_.run("shared gate", [&](strata_error* e) {
@@ -250,9 +273,7 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
     return t.unary(b, STRATA_UNARY_SIGMOID, s.shared_gate.get(), n, s.shared_gate.get(), e);
   });
   backend_.run("scale", [&](strata_error* e) { return t.scale_rows(b, s.projected.get(), s.shared_gate.get(), n, c.n_embd, e); });
-  backend_.run("residual", [&](strata_error* e) {
-    return t.add(b, s.x.get(), s.projected.get(), int64_t{n} * c.n_embd, s.x.get(), e);
-  });
+  residual_pending_ = true;
 }
 
 void Session::output_logits(int32_t n, bool all_logits, std::vector<float>& logits) {

@@ -58,6 +58,8 @@ class Session {
   void attention_block(const LayerWeights& layer, int32_t il, int32_t n, const std::vector<int32_t>& positions);
   void prepare_qk_by_ops(const LayerWeights& layer, int32_t n, const std::vector<int32_t>& positions);
   void moe_block(const LayerWeights& layer, int32_t n);
+  void residual_then_norm(const strata_weight* norm, int32_t n);
+  void add_pending_residual(int32_t n);
   void output_logits(int32_t n, bool all_logits, std::vector<float>& logits);
 
   const Model& model_;
@@ -68,6 +70,8 @@ class Session {
   // One step graph per decode step size (1..kMaxGraphTokens tokens), made on first use.
   std::map<int32_t, std::unique_ptr<StepGraph>> graphs_;
   int32_t position_ = 0;
+  // Within a step: a block's output waits in the scratch's projected buffer to be added to x.
+  bool residual_pending_ = false;
 };
 
 }  // namespace strata

@@ -42,24 +42,36 @@ struct Sigmoid {
   __device__ float operator()(float x) const { return sigmoid(x); }
 };
 
-// One block per row: the sum of squares, then out = x * (1 / sqrt(mean + eps)) * gain. Rows of a multiple of
-// 4 values (kVector) are read 16 bytes at a time with several loads in flight per thread: a decode step's
-// norm is a single row, one block, so its loads are all there is to hide.
-template <bool kVector>
-__global__ void rms_norm_kernel(const float* x, const float* gain, float* out, int width, float eps) {
+// One block per row: the sum of squares, then out = x * (1 / sqrt(mean + eps)) * gain. With kAdd, x first
+// becomes x + y (written back through x_sum, the same rows as x): the residual add before a norm. Rows of a
+// multiple of 4 values (kVector) are read 16 bytes at a time with several loads in flight per thread: a
+// decode step's norm is a single row, one block, so its loads are all there is to hide.
+template <bool kVector, bool kAdd>
+__global__ void rms_norm_kernel(const float* x, const float* y, float* x_sum, const float* gain, float* out, int width,
+                                float eps) {
   sdk::cuda::start_after_previous_kernel();
   __shared__ float warp_sums[kThreads / sdk::cuda::kWarp];
-  const float* row = x + blockIdx.x * int64_t{width};
+  const int64_t offset = blockIdx.x * int64_t{width};
+  const float* row = x + offset;
   float sum = 0.0f;
   if constexpr (kVector) {
     const auto* quads = reinterpret_cast<const float4*>(row);
 #pragma unroll 4
     for (int i = threadIdx.x; i < width / 4; i += blockDim.x) {
-      const float4 v = quads[i];
+      float4 v = quads[i];
+      if constexpr (kAdd) {
+        const float4 a = reinterpret_cast<const float4*>(y + offset)[i];
+        v = make_float4(v.x + a.x, v.y + a.y, v.z + a.z, v.w + a.w);
+        reinterpret_cast<float4*>(x_sum + offset)[i] = v;
+      }
       sum += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
   } else {
-    for (int i = threadIdx.x; i < width; i += blockDim.x) sum += row[i] * row[i];
+    for (int i = threadIdx.x; i < width; i += blockDim.x) {
+      float v = row[i];
+      if constexpr (kAdd) x_sum[offset + i] = v = v + y[offset + i];
+      sum += v * v;
+    }
   }
   sum = sdk::cuda::warp_sum(sum);
   if (threadIdx.x % sdk::cuda::kWarp == 0) warp_sums[threadIdx.x / sdk::cuda::kWarp] = sum;
@@ -71,7 +83,8 @@ __global__ void rms_norm_kernel(const float* x, const float* gain, float* out, i
   }
   __syncthreads();
   const float scale = 1.0f / sqrtf(warp_sums[0] / static_cast<float>(width) + eps);
-  float* result = out + blockIdx.x * int64_t{width};
+  // Each thread reads back only the sums it wrote itself above.
+  float* result = out + offset;
   if constexpr (kVector) {
     const auto* quads = reinterpret_cast<const float4*>(row);
     const auto* gains = reinterpret_cast<const float4*>(gain);
@@ -128,19 +141,41 @@ void apply_unary(strata_backend& backend, const float* x, float* out, int64_t n,
 
 }  // namespace
 
+namespace {
+
+void launch_rms_norm(strata_backend& backend, const float* x, const float* y, float* x_sum, const float* gain,
+                     float* out, int32_t rows, int32_t width, float eps) {
+  if (rows == 0) return;
+  const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % alignof(float4) == 0; };
+  const bool vector = width % 4 == 0 && aligned(x) && aligned(gain) && aligned(out) && (y == nullptr || aligned(y));
+  const auto kernel = y == nullptr ? (vector ? rms_norm_kernel<true, false> : rms_norm_kernel<false, false>)
+                                   : (vector ? rms_norm_kernel<true, true> : rms_norm_kernel<false, true>);
+  sdk::cuda::launch_after_previous(kernel, rows, kThreads, 0, backend.stream, x, y, x_sum, gain, out, width, eps);
+  check_launch("rms_norm");
+}
+
+}  // namespace
+
 void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weight* weight, int32_t rows,
               int32_t width, float eps, strata_buffer* out) {
   auto& instance = deref(backend, "backend");
   if (rows < 0 || width <= 0) invalid_argument("rms_norm: bad shape");
   const float* x_values = floats(x, int64_t{rows} * width, "rms_norm x");
   float* out_values = floats(out, int64_t{rows} * width, "rms_norm out");
-  const float* gain = f32_vector(weight, width, "rms_norm weight");
-  if (rows == 0) return;
-  const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % alignof(float4) == 0; };
-  const bool vector = width % 4 == 0 && aligned(x_values) && aligned(gain) && aligned(out_values);
-  sdk::cuda::launch_after_previous(vector ? rms_norm_kernel<true> : rms_norm_kernel<false>, rows, kThreads, 0,
-                                   instance.stream, x_values, gain, out_values, width, eps);
-  check_launch("rms_norm");
+  launch_rms_norm(instance, x_values, nullptr, nullptr, f32_vector(weight, width, "rms_norm weight"), out_values, rows,
+                  width, eps);
+}
+
+void add_rms_norm(strata_backend* backend, strata_buffer* x, const strata_buffer* y, const strata_weight* weight,
+                  int32_t rows, int32_t width, float eps, strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  if (rows < 0 || width <= 0) invalid_argument("add_rms_norm: bad shape");
+  if (out == x || out == y) invalid_argument("add_rms_norm: out must be neither x nor y");
+  float* x_values = floats(x, int64_t{rows} * width, "add_rms_norm x");
+  const float* y_values = floats(y, int64_t{rows} * width, "add_rms_norm y");
+  float* out_values = floats(out, int64_t{rows} * width, "add_rms_norm out");
+  launch_rms_norm(instance, x_values, y_values, x_values, f32_vector(weight, width, "add_rms_norm weight"), out_values,
+                  rows, width, eps);
 }
 
 void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens,

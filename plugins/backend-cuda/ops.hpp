@@ -19,6 +19,10 @@ void attention_rope(strata_backend* backend, strata_kv_cache* cache, const strat
                     const strata_qk_prepare* prepare, strata_buffer* q, strata_buffer* k, const strata_buffer* v,
                     strata_buffer* out);
 
+// elementwise.cu: x += y, then out = rms_norm(x) in one kernel (ABI 1.2).
+void add_rms_norm(strata_backend* backend, strata_buffer* x, const strata_buffer* y, const strata_weight* weight,
+                  int32_t rows, int32_t width, float eps, strata_buffer* out);
+
 // graph.cpp
 void graph_create(strata_backend* backend, strata_graph** out);
 void graph_free(strata_backend* backend, strata_graph* graph);

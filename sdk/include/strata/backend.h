@@ -192,6 +192,12 @@ typedef struct strata_backend_table {
                                   const strata_attention_params* params, const strata_qk_prepare* prepare,
                                   strata_buffer* q, strata_buffer* k, const strata_buffer* v, strata_buffer* out,
                                   strata_error* error);
+  /* ABI 1.2, optional (NULL: the core calls add, then rms_norm). The residual step between blocks:
+   * x += y over rows x width, then out = rms_norm of the new x with weight and eps (as rms_norm).
+   * out must be neither x nor y. */
+  strata_status (*add_rms_norm)(strata_backend* backend, strata_buffer* x, const strata_buffer* y,
+                                const strata_weight* weight, int32_t rows, int32_t width, float eps, strata_buffer* out,
+                                strata_error* error);
 } strata_backend_table;
 
 enum { STRATA_GRAPH_RUN = 0, STRATA_GRAPH_RECORD = 1, STRATA_GRAPH_REPLAY = 2 };

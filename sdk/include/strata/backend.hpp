@@ -30,10 +30,11 @@ constexpr strata_backend_table with_graphs(strata_backend_table table) {
   return table;
 }
 
-// A table with the fused attention entry (ABI 1.2) filled in.
-template <auto AttentionRope>
-constexpr strata_backend_table with_attention_rope(strata_backend_table table) {
+// A table with the fused entries of ABI 1.2 filled in: attention_rope and add_rms_norm.
+template <auto AttentionRope, auto AddRmsNorm>
+constexpr strata_backend_table with_fused_ops(strata_backend_table table) {
   table.attention_rope = &BackendEntry<AttentionRope>::call;
+  table.add_rms_norm = &BackendEntry<AddRmsNorm>::call;
   return table;
 }
 
@@ -77,8 +78,8 @@ constexpr strata_backend_table with_attention_rope(strata_backend_table table) {
 // A strata_backend_table from the functions of namespace NS: create, destroy, describe, buffer_alloc,
 // buffer_free, buffer_write, buffer_read, weight_load, weight_free, kv_create, kv_free and every op of
 // backend.h under its table name. Release functions (destroy, *_free) cannot fail and are used as they
-// are; describe(NULL) answers NAME. The optional step graph and attention_rope entries are left NULL (see
-// with_graphs, with_attention_rope).
+// are; describe(NULL) answers NAME. The optional step graph and fused entries are left NULL (see
+// with_graphs, with_fused_ops).
 #define STRATA_BACKEND_TABLE(NS, NAME)                                                                     \
   strata_backend_table {                                                                                   \
     sizeof(strata_backend_table), &::strata::sdk::BackendEntry<NS::create>::call, &NS::destroy,            \
@@ -92,7 +93,7 @@ constexpr strata_backend_table with_attention_rope(strata_backend_table table) {
         &::strata::sdk::BackendEntry<NS::attention>::call, &::strata::sdk::BackendEntry<NS::route>::call,  \
         &::strata::sdk::BackendEntry<NS::moe_ffn>::call, &::strata::sdk::BackendEntry<NS::add>::call,      \
         &::strata::sdk::BackendEntry<NS::mul>::call, &::strata::sdk::BackendEntry<NS::unary>::call,        \
-        &::strata::sdk::BackendEntry<NS::scale_rows>::call, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr \
+        &::strata::sdk::BackendEntry<NS::scale_rows>::call, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr \
   }
 
 // STRATA_BACKEND_TABLE(NS, NAME) with NS's step graph entries.
