@@ -95,9 +95,11 @@ TEST(GenerateCli, PrintsTokenIdsAndIsDeterministicWithASeed) {
   int count = 0;
   for (size_t i = 0; i < first.out.size(); ++i) count += first.out[i] == ' ' ? 1 : 0;
   EXPECT_EQ(count, 5) << first.out;
-  // Flags for the GPU backend change nothing on the CPU backend; graphs are off there anyway.
+  // Flags for the GPU backend change nothing on the CPU backend (graphs are off there anyway), nor does
+  // running the separate ops in place of the fused ones.
   const auto on_cpu = test::run_command(command + " --backend cpu");
-  const auto with_gpu_flags = test::run_command(command + " --backend cpu --vram-reserve-mib 100000000 --no-graphs");
+  const auto with_gpu_flags =
+      test::run_command(command + " --backend cpu --vram-reserve-mib 100000000 --no-graphs --no-fused-ops");
   ASSERT_EQ(with_gpu_flags.exit_code, 0) << with_gpu_flags.err;
   EXPECT_EQ(with_gpu_flags.out, on_cpu.out);
   const auto negative = test::run_command(command + " --vram-reserve-mib -5");

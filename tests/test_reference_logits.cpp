@@ -49,7 +49,7 @@ class ReferenceLogits : public ::testing::TestWithParam<std::string> {
     bar_ = {std::max(2.0 * peer.mean_kl, 1e-5), peer.top1 - 0.05};
   }
 
-  std::vector<float> run(int threads, int32_t kv_type, int32_t batch) const {
+  std::vector<float> run(int threads, int32_t kv_type, int32_t batch, bool fused_ops = true) const {
     EngineOptions options;
     options.model = model_path_;
     options.manifest = test::default_manifest_path();
@@ -60,6 +60,7 @@ class ReferenceLogits : public ::testing::TestWithParam<std::string> {
     session_options.n_ctx = static_cast<int32_t>(tokens_.size());
     session_options.kv_type = kv_type;
     session_options.max_batch = batch;
+    session_options.execution.fused_ops = fused_ops;
     Session session(engine.model(), session_options);
     return session.forward(tokens_, true);
   }
@@ -100,6 +101,20 @@ TEST_P(ReferenceLogits, DoNotDependOnHowTheSequenceIsSplitIntoSteps) {
     double worst = 0.0;
     for (size_t i = 0; i < split.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(split[i] - one_step[i])));
     EXPECT_LT(worst, 1e-3) << "steps of " << batch << " tokens";
+  }
+}
+
+// The fused entries (attention_rope, add_rms_norm) and the separate ops the core falls back to for a backend
+// without them do the same float operations on the CPU: the same logits to the bit, in one step and in
+// single-token steps (the residual waits for the next norm across layers and steps).
+TEST_P(ReferenceLogits, FusedAndSeparateOpsGiveTheSameLogits) {
+  for (const int32_t batch : {256, 1}) {
+    const auto fused = run(0, STRATA_KV_F16, batch, true);
+    const auto separate = run(0, STRATA_KV_F16, batch, false);
+    ASSERT_EQ(fused.size(), separate.size());
+    size_t differing = 0;
+    for (size_t i = 0; i < fused.size(); ++i) differing += fused[i] != separate[i] ? 1 : 0;
+    EXPECT_EQ(differing, 0u) << "steps of " << batch << " tokens";
   }
 }
 

@@ -18,7 +18,7 @@ struct EngineOptions {
   std::filesystem::path manifest;  // empty: the default manifest beside the executable
   std::string backend;             // empty: the manifest's preference, else the best-scoring backend
   int threads = 0;                 // <= 0: the backend's default (physical cores)
-  bool step_graphs = true;         // sessions replay decode steps as step graphs where the backend can
+  ExecutionOptions execution;      // how sessions drive the backend (step graphs, fused ops)
   int64_t vram_reserve_mib = -1;   // VRAM a GPU backend leaves free; < 0: its default (manifest or 512 MiB)
 };
 

@@ -119,7 +119,7 @@ void Session::run_layers(int32_t n, const std::vector<int32_t>& positions) {
     }
     add_pending_residual(n);
   };
-  if (!options_.step_graphs || n > kMaxGraphTokens || !backend_.has_graphs()) return layers();
+  if (!options_.execution.step_graphs || n > kMaxGraphTokens || !backend_.has_graphs()) return layers();
   auto& graph = graphs_[n];
   if (!graph) graph = std::make_unique<StepGraph>(backend_);
   const StepGraph::Mode mode = graph->begin(positions);
@@ -158,7 +158,7 @@ void Session::attention_block(const LayerWeights& layer, int32_t il, int32_t n, 
   });
   const strata_attention_params params{sizeof(strata_attention_params), il, n, c.n_head, c.n_head_kv, c.head_dim,
                                        1.0f / std::sqrt(static_cast<float>(c.head_dim)), positions.data()};
-  if (backend_.has_attention_rope()) {
+  if (options_.execution.fused_ops && backend_.has_attention_rope()) {
     const bool qk_norm = c.architecture->qk_norm;
     const strata_qk_prepare prepare{sizeof(strata_qk_prepare), qk_norm ? layer.attn_q_norm.get() : nullptr,
                                     qk_norm ? layer.attn_k_norm.get() : nullptr, c.rms_eps, c.n_rot, c.rope_base};
@@ -184,7 +184,7 @@ void Session::residual_then_norm(const strata_weight* norm, int32_t n) {
   const auto& t = backend_.table();
   auto* b = backend_.get();
   Scratch& s = *scratch_;
-  if (residual_pending_ && backend_.has_add_rms_norm()) {
+  if (residual_pending_ && options_.execution.fused_ops && backend_.has_add_rms_norm()) {
     backend_.run("residual + rms_norm", [&](strata_error* e) {
       return t.add_rms_norm(b, s.x.get(), s.projected.get(), norm, n, c.n_embd, c.rms_eps, s.normed.get(), e);
     });

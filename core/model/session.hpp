@@ -30,11 +30,18 @@ class Model {
   ModelWeights weights_;
 };
 
+// How a session drives the backend: by default the fastest way the backend offers. Turning these off
+// compares paths (A/B) or rules one out when hunting a fault; results stay within rounding.
+struct ExecutionOptions {
+  bool step_graphs = true;  // replay decode steps as recorded graphs where the backend can
+  bool fused_ops = true;    // the backend's fused entries (attention_rope, add_rms_norm) where it has them
+};
+
 struct SessionOptions {
   int32_t n_ctx = 4096;          // positions the KV cache holds
   int32_t kv_type = STRATA_KV_F16;
   int32_t max_batch = 256;       // tokens per forward step; longer inputs run in several steps
-  bool step_graphs = true;       // replay decode steps as recorded graphs where the backend can
+  ExecutionOptions execution;
 };
 
 // One sequence: its KV cache, its position, and the scratch buffers of a forward step.

@@ -65,7 +65,7 @@ void register_bench_command(CLI::App& app) {
         const auto result = run_benchmark(engine.model(), n_prompt, n_decode, options->repetitions,
                                           {.kv_type = parse_kv_type(options->kv),
                                            .max_batch = options->batch,
-                                           .step_graphs = options->engine.step_graphs});
+                                           .execution = options->engine.execution});
         nlohmann::ordered_json line = {
             {"model", engine.file().first().path().filename().string()},
             {"model_size", model_bytes(engine.file())},
@@ -74,7 +74,9 @@ void register_bench_command(CLI::App& app) {
             {"backend_info", engine.backend().describe()},
             {"threads", threads},
             {"kv", options->kv},
-            {"graphs", options->engine.step_graphs && engine.backend().has_graphs()},
+            {"graphs", options->engine.execution.step_graphs && engine.backend().has_graphs()},
+            {"fused_ops", options->engine.execution.fused_ops &&
+                              (engine.backend().has_attention_rope() || engine.backend().has_add_rms_norm())},
             {"test", result.test},
             {"n_prompt", result.n_prompt},
             {"n_gen", result.n_decode},

@@ -46,7 +46,7 @@ void register_chat_command(CLI::App& app) {
     const tokenizer::Tokenizer tokenizer(engine.file());
     Session session(engine.model(), {.n_ctx = options->ctx,
                                                 .kv_type = parse_kv_type(options->kv),
-                                                .step_graphs = options->engine.step_graphs});
+                                                .execution = options->engine.execution});
     GenerationOptions generation{options->max_tokens, options->sampling, end_of_generation_tokens(tokenizer.vocabulary())};
 
     const nlohmann::ordered_json start = options->system.empty()

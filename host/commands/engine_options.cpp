@@ -18,8 +18,11 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
                       "VRAM the GPU backend leaves free, in MiB (default: the manifest's vram_reserve_mib, else 512); "
                       "a model that does not fit then fails at load naming the tensor")
       ->check(CLI::NonNegativeNumber);
-  command->add_flag("--no-graphs{false}", options.step_graphs,
+  command->add_flag("--no-graphs{false}", options.execution.step_graphs,
                     "Run every decode step op by op instead of replaying it as a recorded graph (CUDA graphs)");
+  command->add_flag("--no-fused-ops{false}", options.execution.fused_ops,
+                    "Call the separate ops where the backend offers fused ones (q/k norms and rope inside attention, "
+                    "the residual add with the next norm)");
 }
 
 void add_sampling_options(CLI::App* command, SamplingParams& sampling) {

@@ -76,7 +76,7 @@ void register_generate_command(CLI::App& app) {
     }
     SessionOptions session_options;
     session_options.kv_type = parse_kv_type(options->kv);
-    session_options.step_graphs = options->engine.step_graphs;
+    session_options.execution = options->engine.execution;
     session_options.n_ctx = options->ctx > 0 ? options->ctx : static_cast<int32_t>(prompt_tokens.size()) + options->max_tokens;
     Session session(engine.model(), session_options);
 

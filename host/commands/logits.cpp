@@ -36,7 +36,7 @@ void register_logits_command(CLI::App& app) {
     const Engine engine(options->engine);
     SessionOptions session_options;
     session_options.kv_type = parse_kv_type(options->kv);
-    session_options.step_graphs = options->engine.step_graphs;
+    session_options.execution = options->engine.execution;
     session_options.n_ctx = options->ctx > 0 ? options->ctx : static_cast<int32_t>(tokens.size());
     session_options.max_batch = options->batch;
     Session session(engine.model(), session_options);

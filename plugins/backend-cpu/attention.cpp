@@ -73,4 +73,18 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
   });
 }
 
+// attention with q and k prepared first: on the CPU the norms and rope run as the separate ops would.
+void attention_rope(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,
+                    const strata_qk_prepare* prepare, strata_buffer* q, strata_buffer* k, const strata_buffer* v,
+                    strata_buffer* out) {
+  const auto& p = deref(params, "attention params");
+  const auto& r = sdk::checked_qk_prepare(prepare, p);
+  sdk::attention_operands(deref(cache, "kv cache").config, p, q, k, v, out);  // checked before q and k change
+  if (r.q_norm != nullptr) rms_norm(backend, q, r.q_norm, p.n_tokens * p.n_head, p.head_dim, r.norm_eps, q);
+  if (r.k_norm != nullptr) rms_norm(backend, k, r.k_norm, p.n_tokens * p.n_head_kv, p.head_dim, r.norm_eps, k);
+  rope_neox(backend, q, p.positions, p.n_tokens, p.n_head, p.head_dim, r.n_rot, r.rope_base);
+  rope_neox(backend, k, p.positions, p.n_tokens, p.n_head_kv, p.head_dim, r.n_rot, r.rope_base);
+  attention(backend, cache, params, q, k, v, out);
+}
+
 }  // namespace strata::cpu

@@ -56,22 +56,48 @@ void get_rows(strata_backend* backend, const strata_weight* table, const int32_t
   });
 }
 
+namespace {
+
+// out = rms_norm(x) row by row; with y, x first becomes x + y (written to x_sum, the same rows as x).
+void norm_rows(strata_backend& instance, const float* x, const float* y, float* x_sum, const float* gain,
+               int32_t rows, int32_t width, float eps, float* out) {
+  instance.pool.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = x + r * width;
+      if (y != nullptr) {
+        for (int32_t i = 0; i < width; ++i) x_sum[r * width + i] = row[i] + y[r * width + i];
+      }
+      const float mean = instance.kernels.dot(row, row, width) / static_cast<float>(width);
+      const float scale = 1.0f / std::sqrt(mean + eps);
+      float* result = out + r * width;
+      for (int32_t i = 0; i < width; ++i) result[i] = row[i] * scale * gain[i];
+    }
+  });
+}
+
+}  // namespace
+
 void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weight* weight, int32_t rows,
               int32_t width, float eps, strata_buffer* out) {
   auto& instance = deref(backend, "backend");
   if (rows < 0 || width <= 0) invalid_argument("rms_norm: bad shape");
   const float* x_values = floats(x, int64_t{rows} * width, "rms_norm x");
   float* out_values = floats(out, int64_t{rows} * width, "rms_norm out");
-  const float* gain = f32_vector(weight, width, "rms_norm weight");
-  instance.pool.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float* row = x_values + r * width;
-      const float mean = instance.kernels.dot(row, row, width) / static_cast<float>(width);
-      const float scale = 1.0f / std::sqrt(mean + eps);
-      float* result = out_values + r * width;
-      for (int32_t i = 0; i < width; ++i) result[i] = row[i] * scale * gain[i];
-    }
-  });
+  norm_rows(instance, x_values, nullptr, nullptr, f32_vector(weight, width, "rms_norm weight"), rows, width, eps,
+            out_values);
+}
+
+// The residual step in one pass over each row: the same float operations as add, then rms_norm.
+void add_rms_norm(strata_backend* backend, strata_buffer* x, const strata_buffer* y, const strata_weight* weight,
+                  int32_t rows, int32_t width, float eps, strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  if (rows < 0 || width <= 0) invalid_argument("add_rms_norm: bad shape");
+  if (out == x || out == y) invalid_argument("add_rms_norm: out must be neither x nor y");
+  float* x_values = floats(x, int64_t{rows} * width, "add_rms_norm x");
+  const float* y_values = floats(y, int64_t{rows} * width, "add_rms_norm y");
+  float* out_values = floats(out, int64_t{rows} * width, "add_rms_norm out");
+  norm_rows(instance, x_values, y_values, x_values, f32_vector(weight, width, "add_rms_norm weight"), rows, width, eps,
+            out_values);
 }
 
 void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens,

@@ -1,7 +1,7 @@
 // The backend table's entries as C++ functions (strata/backend.hpp declares them); cpu_backend.cpp builds
 // the table from them. Defined in: backend_instance.cpp (create, destroy, describe), memory.cpp (buffers,
-// weights), kv_cache.cpp (kv_create, kv_free), attention.cpp, matmul.cpp, moe.cpp (route, moe_ffn) and
-// elementwise.cpp (get_rows, rms_norm, rope_neox, add, mul, unary, scale_rows).
+// weights), kv_cache.cpp (kv_create, kv_free), attention.cpp (attention, attention_rope), matmul.cpp, moe.cpp
+// (route, moe_ffn) and elementwise.cpp (get_rows, rms_norm, add_rms_norm, rope_neox, add, mul, unary, scale_rows).
 #pragma once
 
 #include "strata/backend.hpp"

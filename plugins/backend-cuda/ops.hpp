@@ -1,8 +1,8 @@
 // The backend table's entries as C++ functions (strata/backend.hpp declares them) plus the step graph
 // entries and the plugin options; cuda_backend.cpp builds the table from them. Defined in:
 // backend_instance.cpp (create, destroy, describe, options), memory.cpp (buffers, weights, get_rows),
-// attention.cu (kv_create, kv_free, attention, attention_rope), matmul.cu, route.cu, moe.cu, elementwise.cu (rms_norm,
-// rope_neox, add, mul, unary, scale_rows) and graph.cpp.
+// attention.cu (kv_create, kv_free, attention, attention_rope), matmul.cu, route.cu, moe.cu, elementwise.cu
+// (rms_norm, add_rms_norm, rope_neox, add, mul, unary, scale_rows) and graph.cpp.
 #pragma once
 
 #include "strata/backend.hpp"
@@ -13,15 +13,6 @@ STRATA_DECLARE_BACKEND_FUNCTIONS();
 
 // The plugin's options from the manifest (init): defaults under each instance's own options.
 void set_plugin_options(const char* options_json);
-
-// attention.cu: attention with the q/k norms and rope fused into its kernels (ABI 1.2).
-void attention_rope(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,
-                    const strata_qk_prepare* prepare, strata_buffer* q, strata_buffer* k, const strata_buffer* v,
-                    strata_buffer* out);
-
-// elementwise.cu: x += y, then out = rms_norm(x) in one kernel (ABI 1.2).
-void add_rms_norm(strata_backend* backend, strata_buffer* x, const strata_buffer* y, const strata_weight* weight,
-                  int32_t rows, int32_t width, float eps, strata_buffer* out);
 
 // graph.cpp
 void graph_create(strata_backend* backend, strata_graph** out);

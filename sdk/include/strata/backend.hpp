@@ -30,14 +30,6 @@ constexpr strata_backend_table with_graphs(strata_backend_table table) {
   return table;
 }
 
-// A table with the fused entries of ABI 1.2 filled in: attention_rope and add_rms_norm.
-template <auto AttentionRope, auto AddRmsNorm>
-constexpr strata_backend_table with_fused_ops(strata_backend_table table) {
-  table.attention_rope = &BackendEntry<AttentionRope>::call;
-  table.add_rms_norm = &BackendEntry<AddRmsNorm>::call;
-  return table;
-}
-
 }  // namespace strata::sdk
 
 // The C++ functions a backend namespace defines for STRATA_BACKEND_TABLE: every entry of the table,
@@ -73,13 +65,18 @@ constexpr strata_backend_table with_fused_ops(strata_backend_table table) {
   void add(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out); \
   void mul(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out); \
   void unary(strata_backend* backend, int32_t op, const strata_buffer* x, int64_t n, strata_buffer* out);      \
-  void scale_rows(strata_backend* backend, strata_buffer* x, const strata_buffer* scale, int32_t rows, int32_t width)
+  void scale_rows(strata_backend* backend, strata_buffer* x, const strata_buffer* scale, int32_t rows, int32_t width); \
+  void attention_rope(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,  \
+                      const strata_qk_prepare* prepare, strata_buffer* q, strata_buffer* k, const strata_buffer* v, \
+                      strata_buffer* out);                                                                     \
+  void add_rms_norm(strata_backend* backend, strata_buffer* x, const strata_buffer* y, const strata_weight* weight, \
+                    int32_t rows, int32_t width, float eps, strata_buffer* out)
 
 // A strata_backend_table from the functions of namespace NS: create, destroy, describe, buffer_alloc,
 // buffer_free, buffer_write, buffer_read, weight_load, weight_free, kv_create, kv_free and every op of
 // backend.h under its table name. Release functions (destroy, *_free) cannot fail and are used as they
-// are; describe(NULL) answers NAME. The optional step graph and fused entries are left NULL (see
-// with_graphs, with_fused_ops).
+// are; describe(NULL) answers NAME. The optional step graph entries are left NULL (see with_graphs); the
+// fused entries of ABI 1.2 (attention_rope, add_rms_norm) are NS's, which may simply call its separate ops.
 #define STRATA_BACKEND_TABLE(NS, NAME)                                                                     \
   strata_backend_table {                                                                                   \
     sizeof(strata_backend_table), &::strata::sdk::BackendEntry<NS::create>::call, &NS::destroy,            \
@@ -93,7 +90,8 @@ constexpr strata_backend_table with_fused_ops(strata_backend_table table) {
         &::strata::sdk::BackendEntry<NS::attention>::call, &::strata::sdk::BackendEntry<NS::route>::call,  \
         &::strata::sdk::BackendEntry<NS::moe_ffn>::call, &::strata::sdk::BackendEntry<NS::add>::call,      \
         &::strata::sdk::BackendEntry<NS::mul>::call, &::strata::sdk::BackendEntry<NS::unary>::call,        \
-        &::strata::sdk::BackendEntry<NS::scale_rows>::call, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr \
+        &::strata::sdk::BackendEntry<NS::scale_rows>::call, nullptr, nullptr, nullptr, nullptr, nullptr,  \
+        &::strata::sdk::BackendEntry<NS::attention_rope>::call, &::strata::sdk::BackendEntry<NS::add_rms_norm>::call \
   }
 
 // STRATA_BACKEND_TABLE(NS, NAME) with NS's step graph entries.
