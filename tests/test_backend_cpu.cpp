@@ -569,6 +569,36 @@ TEST(BackendCpu, RmsNormMatchesTheReferenceInPlace) {
   expect_near_all(backend.read(buffer, x.size()), expected, 1e-5, "rms_norm");
 }
 
+// The residual step (ABI 1.2): x += y, then the norm of the new x, and an output aliasing an input refused.
+TEST(BackendCpu, AddRmsNormAddsThenNormalizes) {
+  const int32_t rows = 3, width = 200;
+  const auto x = random_floats(rows * width, 33, 3.0f), y = random_floats(rows * width, 34), gain = random_floats(width, 35);
+  Backend backend(2);
+  strata_buffer* x_buffer = backend.upload(x);
+  strata_buffer* y_buffer = backend.upload(y);
+  strata_buffer* out = backend.upload(std::vector<float>(x.size()));
+  strata_weight* gain_weight = backend.load_f32(gain);
+  ASSERT_EQ(table().add_rms_norm(backend.get(), x_buffer, y_buffer, gain_weight, rows, width, 1e-6f, out, backend.error()),
+            STRATA_OK)
+      << backend.message();
+  std::vector<double> sums(x.size()), expected(x.size());
+  for (int32_t r = 0; r < rows; ++r) {
+    double sum = 0.0;
+    for (int32_t i = 0; i < width; ++i) {
+      sums[r * width + i] = double{x[r * width + i] + y[r * width + i]};
+      sum += sums[r * width + i] * sums[r * width + i];
+    }
+    const double scale = 1.0 / std::sqrt(sum / width + 1e-6);
+    for (int32_t i = 0; i < width; ++i) expected[r * width + i] = sums[r * width + i] * scale * gain[i];
+  }
+  expect_near_all(backend.read(x_buffer, x.size()), sums, 1e-6, "x + y");
+  expect_near_all(backend.read(out, x.size()), expected, 1e-5, "norm");
+  EXPECT_EQ(table().add_rms_norm(backend.get(), x_buffer, y_buffer, gain_weight, rows, width, 1e-6f, x_buffer,
+                                 backend.error()),
+            STRATA_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(backend.message()).find("out must be neither x nor y"), std::string::npos) << backend.message();
+}
+
 TEST(BackendCpu, RopeNeoxRotatesPairsHalfTheRotatedDimsApart) {
   const int32_t n_tokens = 3, n_heads = 2, head_dim = 16, n_rot = 12;
   const float base = 10000.0f;

@@ -59,8 +59,9 @@ void get_rows(strata_backend* backend, const strata_weight* table, const int32_t
 namespace {
 
 // out = rms_norm(x) row by row; with y, x first becomes x + y (written to x_sum, the same rows as x).
-void norm_rows(strata_backend& instance, const float* x, const float* y, float* x_sum, const float* gain,
-               int32_t rows, int32_t width, float eps, float* out) {
+void norm_rows(strata_backend& instance, const sdk::NormOperands& rows_of, const float* gain, int32_t rows,
+               int32_t width, float eps) {
+  const auto [x, x_sum, y, out] = rows_of;
   instance.pool.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) {
       const float* row = x + r * width;
@@ -79,25 +80,15 @@ void norm_rows(strata_backend& instance, const float* x, const float* y, float* 
 
 void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weight* weight, int32_t rows,
               int32_t width, float eps, strata_buffer* out) {
-  auto& instance = deref(backend, "backend");
-  if (rows < 0 || width <= 0) invalid_argument("rms_norm: bad shape");
-  const float* x_values = floats(x, int64_t{rows} * width, "rms_norm x");
-  float* out_values = floats(out, int64_t{rows} * width, "rms_norm out");
-  norm_rows(instance, x_values, nullptr, nullptr, f32_vector(weight, width, "rms_norm weight"), rows, width, eps,
-            out_values);
+  norm_rows(deref(backend, "backend"), sdk::norm_operands(x, nullptr, rows, width, out),
+            f32_vector(weight, width, "rms_norm weight"), rows, width, eps);
 }
 
 // The residual step in one pass over each row: the same float operations as add, then rms_norm.
 void add_rms_norm(strata_backend* backend, strata_buffer* x, const strata_buffer* y, const strata_weight* weight,
                   int32_t rows, int32_t width, float eps, strata_buffer* out) {
-  auto& instance = deref(backend, "backend");
-  if (rows < 0 || width <= 0) invalid_argument("add_rms_norm: bad shape");
-  if (out == x || out == y) invalid_argument("add_rms_norm: out must be neither x nor y");
-  float* x_values = floats(x, int64_t{rows} * width, "add_rms_norm x");
-  const float* y_values = floats(y, int64_t{rows} * width, "add_rms_norm y");
-  float* out_values = floats(out, int64_t{rows} * width, "add_rms_norm out");
-  norm_rows(instance, x_values, y_values, x_values, f32_vector(weight, width, "add_rms_norm weight"), rows, width, eps,
-            out_values);
+  norm_rows(deref(backend, "backend"), sdk::norm_operands(x, y, rows, width, out),
+            f32_vector(weight, width, "add_rms_norm weight"), rows, width, eps);
 }
 
 void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens,

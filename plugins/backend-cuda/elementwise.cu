@@ -143,9 +143,10 @@ void apply_unary(strata_backend& backend, const float* x, float* out, int64_t n,
 
 namespace {
 
-void launch_rms_norm(strata_backend& backend, const float* x, const float* y, float* x_sum, const float* gain,
-                     float* out, int32_t rows, int32_t width, float eps) {
+void launch_rms_norm(strata_backend& backend, const sdk::NormOperands& rows_of, const float* gain, int32_t rows,
+                     int32_t width, float eps) {
   if (rows == 0) return;
+  const auto [x, x_sum, y, out] = rows_of;
   const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % alignof(float4) == 0; };
   const bool vector = width % 4 == 0 && aligned(x) && aligned(gain) && aligned(out) && (y == nullptr || aligned(y));
   const auto kernel = y == nullptr ? (vector ? rms_norm_kernel<true, false> : rms_norm_kernel<false, false>)
@@ -158,24 +159,14 @@ void launch_rms_norm(strata_backend& backend, const float* x, const float* y, fl
 
 void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weight* weight, int32_t rows,
               int32_t width, float eps, strata_buffer* out) {
-  auto& instance = deref(backend, "backend");
-  if (rows < 0 || width <= 0) invalid_argument("rms_norm: bad shape");
-  const float* x_values = floats(x, int64_t{rows} * width, "rms_norm x");
-  float* out_values = floats(out, int64_t{rows} * width, "rms_norm out");
-  launch_rms_norm(instance, x_values, nullptr, nullptr, f32_vector(weight, width, "rms_norm weight"), out_values, rows,
-                  width, eps);
+  launch_rms_norm(deref(backend, "backend"), sdk::norm_operands(x, nullptr, rows, width, out),
+                  f32_vector(weight, width, "rms_norm weight"), rows, width, eps);
 }
 
 void add_rms_norm(strata_backend* backend, strata_buffer* x, const strata_buffer* y, const strata_weight* weight,
                   int32_t rows, int32_t width, float eps, strata_buffer* out) {
-  auto& instance = deref(backend, "backend");
-  if (rows < 0 || width <= 0) invalid_argument("add_rms_norm: bad shape");
-  if (out == x || out == y) invalid_argument("add_rms_norm: out must be neither x nor y");
-  float* x_values = floats(x, int64_t{rows} * width, "add_rms_norm x");
-  const float* y_values = floats(y, int64_t{rows} * width, "add_rms_norm y");
-  float* out_values = floats(out, int64_t{rows} * width, "add_rms_norm out");
-  launch_rms_norm(instance, x_values, y_values, x_values, f32_vector(weight, width, "add_rms_norm weight"), out_values,
-                  rows, width, eps);
+  launch_rms_norm(deref(backend, "backend"), sdk::norm_operands(x, y, rows, width, out),
+                  f32_vector(weight, width, "add_rms_norm weight"), rows, width, eps);
 }
 
 void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens,

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "strata/backend.h"
 #include "strata/plugin.hpp"
@@ -137,6 +138,27 @@ struct AttentionOperands {
   const float *q, *k, *v;
   float* out;
 };
+
+// The rows of rms_norm (no y) and add_rms_norm (x += y, written back to x): rows x width floats each.
+struct NormOperands {
+  const float* x;
+  float* x_sum;  // add_rms_norm: where x + y goes (x itself); rms_norm: NULL
+  const float* y;
+  float* out;
+};
+
+// (x is const for rms_norm's sake; add_rms_norm's x is writable in its own signature.)
+template <class Buffer>
+NormOperands norm_operands(const Buffer* x, std::type_identity_t<const Buffer*> y, int32_t rows, int32_t width,
+                           Buffer* out) {
+  const bool add = y != nullptr;
+  if (rows < 0 || width <= 0) invalid_argument(std::string(add ? "add_rms_norm" : "rms_norm") + ": bad shape");
+  if (add && (out == x || out == y)) invalid_argument("add_rms_norm: out must be neither x nor y");
+  const int64_t n = int64_t{rows} * width;
+  float* x_values = floats(const_cast<Buffer*>(x), n, add ? "add_rms_norm x" : "rms_norm x");
+  return {x_values, add ? x_values : nullptr, add ? floats(y, n, "add_rms_norm y") : nullptr,
+          floats(out, n, add ? "add_rms_norm out" : "rms_norm out")};
+}
 
 // attention_rope's preparation of q and k, checked against the attention's shape.
 inline const strata_qk_prepare& checked_qk_prepare(const strata_qk_prepare* prepare,
