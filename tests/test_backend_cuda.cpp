@@ -145,6 +145,18 @@ INSTANTIATE_TEST_SUITE_P(TypesAndBatches, BackendCudaMatmul,
                                   std::to_string(std::get<1>(info.param)) + "_tokens";
                          });
 
+// 7 tokens of 6144 values round to 48384 bytes of shared memory: under the 48 KiB limit alone, over it next to
+// IQ3_S's 2 KiB of grid tables. Such a step must take the float kernel (unrounded activations), not fail
+// to launch.
+TEST(BackendCuda, DecodeMatmulPastTheSharedMemoryLimitTakesTheFloatKernel) {
+  SKIP_WITHOUT_CUDA();
+  const int32_t n = 6144, n_tokens = 7;
+  const HostWeight weight = make_weight(kIQ3_S, n, 16, 1, 5);
+  const auto x = random_floats(static_cast<size_t>(n_tokens * n), 6);
+  Pair pair;
+  expect_close(matmul(pair.cuda, weight, 0, x, n_tokens), matmul(pair.cpu, weight, 0, x, n_tokens), 1e-5, "matmul");
+}
+
 // One-hot activations pick single weights out of the product, so the CUDA decoders show: on the batched
 // path each weight exactly as the CPU dequantizer's float rounded to f16, on the decode path as that float
 // (float types exactly, block types through their 8-bit levels).
@@ -659,7 +671,7 @@ class BackendCudaReferenceLogits : public testing::TestWithParam<std::string> {
     top1_bar_ = peer.top1 - 0.05;
   }
 
-  std::vector<float> run(int32_t kv_type, int32_t batch, bool step_graphs = true) const {
+  std::vector<float> run(int32_t kv_type, int32_t batch, strata::ExecutionOptions execution = {}) const {
     strata::EngineOptions options;
     options.model = model_path_;
     options.manifest = strata::test::default_manifest_path();
@@ -669,7 +681,7 @@ class BackendCudaReferenceLogits : public testing::TestWithParam<std::string> {
     session_options.n_ctx = static_cast<int32_t>(tokens_.size());
     session_options.kv_type = kv_type;
     session_options.max_batch = batch;
-    session_options.execution.step_graphs = step_graphs;
+    session_options.execution = execution;
     strata::Session session(engine.model(), session_options);
     return session.forward(tokens_, true);
   }
@@ -693,12 +705,15 @@ class BackendCudaReferenceLogits : public testing::TestWithParam<std::string> {
 };
 
 // Steps of 256 tokens take the batched f16 path, steps of 1 and 3 the decode path, as replayed step graphs
-// (each step with its own positions) and op by op.
+// (each step with its own positions) and op by op, with the fused entries and with the separate ops.
 TEST_P(BackendCudaReferenceLogits, MeetTheBarInOneStepAndInDecodeSteps) {
   for (const int32_t batch : {256, 1, 3}) {
     expect_within_bar(run(STRATA_KV_F16, batch), "kv=f16 batch=" + std::to_string(batch), 1.0, 0.0);
   }
-  expect_within_bar(run(STRATA_KV_F16, 1, false), "kv=f16 batch=1 no graphs", 1.0, 0.0);
+  expect_within_bar(run(STRATA_KV_F16, 1, {.step_graphs = false, .fused_ops = true}), "kv=f16 batch=1 no graphs", 1.0,
+                    0.0);
+  expect_within_bar(run(STRATA_KV_F16, 1, {.step_graphs = true, .fused_ops = false}), "kv=f16 batch=1 separate ops",
+                    1.0, 0.0);
 }
 
 TEST_P(BackendCudaReferenceLogits, Int8KvCacheStaysWithinFourTimesTheBar) {
@@ -748,7 +763,7 @@ TEST(BackendCudaLargeModel, CpuAndCudaLogitsAgree) {
       std::mt19937 rng(2026);
       for (int i = 0; i < 16; ++i) tokens.push_back(static_cast<int32_t>(rng() % n_vocab));
     }
-    strata::Session session(engine.model(), {.n_ctx = 16, .kv_type = STRATA_KV_F16, .max_batch = 12});
+    strata::Session session(engine.model(), {.n_ctx = 16, .kv_type = STRATA_KV_F16, .max_batch = 12, .execution = {}});
     std::vector<float> all = session.forward(std::span(tokens).first(12), true);
     for (size_t i = 12; i < tokens.size(); ++i) {
       const auto step = session.forward(std::span(tokens).subspan(i, 1), true);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
 
@@ -106,7 +107,7 @@ TEST_P(ReferenceLogits, DoNotDependOnHowTheSequenceIsSplitIntoSteps) {
 
 // The fused entries (attention_rope, add_rms_norm) and the separate ops the core falls back to for a backend
 // without them do the same float operations on the CPU: the same logits to the bit, in one step and in
-// single-token steps (the residual waits for the next norm across layers and steps).
+// single-token steps (each block's residual waits for the next block's norm, across layers).
 TEST_P(ReferenceLogits, FusedAndSeparateOpsGiveTheSameLogits) {
   for (const int32_t batch : {256, 1}) {
     const auto fused = run(0, STRATA_KV_F16, batch, true);
@@ -133,6 +134,31 @@ TEST_P(ReferenceLogits, ScalarKernelsMeetTheBarToo) {
   const auto distance = logit_distance(exact_, ours, n_vocab_);
   EXPECT_LE(distance.mean_kl, bar_.kl);
   EXPECT_GE(distance.top1, bar_.top1);
+}
+
+// A backend built for ABI 1.1 hands over a shorter table (struct_size ends before attention_rope): the core
+// must not read the entries past it, whatever bytes lie there, and must run the separate ops instead.
+TEST(BackendTable, AnAbi11TableRunsTheSeparateOpsToTheSameLogits) {
+  const auto model = test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing";
+  EngineOptions options;
+  options.model = model;
+  options.manifest = test::default_manifest_path();
+  options.backend = "cpu";
+  options.threads = 2;
+  const Engine engine(options);
+  ASSERT_TRUE(engine.backend().has_attention_rope());
+  ASSERT_TRUE(engine.backend().has_add_rms_norm());
+  strata_backend_table older = engine.backend().table();  // its fused entries stay set past struct_size
+  older.struct_size = offsetof(strata_backend_table, attention_rope);
+  Backend older_backend("backend-cpu 1.1", older, engine.plugins().quants(), 2, "{}");
+  EXPECT_FALSE(older_backend.has_attention_rope());
+  EXPECT_FALSE(older_backend.has_add_rms_norm());
+  const Model older_model(engine.file(), older_backend);
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  Session current(engine.model(), {.n_ctx = 16, .execution = {}});
+  Session separate(older_model, {.n_ctx = 16, .execution = {}});
+  EXPECT_EQ(separate.forward(tokens, true), current.forward(tokens, true));
 }
 
 TEST(LogitsCli, WritesTheSameLogitsAsTheLibrary) {

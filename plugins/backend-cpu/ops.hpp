@@ -9,5 +9,6 @@
 namespace strata::cpu {
 
 STRATA_DECLARE_BACKEND_FUNCTIONS();
+STRATA_DECLARE_FUSED_BACKEND_FUNCTIONS();
 
 }  // namespace strata::cpu

@@ -18,10 +18,6 @@ struct strata_kv_cache {
   strata_kv_config config;
   int32_t groups_per_row;  // int8 scales per row; the last group may be short
   strata::cuda::DeviceAllocation keys, values, key_scales, value_scales;
-
-  size_t row(int32_t layer, int32_t kv_head, int32_t position) const {
-    return (static_cast<size_t>(layer) * config.n_head_kv + kv_head) * config.n_ctx + position;
-  }
 };
 
 namespace strata::cuda {
@@ -82,8 +78,9 @@ struct HeadPrep {
   float theta_scale;
 };
 
-// A head of head_dim values in shared memory, prepared in place by the whole block, with the float
-// operations of the rms_norm and rope_neox kernels (elementwise.cu), so fused and separate ops agree.
+// A head of head_dim values in shared memory, prepared in place by the whole block (kAttentionWarps warps)
+// as the rms_norm and rope_neox kernels (elementwise.cu) would: the same angles and products, the sum of
+// squares taken in another order, so fused and separate ops agree within rounding.
 __device__ void prepare_head(float* head, int head_dim, const float* gain, float eps, int half, float theta_scale,
                              int position) {
   __shared__ float warp_sums[kAttentionWarps];
@@ -158,7 +155,10 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
 // Nothing is stored per position, so any context fits. (Lanes splitting each score's dimensions instead,
 // with a shuffle reduction per position, measured 9% slower decoding on the H200.)
 // With store (one token): every block first writes its kv head's new key and value rows itself, so the
-// step needs no store kernel; the blocks sharing a kv head write identical bytes.
+// step needs no store kernel. The blocks sharing a kv head write the same bytes (each prepares the key
+// from the same inputs with the same operations), so whichever write lands last, each block reads back
+// its own row after its barrier; formally a race of identical values, which memcheck does not flag and
+// racecheck (shared memory only) does not cover.
 __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     attention_kernel(KvView keys, KvView values, const float* q, const float* k, const float* v, HeadPrep prep,
                      bool store, const int32_t* positions, float* out, int layer, int n_head, int n_head_kv, int n_ctx,

@@ -10,6 +10,7 @@
 namespace strata::cuda {
 
 STRATA_DECLARE_BACKEND_FUNCTIONS();
+STRATA_DECLARE_FUSED_BACKEND_FUNCTIONS();
 
 // The plugin's options from the manifest (init): defaults under each instance's own options.
 void set_plugin_options(const char* options_json);

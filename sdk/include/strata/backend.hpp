@@ -30,6 +30,15 @@ constexpr strata_backend_table with_graphs(strata_backend_table table) {
   return table;
 }
 
+// A table with the fused entries (ABI 1.2) of namespace NS filled in: attention_rope and add_rms_norm (see
+// STRATA_DECLARE_FUSED_BACKEND_FUNCTIONS).
+template <auto AttentionRope, auto AddRmsNorm>
+constexpr strata_backend_table with_fused_ops(strata_backend_table table) {
+  table.attention_rope = &BackendEntry<AttentionRope>::call;
+  table.add_rms_norm = &BackendEntry<AddRmsNorm>::call;
+  return table;
+}
+
 }  // namespace strata::sdk
 
 // The C++ functions a backend namespace defines for STRATA_BACKEND_TABLE: every entry of the table,
@@ -65,7 +74,10 @@ constexpr strata_backend_table with_graphs(strata_backend_table table) {
   void add(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out); \
   void mul(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out); \
   void unary(strata_backend* backend, int32_t op, const strata_buffer* x, int64_t n, strata_buffer* out);      \
-  void scale_rows(strata_backend* backend, strata_buffer* x, const strata_buffer* scale, int32_t rows, int32_t width); \
+  void scale_rows(strata_backend* backend, strata_buffer* x, const strata_buffer* scale, int32_t rows, int32_t width)
+
+// The optional fused entries of ABI 1.2, for a backend namespace that has them (see with_fused_ops).
+#define STRATA_DECLARE_FUSED_BACKEND_FUNCTIONS()                                                               \
   void attention_rope(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,  \
                       const strata_qk_prepare* prepare, strata_buffer* q, strata_buffer* k, const strata_buffer* v, \
                       strata_buffer* out);                                                                     \
@@ -75,8 +87,8 @@ constexpr strata_backend_table with_graphs(strata_backend_table table) {
 // A strata_backend_table from the functions of namespace NS: create, destroy, describe, buffer_alloc,
 // buffer_free, buffer_write, buffer_read, weight_load, weight_free, kv_create, kv_free and every op of
 // backend.h under its table name. Release functions (destroy, *_free) cannot fail and are used as they
-// are; describe(NULL) answers NAME. The optional step graph entries are left NULL (see with_graphs); the
-// fused entries of ABI 1.2 (attention_rope, add_rms_norm) are NS's, which may simply call its separate ops.
+// are; describe(NULL) answers NAME. The optional entries, step graphs and fused ops, are left NULL (see
+// with_graphs, with_fused_ops).
 #define STRATA_BACKEND_TABLE(NS, NAME)                                                                     \
   strata_backend_table {                                                                                   \
     sizeof(strata_backend_table), &::strata::sdk::BackendEntry<NS::create>::call, &NS::destroy,            \
@@ -90,8 +102,8 @@ constexpr strata_backend_table with_graphs(strata_backend_table table) {
         &::strata::sdk::BackendEntry<NS::attention>::call, &::strata::sdk::BackendEntry<NS::route>::call,  \
         &::strata::sdk::BackendEntry<NS::moe_ffn>::call, &::strata::sdk::BackendEntry<NS::add>::call,      \
         &::strata::sdk::BackendEntry<NS::mul>::call, &::strata::sdk::BackendEntry<NS::unary>::call,        \
-        &::strata::sdk::BackendEntry<NS::scale_rows>::call, nullptr, nullptr, nullptr, nullptr, nullptr,  \
-        &::strata::sdk::BackendEntry<NS::attention_rope>::call, &::strata::sdk::BackendEntry<NS::add_rms_norm>::call \
+        &::strata::sdk::BackendEntry<NS::scale_rows>::call, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, \
+        nullptr                                                                                             \
   }
 
 // STRATA_BACKEND_TABLE(NS, NAME) with NS's step graph entries.

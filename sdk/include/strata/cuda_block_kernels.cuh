@@ -189,7 +189,7 @@ strata_status launch_matvec(const void* weight, int64_t n, int64_t n_rows, size_
   auto* cuda_stream = static_cast<cudaStream_t>(stream);
   if constexpr (HasQ8Unpack<Decoder>) {
     const size_t shared = q8_shared_bytes(n_tokens, n);
-    if (shared <= kQ8MaxSharedBytes) {
+    if (fits_shared_memory(reinterpret_cast<const void*>(matvec_q8_kernel<Decoder>), shared)) {
       const auto grid = static_cast<unsigned>((n_rows + kQ8Warps - 1) / kQ8Warps);
       launch_after_previous(matvec_q8_kernel<Decoder>, grid, kWarp * kQ8Warps, shared, cuda_stream,
                             static_cast<const uint8_t*>(weight), static_cast<int>(n), n_rows, row_bytes, x,
@@ -226,11 +226,11 @@ strata_status launch_expert_matvec(const strata_cuda_expert_matvec* args, void* 
   const auto grid_y = static_cast<unsigned>(swiglu ? a.n_slots : a.n_slots / a.slots_per_token);
   if constexpr (HasQ8Unpack<Decoder>) {
     const size_t shared = q8_shared_bytes(swiglu ? 1 : a.slots_per_token, a.n);
-    if (shared <= kQ8MaxSharedBytes) {
+    const auto kernel = swiglu ? expert_matvec_q8_kernel<Decoder, STRATA_EXPERT_MATVEC_SWIGLU>
+                               : expert_matvec_q8_kernel<Decoder, STRATA_EXPERT_MATVEC_WEIGHTED_SUM>;
+    if (fits_shared_memory(reinterpret_cast<const void*>(kernel), shared)) {
       const dim3 grid(static_cast<unsigned>((a.n_rows + kQ8Warps - 1) / kQ8Warps), grid_y);
-      launch_after_previous(swiglu ? expert_matvec_q8_kernel<Decoder, STRATA_EXPERT_MATVEC_SWIGLU>
-                                   : expert_matvec_q8_kernel<Decoder, STRATA_EXPERT_MATVEC_WEIGHTED_SUM>,
-                            grid, kWarp * kQ8Warps, shared, cuda_stream, a);
+      launch_after_previous(kernel, grid, kWarp * kQ8Warps, shared, cuda_stream, a);
       return launch_status(error, "expert_matvec launch");
     }
   }

@@ -6,14 +6,18 @@
 // wait_for_previous_kernel() until the previous kernel has finished and its writes are visible. Whatever a
 // kernel does before that wait overlaps the previous kernel: it may read only data no kernel writes (the
 // weights), e.g. prefetch its weight rows. Every kernel launched this way must call wait_for_previous_kernel()
-// before it touches activations, caches or outputs; below sm_90 both calls compile to nothing and the launch
-// is an ordinary one. Stream capture keeps these edges, so step graphs replay with the same overlap.
+// before it touches activations, caches or outputs. Compiled for an architecture below sm_90 both calls are
+// empty, so such a kernel (say, in a plugin built for sm_86 and run on an H200) gets an ordinary launch: the
+// choice is made per kernel, from the PTX version it was compiled from. Stream capture keeps these edges,
+// so step graphs replay with the same overlap.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <unordered_map>
 
 namespace strata::sdk::cuda {
 
@@ -44,13 +48,23 @@ __device__ inline void prefetch_lines(const uint8_t* first, size_t bytes, int la
   }
 }
 
-// Whether the current device schedules dependent launches early (compute capability 9.0 and later).
-inline bool device_overlaps_launches() {
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
-  return major >= 9;
+// A kernel's attributes (its PTX version, static shared memory...), asked once per kernel; all zero where
+// the runtime cannot answer (that error is cleared, so that it is not taken for a later launch's).
+inline cudaFuncAttributes kernel_attributes(const void* kernel) {
+  static std::mutex mutex;
+  static std::unordered_map<const void*, cudaFuncAttributes> known;
+  const std::lock_guard lock(mutex);
+  const auto [entry, is_new] = known.try_emplace(kernel);
+  if (is_new && cudaFuncGetAttributes(&entry->second, kernel) != cudaSuccess) {
+    entry->second = cudaFuncAttributes{};
+    (void)cudaGetLastError();
+  }
+  return entry->second;
 }
+
+// Whether a kernel was compiled with the calls above: from PTX for sm_90 or later, which also means the
+// device is one that schedules dependent launches early.
+inline bool kernel_waits_for_previous(const void* kernel) { return kernel_attributes(kernel).ptxVersion >= 90; }
 
 // kernel<<<grid, block, shared_bytes, stream>>>(args...), allowed to overlap the kernel before it (see above).
 // A failed launch is reported through cudaGetLastError(), as for <<<>>>.
@@ -66,7 +80,7 @@ void launch_after_previous(void (*kernel)(Params...), dim3 grid, dim3 block, siz
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   config.attrs = &overlap;
-  config.numAttrs = device_overlaps_launches() ? 1 : 0;
+  config.numAttrs = kernel_waits_for_previous(reinterpret_cast<const void*>(kernel)) ? 1 : 0;
   (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
 }
 

@@ -36,6 +36,12 @@ inline size_t q8_shared_bytes(int64_t rows, int64_t n) {
   return static_cast<size_t>(rows * n + rows * (n / kQ8Group) * static_cast<int64_t>(sizeof(float)));
 }
 
+// Whether a kernel's dynamic shared bytes fit next to its static ones (a Decoder's tables) in the 48 KiB a
+// block gets without opting in to more.
+inline bool fits_shared_memory(const void* kernel, size_t dynamic_bytes) {
+  return kernel_attributes(kernel).sharedSizeBytes + dynamic_bytes <= kQ8MaxSharedBytes;
+}
+
 // Rows of activations in shared memory: int8 levels, then one scale per 32 values of every row.
 struct SharedQ8 {
   int8_t* levels;
