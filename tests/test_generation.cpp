@@ -52,14 +52,14 @@ TEST_F(GenerationOnReference, GreedyFollowsTheArgmaxOfTheForward) {
   GenerationOptions options;
   options.max_tokens = 12;
   options.sampling.temperature = 0.0f;
-  Session session(engine_->model(), {.n_ctx = 64});
+  Session session(engine_->model(), {.n_ctx = 64, .execution = {}});
   const auto generated = generate(session, prompt, options, [](int32_t) { return true; });
   ASSERT_EQ(generated.size(), 12u);
 
   // The same sequence through one forward call: each generated token is the argmax before it.
   std::vector<int32_t> all = prompt;
   all.insert(all.end(), generated.begin(), generated.end() - 1);
-  Session check(engine_->model(), {.n_ctx = 64});
+  Session check(engine_->model(), {.n_ctx = 64, .execution = {}});
   const auto logits = check.forward(all, true);
   const auto vocab = static_cast<size_t>(engine_->model().config().n_vocab);
   for (size_t i = 0; i < generated.size(); ++i) {
@@ -74,11 +74,11 @@ TEST_F(GenerationOnReference, SameSeedSameOutputAndTheCallbackCanStop) {
   options.sampling.temperature = 1.0f;
   options.sampling.seed = 7;
   auto run = [&] {
-    Session session(engine_->model(), {.n_ctx = 64});
+    Session session(engine_->model(), {.n_ctx = 64, .execution = {}});
     return generate(session, std::vector<int32_t>{1, 2, 3}, options, [](int32_t) { return true; });
   };
   EXPECT_EQ(run(), run());
-  Session session(engine_->model(), {.n_ctx = 64});
+  Session session(engine_->model(), {.n_ctx = 64, .execution = {}});
   int calls = 0;
   const auto stopped = generate(session, std::vector<int32_t>{1, 2, 3}, options, [&](int32_t) { return ++calls < 3; });
   EXPECT_EQ(stopped.size(), 3u);

@@ -40,7 +40,7 @@ std::vector<float> logits_of(const std::filesystem::path& path, const std::vecto
   options.manifest = test::default_manifest_path();
   options.backend = "cpu";
   const Engine engine(options);
-  Session session(engine.model(), {.n_ctx = 16});
+  Session session(engine.model(), {.n_ctx = 16, .execution = {}});
   return session.forward(tokens, true);
 }
 
