@@ -87,21 +87,11 @@ __device__ void prepare_head(float* head, int head_dim, const float* gain, float
   if (gain != nullptr) {
     float sum = 0.0f;
     for (int i = threadIdx.x; i < head_dim; i += blockDim.x) sum += head[i] * head[i];
-    sum = sdk::cuda::warp_sum(sum);
-    if (threadIdx.x % kWarp == 0) warp_sums[threadIdx.x / kWarp] = sum;
-    __syncthreads();
-    float total = 0.0f;
-    for (int w = 0; w < kAttentionWarps; ++w) total += warp_sums[w];
-    const float scale = 1.0f / sqrtf(total / static_cast<float>(head_dim) + eps);
+    const float scale = 1.0f / sqrtf(sdk::cuda::block_sum(sum, warp_sums) / static_cast<float>(head_dim) + eps);
     for (int i = threadIdx.x; i < head_dim; i += blockDim.x) head[i] = head[i] * scale * gain[i];
     __syncthreads();
   }
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const float2 angle = rope_cos_sin(position, theta_scale, i);
-    const float x0 = head[i], x1 = head[i + half];
-    head[i] = x0 * angle.x - x1 * angle.y;
-    head[i + half] = x0 * angle.y + x1 * angle.x;
-  }
+  rotate_head(head, half, position, theta_scale);
   __syncthreads();
 }
 

@@ -73,16 +73,7 @@ __global__ void rms_norm_kernel(const float* x, const float* y, float* x_sum, co
       sum += v * v;
     }
   }
-  sum = sdk::cuda::warp_sum(sum);
-  if (threadIdx.x % sdk::cuda::kWarp == 0) warp_sums[threadIdx.x / sdk::cuda::kWarp] = sum;
-  __syncthreads();
-  if (threadIdx.x < sdk::cuda::kWarp) {
-    sum = threadIdx.x < blockDim.x / sdk::cuda::kWarp ? warp_sums[threadIdx.x] : 0.0f;
-    sum = sdk::cuda::warp_sum(sum);
-    if (threadIdx.x == 0) warp_sums[0] = sum;
-  }
-  __syncthreads();
-  const float scale = 1.0f / sqrtf(warp_sums[0] / static_cast<float>(width) + eps);
+  const float scale = 1.0f / sqrtf(sdk::cuda::block_sum(sum, warp_sums) / static_cast<float>(width) + eps);
   // Each thread reads back only the sums it wrote itself above.
   float* result = out + offset;
   if constexpr (kVector) {
@@ -103,13 +94,7 @@ __global__ void rope_neox_kernel(float* x, const int32_t* positions, int n_heads
                                  float theta_scale) {
   sdk::cuda::start_after_previous_kernel();
   const int token = blockIdx.x / n_heads, head = blockIdx.x % n_heads;
-  float* v = x + (int64_t{token} * n_heads + head) * head_dim;
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const float2 angle = rope_cos_sin(positions[token], theta_scale, i);
-    const float x0 = v[i], x1 = v[i + half];
-    v[i] = x0 * angle.x - x1 * angle.y;
-    v[i + half] = x0 * angle.y + x1 * angle.x;
-  }
+  rotate_head(x + (int64_t{token} * n_heads + head) * head_dim, half, positions[token], theta_scale);
 }
 
 __global__ void scale_rows_kernel(float* x, const float* scale, int64_t n, int width) {

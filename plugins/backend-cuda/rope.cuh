@@ -1,4 +1,4 @@
-// The rotation angle of NEOX rope, shared by the rope_neox op and the attention kernels that fuse it.
+// NEOX rope on the device, shared by the rope_neox op and the attention kernels that fuse it.
 #pragma once
 
 namespace strata::cuda {
@@ -9,6 +9,16 @@ __device__ inline float2 rope_cos_sin(int position, float theta_scale, int i) {
   float theta = static_cast<float>(position);
   for (int k = 0; k < i; ++k) theta *= theta_scale;
   return make_float2(cosf(theta), sinf(theta));
+}
+
+// Rotates the pairs (i, i + half) of one head, i < half, the block's threads taking a pair each.
+__device__ inline void rotate_head(float* head, int half, int position, float theta_scale) {
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    const float2 angle = rope_cos_sin(position, theta_scale, i);
+    const float x0 = head[i], x1 = head[i + half];
+    head[i] = x0 * angle.x - x1 * angle.y;
+    head[i + half] = x0 * angle.y + x1 * angle.x;
+  }
 }
 
 }  // namespace strata::cuda

@@ -51,6 +51,17 @@ __device__ inline float warp_max(float value) {
   return value;
 }
 
+// The sum of value over the whole block, for every thread; warp_partials holds a float per warp of the block
+// and may be reused after the caller's next barrier.
+__device__ inline float block_sum(float value, float* warp_partials) {
+  value = warp_sum(value);
+  if (threadIdx.x % kWarp == 0) warp_partials[threadIdx.x / kWarp] = value;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < static_cast<int>(blockDim.x) / kWarp; ++w) total += warp_partials[w];
+  return total;
+}
+
 // The end of a matvec row: each token's lane partial sums reduced over the warp, lane 0 storing them.
 __device__ inline void store_token_sums(const float (&sums)[kMaxMatvecTokens], int n_tokens, int64_t n_rows, int64_t row,
                                         int lane, float* out) {
