@@ -157,6 +157,46 @@ TEST(BackendCuda, DecodeMatmulPastTheSharedMemoryLimitTakesTheFloatKernel) {
   expect_close(matmul(pair.cuda, weight, 0, x, n_tokens), matmul(pair.cpu, weight, 0, x, n_tokens), 1e-5, "matmul");
 }
 
+// A norm leaves its output also rounded to 8 bits; the matvecs that read it next take that copy (for every
+// block type, the gate/up expert launch too) and must give exactly what rounding the floats gives, and a
+// write to the buffer in between must retire the copy.
+TEST(BackendCuda, MatvecOnANormsRoundedOutputMatchesRoundingItsFloats) {
+  SKIP_WITHOUT_CUDA();
+  const int32_t n = 512, n_tokens = 3;
+  const auto x = random_floats(static_cast<size_t>(n_tokens * n), 12, 2.0f);
+  const auto other = random_floats(static_cast<size_t>(n_tokens * n), 13);
+  const HostWeight gain = f32_weight(random_floats(n, 14));
+  Backend cuda(*cuda_plugin().table);
+  const auto& t = cuda.table();
+  strata_weight* gain_weight = cuda.load(gain);
+  strata_buffer* input = cuda.upload(x);
+  strata_buffer* addend = cuda.upload(other);
+  strata_buffer* normed = cuda.alloc_floats(x.size());
+  const auto norm = [&] {
+    cuda.run("rms_norm", [&](strata_backend* b, strata_error* e) { return t.rms_norm(b, input, gain_weight, n_tokens, n, 1e-6f, normed, e); });
+  };
+  for (const uint32_t type_id : {kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S}) {
+    const HostWeight weight = make_weight(type_id, n, 40, 1, 30 + type_id);
+    strata_weight* loaded = cuda.load(weight);
+    strata_buffer* out = cuda.alloc_floats(static_cast<size_t>(n_tokens * 40));
+    const auto product = [&] {
+      cuda.run("matmul", [&](strata_backend* b, strata_error* e) { return t.matmul(b, loaded, 0, normed, n_tokens, nullptr, out, e); });
+      return cuda.read(out, static_cast<size_t>(n_tokens * 40));
+    };
+    norm();
+    const auto from_copy = product();
+    const auto floats = cuda.read(normed, x.size());
+    cuda.write(normed, floats);  // the same values, written from the host: the copy is retired
+    EXPECT_EQ(from_copy, product()) << "type " << type_id;
+    // A write through an op after the norm: the product must follow the new values.
+    norm();
+    cuda.run("add", [&](strata_backend* b, strata_error* e) { return t.add(b, normed, addend, n_tokens * n, normed, e); });
+    const auto after_add = product();
+    cuda.write(normed, cuda.read(normed, x.size()));
+    EXPECT_EQ(after_add, product()) << "type " << type_id << " after an add";
+  }
+}
+
 // One-hot activations pick single weights out of the product, so the CUDA decoders show: on the batched
 // path each weight exactly as the CPU dequantizer's float rounded to f16, on the decode path as that float
 // (float types exactly, block types through their 8-bit levels).

@@ -21,6 +21,26 @@ struct strata_buffer {
   strata::cuda::DeviceAllocation memory;
   size_t bytes = 0;
   void* base() const { return memory.get(); }
+
+  // The norms leave their output also rounded to 8 bits (strata_quant_type::cuda_matvec_q8's layout: a level
+  // for every float of the buffer, then one scale per 32 values), for the matvecs that read it next. Every
+  // op that writes the buffer bumps generation (backend_checks' non-const elements() calls note_write), so
+  // the rounded copy is current while rounded_generation == generation: ops run in call order on one
+  // stream, so the host's count says what the device will hold when a later op runs.
+  uint64_t generation = 0;
+  strata::cuda::DeviceAllocation rounded;
+  uint64_t rounded_generation = 0;
+  int64_t rounded_rows = 0, rounded_width = 0;
+
+  void note_write() { ++generation; }
+  size_t rounded_levels_bytes() const { return (bytes / sizeof(float) + 15) / 16 * 16; }
+  size_t rounded_bytes() const { return rounded_levels_bytes() + bytes / sizeof(float) / 32 * sizeof(float); }
+  bool has_rounded(int64_t rows, int64_t width) const {
+    return rounded.get() != nullptr && rounded_generation == generation && width == rounded_width &&
+           rows <= rounded_rows;
+  }
+  int8_t* rounded_levels() const { return rounded.as<int8_t>(); }
+  float* rounded_scales() const { return reinterpret_cast<float*>(rounded.as<std::byte>() + rounded_levels_bytes()); }
 };
 
 struct strata_weight {

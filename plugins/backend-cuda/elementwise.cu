@@ -45,10 +45,12 @@ struct Sigmoid {
 // One block per row: the sum of squares, then out = x * (1 / sqrt(mean + eps)) * gain. With kAdd, x first
 // becomes x + y (written back through x_sum, the same rows as x): the residual add before a norm. Rows of a
 // multiple of 4 values (kVector) are read 16 bytes at a time with several loads in flight per thread: a
-// decode step's norm is a single row, one block, so its loads are all there is to hide.
+// decode step's norm is a single row, one block, so its loads are all there is to hide. With levels (kVector
+// rows of a multiple of 32 values), out is also written rounded to 8 bits as the decode kernels round
+// (strata_quant_type::cuda_matvec_q8's layout): 8 consecutive threads hold a group of 32.
 template <bool kVector, bool kAdd>
 __global__ void rms_norm_kernel(const float* x, const float* y, float* x_sum, const float* gain, float* out, int width,
-                                float eps) {
+                                float eps, int8_t* levels, float* level_scales) {
   sdk::cuda::start_after_previous_kernel();
   __shared__ float warp_sums[kThreads / sdk::cuda::kWarp];
   const int64_t offset = blockIdx.x * int64_t{width};
@@ -79,10 +81,25 @@ __global__ void rms_norm_kernel(const float* x, const float* y, float* x_sum, co
   if constexpr (kVector) {
     const auto* quads = reinterpret_cast<const float4*>(row);
     const auto* gains = reinterpret_cast<const float4*>(gain);
+    const int n_quads = width / 4;
+    // Whole warps go round when rounding, for the shuffles of group_amax (width / 4 is a multiple of 8).
+    const int end = levels != nullptr ? (n_quads + sdk::cuda::kWarp - 1) / sdk::cuda::kWarp * sdk::cuda::kWarp : n_quads;
 #pragma unroll 4
-    for (int i = threadIdx.x; i < width / 4; i += blockDim.x) {
-      const float4 v = quads[i], g = gains[i];
-      reinterpret_cast<float4*>(result)[i] = make_float4(v.x * scale * g.x, v.y * scale * g.y, v.z * scale * g.z, v.w * scale * g.w);
+    for (int i = threadIdx.x; i < end; i += blockDim.x) {
+      const bool active = i < n_quads;
+      float4 normed = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (active) {
+        const float4 v = quads[i], g = gains[i];
+        normed = make_float4(v.x * scale * g.x, v.y * scale * g.y, v.z * scale * g.z, v.w * scale * g.w);
+        reinterpret_cast<float4*>(result)[i] = normed;
+      }
+      if (levels == nullptr) continue;
+      const float amax = sdk::cuda::group_amax<8>(
+          fmaxf(fmaxf(fabsf(normed.x), fabsf(normed.y)), fmaxf(fabsf(normed.z), fabsf(normed.w))));
+      if (!active) continue;
+      const float level_scale = amax / 127.0f;
+      reinterpret_cast<int32_t*>(levels + offset)[i] = sdk::cuda::q8_pack4(normed, level_scale);
+      if (i % 8 == 0) level_scales[blockIdx.x * int64_t{width / 32} + i / 8] = level_scale;
     }
   } else {
     for (int i = threadIdx.x; i < width; i += blockDim.x) result[i] = row[i] * scale * gain[i];
@@ -128,16 +145,29 @@ void apply_unary(strata_backend& backend, const float* x, float* out, int64_t n,
 
 namespace {
 
+// out = rms_norm(x [+ y]); a decode step's (up to kMaxMatvecTokens rows of a multiple of 32 values) also
+// rounded to 8 bits into out_buffer's rounded copy, for the matvecs that read it next.
 void launch_rms_norm(strata_backend& backend, const sdk::NormOperands& rows_of, const float* gain, int32_t rows,
-                     int32_t width, float eps) {
+                     int32_t width, float eps, strata_buffer& out_buffer) {
   if (rows == 0) return;
   const auto [x, x_sum, y, out] = rows_of;
   const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % alignof(float4) == 0; };
   const bool vector = width % 4 == 0 && aligned(x) && aligned(gain) && aligned(out) && (y == nullptr || aligned(y));
+  const bool round = vector && width % 32 == 0 && rows <= sdk::cuda::kMaxMatvecTokens;
+  if (round && out_buffer.rounded.get() == nullptr) {
+    out_buffer.rounded = backend.budget.allocate(out_buffer.rounded_bytes(), "an 8-bit copy of a buffer");
+  }
   const auto kernel = y == nullptr ? (vector ? rms_norm_kernel<true, false> : rms_norm_kernel<false, false>)
                                    : (vector ? rms_norm_kernel<true, true> : rms_norm_kernel<false, true>);
-  sdk::cuda::launch_after_previous(kernel, rows, kThreads, 0, backend.stream, x, y, x_sum, gain, out, width, eps);
+  sdk::cuda::launch_after_previous(kernel, rows, kThreads, 0, backend.stream, x, y, x_sum, gain, out, width, eps,
+                                   round ? out_buffer.rounded_levels() : nullptr,
+                                   round ? out_buffer.rounded_scales() : nullptr);
   check_launch("rms_norm");
+  if (round) {
+    out_buffer.rounded_generation = out_buffer.generation;
+    out_buffer.rounded_rows = rows;
+    out_buffer.rounded_width = width;
+  }
 }
 
 }  // namespace
@@ -145,13 +175,13 @@ void launch_rms_norm(strata_backend& backend, const sdk::NormOperands& rows_of, 
 void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weight* weight, int32_t rows,
               int32_t width, float eps, strata_buffer* out) {
   launch_rms_norm(deref(backend, "backend"), sdk::norm_operands(x, nullptr, rows, width, out),
-                  f32_vector(weight, width, "rms_norm weight"), rows, width, eps);
+                  f32_vector(weight, width, "rms_norm weight"), rows, width, eps, *out);
 }
 
 void add_rms_norm(strata_backend* backend, strata_buffer* x, const strata_buffer* y, const strata_weight* weight,
                   int32_t rows, int32_t width, float eps, strata_buffer* out) {
   launch_rms_norm(deref(backend, "backend"), sdk::norm_operands(x, y, rows, width, out),
-                  f32_vector(weight, width, "add_rms_norm weight"), rows, width, eps);
+                  f32_vector(weight, width, "add_rms_norm weight"), rows, width, eps, *out);
 }
 
 void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens,

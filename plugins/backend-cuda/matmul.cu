@@ -136,6 +136,28 @@ void multiply(strata_backend& backend, const strata_weight& weight, int64_t expe
   }
 }
 
+namespace {
+
+// The decode matvec on x's 8-bit copy, where the norm that wrote x left one and the type takes it; false
+// otherwise (a format without 8-bit kernels declines), and the float activations go in.
+bool multiply_rounded(strata_backend& backend, const strata_weight& weight, int32_t expert, const strata_buffer& x,
+                      int32_t n_tokens, float* out) {
+  if (n_tokens < 1 || n_tokens > kMaxMatvecTokens || weight.kernels.matvec_q8 == nullptr ||
+      !x.has_rounded(n_tokens, weight.ne0)) {
+    return false;
+  }
+  char message[512] = "";
+  strata_error error{message, sizeof message};
+  const strata_status status =
+      weight.kernels.matvec_q8(weight.matrix(expert), weight.ne0, weight.ne1, weight.row_bytes, x.rounded_levels(),
+                               x.rounded_scales(), n_tokens, out, backend.stream, &error);
+  if (status == STRATA_E_UNSUPPORTED) return false;
+  if (status != STRATA_OK) throw sdk::Failure(status, "matmul " + weight.name + ": " + message);
+  return true;
+}
+
+}  // namespace
+
 void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, const strata_buffer* x,
             int32_t n_tokens, const strata_weight* bias, strata_buffer* out) {
   auto& instance = deref(backend, "backend");
@@ -143,7 +165,9 @@ void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, con
   const sdk::MatmulOperands operands = sdk::matmul_operands(weight, expert, x, n_tokens, out);
   float* out_values = operands.out;
   const float* bias_values = bias != nullptr ? f32_vector(bias, weight.ne1, "matmul bias") : nullptr;
-  multiply(instance, weight, expert, operands.x, n_tokens, out_values);
+  if (!multiply_rounded(instance, weight, expert, *x, n_tokens, out_values)) {
+    multiply(instance, weight, expert, operands.x, n_tokens, out_values);
+  }
   if (bias_values == nullptr || n_tokens == 0) return;
   sdk::cuda::launch_after_previous(add_bias_kernel, blocks_for(n_tokens * weight.ne1, kThreads), kThreads, 0,
                                    instance.stream, out_values, bias_values, n_tokens, weight.ne1);

@@ -30,6 +30,7 @@ void buffer_write(strata_backend* backend, strata_buffer* buffer, size_t offset,
   auto& instance = deref(backend, "backend");
   sdk::check_buffer_range(deref(buffer, "buffer"), offset, bytes, "buffer_write");
   if (bytes == 0) return;
+  buffer->note_write();
   check(cudaMemcpyAsync(buffer->memory.as<std::byte>() + offset, &deref(static_cast<const std::byte*>(src), "src"),
                         bytes, cudaMemcpyHostToDevice, instance.stream),
         "buffer_write");

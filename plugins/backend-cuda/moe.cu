@@ -203,9 +203,11 @@ bool fits_expert_launches(const strata_weight& gate, const strata_weight& up, co
          down.kernels.expert_matvec != nullptr && gate.type == up.type;
 }
 
+// x_buffer's 8-bit copy goes to the gate/up launch where the norm that wrote it left one and the type's
+// plugin reads it (ABI 1.2: it has cuda_matvec_q8).
 void expert_launches(strata_backend& backend, const strata_weight& gate, const strata_weight& up,
-                     const strata_weight& down, const float* x, int32_t n_tokens, int32_t n_used, const int32_t* ids,
-                     const float* weights, float* out) {
+                     const strata_weight& down, const strata_buffer& x_buffer, const float* x, int32_t n_tokens,
+                     int32_t n_used, const int32_t* ids, const float* weights, float* out) {
   const int64_t n_slots = int64_t{n_tokens} * n_used;
   float* activations = backend.moe_floats.get<float>(backend.budget, backend.stream, static_cast<size_t>(n_slots * gate.ne1));
   strata_cuda_expert_matvec gate_up{sizeof(strata_cuda_expert_matvec),
@@ -222,7 +224,13 @@ void expert_launches(strata_backend& backend, const strata_weight& gate, const s
                                     ids,
                                     nullptr,
                                     x,
-                                    activations};
+                                    activations,
+                                    nullptr,
+                                    nullptr};
+  if (gate.kernels.matvec_q8 != nullptr && x_buffer.has_rounded(n_tokens, gate.ne0)) {
+    gate_up.x_levels = x_buffer.rounded_levels();
+    gate_up.x_scales = x_buffer.rounded_scales();
+  }
   check_call([&](strata_error* error) { return gate.kernels.expert_matvec(&gate_up, backend.stream, error); });
   strata_cuda_expert_matvec combine = gate_up;
   combine.mode = STRATA_EXPERT_MATVEC_WEIGHTED_SUM;
@@ -234,6 +242,8 @@ void expert_launches(strata_backend& backend, const strata_weight& gate, const s
   combine.expert_bytes = down.matrix_bytes();
   combine.slot_weights = weights;
   combine.x = activations;
+  combine.x_levels = nullptr;
+  combine.x_scales = nullptr;
   combine.out = out;
   check_call([&](strata_error* error) { return down.kernels.expert_matvec(&combine, backend.stream, error); });
 }
@@ -256,7 +266,7 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   float* out_values = operands.out;
   if (n_tokens == 0) return;
   if (fits_expert_launches(gate_weight, up_weight, down_weight, n_tokens)) {
-    expert_launches(instance, gate_weight, up_weight, down_weight, x_values, n_tokens, n_used, id_values,
+    expert_launches(instance, gate_weight, up_weight, down_weight, *x, x_values, n_tokens, n_used, id_values,
                     weight_values, out_values);
     return;
   }

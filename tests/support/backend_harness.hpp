@@ -84,10 +84,14 @@ class TestBackend {
   strata_buffer* alloc(size_t bytes);
   strata_buffer* alloc_floats(size_t n) { return alloc(n * sizeof(float)); }
   template <class T>
-  strata_buffer* upload(const std::vector<T>& values) {
-    strata_buffer* buffer = alloc(values.size() * sizeof(T));
+  void write(strata_buffer* buffer, const std::vector<T>& values) {
     EXPECT_EQ(table_.buffer_write(backend_, buffer, 0, values.data(), values.size() * sizeof(T), error()), STRATA_OK)
         << message_;
+  }
+  template <class T>
+  strata_buffer* upload(const std::vector<T>& values) {
+    strata_buffer* buffer = alloc(values.size() * sizeof(T));
+    write(buffer, values);
     return buffer;
   }
   template <class T = float>

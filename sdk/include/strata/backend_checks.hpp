@@ -35,15 +35,19 @@ T* buffer_elements(void* data, size_t bytes, int64_t count, const char* what) {
   return static_cast<T*>(data);
 }
 
-// The first count elements of a buffer as T, after checking that the buffer holds them.
+// The first count elements of a buffer as T, after checking that the buffer holds them. Taken through a
+// non-const pointer, the buffer is about to be written: a Buffer that keeps derived copies of its contents
+// (backend-cuda's 8-bit rows) hears of it through an optional note_write().
 template <class T, class Buffer>
 T* elements(Buffer* buffer, int64_t count, const char* what) {
   Buffer& checked = deref(buffer, what);
+  if constexpr (requires { checked.note_write(); }) checked.note_write();
   return buffer_elements<T>(checked.base(), checked.bytes, count, what);
 }
 template <class T, class Buffer>
 const T* elements(const Buffer* buffer, int64_t count, const char* what) {
-  return elements<T>(const_cast<Buffer*>(buffer), count, what);
+  const Buffer& checked = deref(buffer, what);
+  return buffer_elements<T>(checked.base(), checked.bytes, count, what);
 }
 template <class Buffer>
 float* floats(Buffer* buffer, int64_t count, const char* what) {

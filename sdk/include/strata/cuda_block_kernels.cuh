@@ -11,7 +11,10 @@
 // else the float kernels below; prompts take the grouped GEMM (cuda_gemm_kernel.cuh).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "strata/cuda_block_common.cuh"
@@ -193,6 +196,7 @@ strata_status launch_matvec(const void* weight, int64_t n, int64_t n_rows, size_
       const auto grid = static_cast<unsigned>((n_rows + kQ8Warps - 1) / kQ8Warps);
       launch_after_previous(matvec_q8_kernel<Decoder>, grid, kWarp * kQ8Warps, shared, cuda_stream,
                             static_cast<const uint8_t*>(weight), static_cast<int>(n), n_rows, row_bytes, x,
+                            static_cast<const int8_t*>(nullptr), static_cast<const float*>(nullptr),
                             static_cast<int>(n_tokens), out);
       return launch_status(error, "matvec launch");
     }
@@ -203,12 +207,39 @@ strata_status launch_matvec(const void* weight, int64_t n, int64_t n_rows, size_
   return launch_status(error, "matvec launch");
 }
 
+// cuda_matvec_q8: the activations come rounded; a Decoder without unpack32 declines (the caller then passes
+// float activations to the matvec above).
+template <class Decoder>
+strata_status launch_matvec_q8(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes, const int8_t* levels,
+                               const float* scales, int64_t n_tokens, float* out, void* stream, strata_error* error) {
+  if constexpr (!HasQ8Unpack<Decoder>) {
+    return fail(error, STRATA_E_UNSUPPORTED, "matvec_q8: this type has no 8-bit decode kernel");
+  } else {
+    if (n_tokens < 1 || n_tokens > kMaxMatvecTokens || n % Decoder::block_elements != 0 || levels == nullptr ||
+        scales == nullptr) {
+      return fail(error, STRATA_E_INVALID_ARGUMENT,
+                  "matvec_q8: " + std::to_string(n_tokens) + " tokens of " + std::to_string(n) +
+                      " rounded values (1 to 8 tokens of whole blocks of " + std::to_string(Decoder::block_elements) +
+                      ", levels and scales given)");
+    }
+    if (n_rows <= 0) return STRATA_OK;
+    if (const strata_status status = prepare<Decoder>(error); status != STRATA_OK) return status;
+    const auto grid = static_cast<unsigned>((n_rows + kQ8Warps - 1) / kQ8Warps);
+    launch_after_previous(matvec_q8_kernel<Decoder>, grid, kWarp * kQ8Warps, 0, static_cast<cudaStream_t>(stream),
+                          static_cast<const uint8_t*>(weight), static_cast<int>(n), n_rows, row_bytes,
+                          static_cast<const float*>(nullptr), levels, scales, static_cast<int>(n_tokens), out);
+    return launch_status(error, "matvec_q8 launch");
+  }
+}
+
 template <class Decoder>
 strata_status launch_expert_matvec(const strata_cuda_expert_matvec* args, void* stream, strata_error* error) {
-  if (args == nullptr || args->struct_size < sizeof(strata_cuda_expert_matvec)) {
+  if (args == nullptr || args->struct_size < offsetof(strata_cuda_expert_matvec, x_levels)) {
     return fail(error, STRATA_E_INVALID_ARGUMENT, "expert_matvec: missing or short arguments");
   }
-  const strata_cuda_expert_matvec& a = *args;
+  // Fields of a newer ABI than the caller's are absent (the rounded input of ABI 1.2).
+  strata_cuda_expert_matvec a{};
+  std::memcpy(&a, args, std::min<size_t>(args->struct_size, sizeof a));
   const bool swiglu = a.mode == STRATA_EXPERT_MATVEC_SWIGLU;
   if (!swiglu && a.mode != STRATA_EXPERT_MATVEC_WEIGHTED_SUM) {
     return fail(error, STRATA_E_INVALID_ARGUMENT, "expert_matvec: unknown mode " + std::to_string(a.mode));
@@ -225,7 +256,9 @@ strata_status launch_expert_matvec(const strata_cuda_expert_matvec* args, void* 
   auto* cuda_stream = static_cast<cudaStream_t>(stream);
   const auto grid_y = static_cast<unsigned>(swiglu ? a.n_slots : a.n_slots / a.slots_per_token);
   if constexpr (HasQ8Unpack<Decoder>) {
-    const size_t shared = q8_shared_bytes(swiglu ? 1 : a.slots_per_token, a.n);
+    const bool rounded = a.x_levels != nullptr && a.x_scales != nullptr;
+    if (!rounded) a.x_levels = nullptr;
+    const size_t shared = rounded ? 0 : q8_shared_bytes(swiglu ? 1 : a.slots_per_token, a.n);
     const auto kernel = swiglu ? expert_matvec_q8_kernel<Decoder, STRATA_EXPERT_MATVEC_SWIGLU>
                                : expert_matvec_q8_kernel<Decoder, STRATA_EXPERT_MATVEC_WEIGHTED_SUM>;
     if (fits_shared_memory(reinterpret_cast<const void*>(kernel), shared)) {
@@ -263,8 +296,8 @@ strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* st
 
 }  // namespace strata::sdk::cuda
 
-// Defines NAME_dequantize_f16, NAME_matvec, NAME_expert_matvec and NAME_grouped_gemm (strata/cuda_launchers.hpp)
-// from a Decoder.
+// Defines NAME_dequantize_f16, NAME_matvec, NAME_expert_matvec, NAME_grouped_gemm and NAME_matvec_q8
+// (strata/cuda_launchers.hpp) from a Decoder.
 #define STRATA_DEFINE_CUDA_LAUNCHERS(NAME, DECODER)                                                            \
   strata_status NAME##_dequantize_f16(const void* blocks, uint16_t* out, int64_t n_blocks, void* stream,       \
                                       strata_error* error) {                                                  \
@@ -280,4 +313,11 @@ strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* st
   }                                                                                                            \
   strata_status NAME##_grouped_gemm(const strata_cuda_grouped_gemm* args, void* stream, strata_error* error) {   \
     return ::strata::sdk::cuda::launch_grouped_gemm<DECODER>(args, stream, error);                            \
+  }                                                                                                            \
+  [[maybe_unused]] strata_status NAME##_matvec_q8(const void* weight, int64_t n, int64_t n_rows,              \
+                                                  size_t row_bytes, const int8_t* levels, const float* scales, \
+                                                  int64_t n_tokens, float* out, void* stream,                  \
+                                                  strata_error* error) {                                       \
+    return ::strata::sdk::cuda::launch_matvec_q8<DECODER>(weight, n, n_rows, row_bytes, levels, scales,        \
+                                                         n_tokens, out, stream, error);                       \
   }

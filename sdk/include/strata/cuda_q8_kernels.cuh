@@ -42,10 +42,12 @@ inline bool fits_shared_memory(const void* kernel, size_t dynamic_bytes) {
   return kernel_attributes(kernel).sharedSizeBytes + dynamic_bytes <= kQ8MaxSharedBytes;
 }
 
-// Rows of activations in shared memory: int8 levels, then one scale per 32 values of every row.
-struct SharedQ8 {
-  int8_t* levels;
-  float* scales;
+// Rows of activations rounded to 8 bits: int8 levels [rows][n], then one scale per 32 values [rows][n / 32].
+// In shared memory when a kernel rounds them itself, in global memory when they come rounded
+// (strata_quant_type::cuda_matvec_q8).
+struct Q8Rows {
+  const int8_t* levels;
+  const float* scales;
   int n;
   __device__ const int32_t* group(int row, int g) const {
     return reinterpret_cast<const int32_t*>(levels + static_cast<int64_t>(row) * n + g * kQ8Group);
@@ -53,13 +55,32 @@ struct SharedQ8 {
   __device__ float scale(int row, int g) const { return scales[row * (n / kQ8Group) + g]; }
 };
 
+// The rounding of 8 values sharing a scale (amax / 127 of their group of 32), as two words of 4 levels.
+__device__ inline int32_t q8_level(float value, float scale) {
+  return scale > 0.0f ? __float2int_rn(value / scale) & 0xff : 0;
+}
+__device__ inline int32_t q8_pack4(float4 v, float scale) {
+  return q8_level(v.x, scale) | (q8_level(v.y, scale) << 8) | (q8_level(v.z, scale) << 16) |
+         (q8_level(v.w, scale) << 24);
+}
+
+// The amax of a group of 32 values spread over 8 consecutive lanes (4 each) or 4 lanes (8 each): the
+// lanes of the group agree on it. Every lane of the warp must take part.
+template <int kLanesPerGroup>
+__device__ inline float group_amax(float amax) {
+#pragma unroll
+  for (int offset = 1; offset < kLanesPerGroup; offset *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  return amax;
+}
+
 // Rounds rows of n activations (row r at x + row_offset(r)) into shared memory and ends with a barrier.
 // Each thread takes 8 consecutive values and the 4 lanes of a group agree on its scale, so a block of 256
 // threads rounds 2048 values with one load each: the kernels wait for this before any weight is read.
 template <class RowOffset>
-__device__ inline SharedQ8 quantize_to_shared(const float* x, int rows, int n, RowOffset row_offset) {
+__device__ inline Q8Rows quantize_to_shared(const float* x, int rows, int n, RowOffset row_offset) {
   extern __shared__ __align__(16) unsigned char shared[];
-  const SharedQ8 q{reinterpret_cast<int8_t*>(shared), reinterpret_cast<float*>(shared + static_cast<int64_t>(rows) * n), n};
+  auto* levels = reinterpret_cast<int8_t*>(shared);
+  auto* scales = reinterpret_cast<float*>(shared + static_cast<int64_t>(rows) * n);
   const int eights_per_row = n / 8, items = rows * eights_per_row;
   const int rounded_items = (items + kWarp - 1) / kWarp * kWarp;  // whole warps, for the shuffles
   for (int item = threadIdx.x; item < rounded_items; item += blockDim.x) {
@@ -70,20 +91,23 @@ __device__ inline SharedQ8 quantize_to_shared(const float* x, int rows, int n, R
       const float4* values = reinterpret_cast<const float4*>(x + row_offset(row) + 8 * eight);
       a = values[0], b = values[1];
     }
-    float amax = fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
-                       fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const float amax = group_amax<4>(fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
+                                           fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w)))));
     if (!active) continue;
     const float scale = amax / 127.0f;
-    const auto level = [scale](float value) { return scale > 0.0f ? __float2int_rn(value / scale) & 0xff : 0; };
-    int32_t* out = reinterpret_cast<int32_t*>(q.levels + static_cast<int64_t>(row) * n + 8 * eight);
-    out[0] = level(a.x) | (level(a.y) << 8) | (level(a.z) << 16) | (level(a.w) << 24);
-    out[1] = level(b.x) | (level(b.y) << 8) | (level(b.z) << 16) | (level(b.w) << 24);
-    if (eight % 4 == 0) q.scales[row * (n / kQ8Group) + eight / 4] = scale;
+    int32_t* out = reinterpret_cast<int32_t*>(levels + static_cast<int64_t>(row) * n + 8 * eight);
+    out[0] = q8_pack4(a, scale);
+    out[1] = q8_pack4(b, scale);
+    if (eight % 4 == 0) scales[row * (n / kQ8Group) + eight / 4] = scale;
   }
   __syncthreads();
-  return q;
+  return {levels, scales, n};
+}
+
+// Rows that come rounded (global memory), first_row on; the barrier the decoder tables need.
+__device__ inline Q8Rows rounded_rows(const int8_t* levels, const float* scales, int first_row, int n) {
+  __syncthreads();
+  return {levels + static_cast<int64_t>(first_row) * n, scales + static_cast<int64_t>(first_row) * (n / kQ8Group), n};
 }
 
 template <class Decoder>
@@ -117,8 +141,8 @@ __device__ inline void unpack_group(const uint8_t* row, int g, int32_t levels[8]
 // The decode matvec (1 to 8 tokens): one warp per weight row, lane l taking groups l, l + 32, ...
 template <class Decoder>
 __global__ void __launch_bounds__(kWarp* kQ8Warps)
-    matvec_q8_kernel(const uint8_t* weight, int n, int64_t n_rows, size_t row_bytes, const float* x, int n_tokens,
-                     float* out) {
+    matvec_q8_kernel(const uint8_t* weight, int n, int64_t n_rows, size_t row_bytes, const float* x,
+                     const int8_t* x_levels, const float* x_scales, int n_tokens, float* out) {
   let_next_kernel_launch();
   const int lane = threadIdx.x % kWarp;
   const int64_t row = blockIdx.x * int64_t{kQ8Warps} + threadIdx.x / kWarp;
@@ -126,7 +150,8 @@ __global__ void __launch_bounds__(kWarp* kQ8Warps)
   if (row < n_rows) prefetch_lines(weight_row, row_bytes, lane, kWarp);
   load_decoder_tables<Decoder>();
   wait_for_previous_kernel();
-  const SharedQ8 q = quantize_to_shared(x, n_tokens, n, [n](int token) { return static_cast<int64_t>(token) * n; });
+  const Q8Rows q = x_levels != nullptr ? rounded_rows(x_levels, x_scales, 0, n)
+                                       : quantize_to_shared(x, n_tokens, n, [n](int token) { return static_cast<int64_t>(token) * n; });
   if (row >= n_rows) return;
   float sums[kMaxMatvecTokens] = {};
 #pragma unroll 2
@@ -152,8 +177,10 @@ __global__ void __launch_bounds__(kWarp* kQ8Warps) expert_matvec_q8_kernel(strat
   const int n = static_cast<int>(args.n), k = args.slots_per_token, groups = n / kQ8Group;
   const bool swiglu = kMode == STRATA_EXPERT_MATVEC_SWIGLU;
   const int first_row = swiglu ? static_cast<int>(blockIdx.y) / k : static_cast<int>(blockIdx.y) * k;
-  const SharedQ8 q = quantize_to_shared(args.x, swiglu ? 1 : k, n,
-                                        [&](int row) { return static_cast<int64_t>(first_row + row) * n; });
+  const Q8Rows q = args.x_levels != nullptr
+                       ? rounded_rows(args.x_levels, args.x_scales, first_row, n)
+                       : quantize_to_shared(args.x, swiglu ? 1 : k, n,
+                                            [&](int row) { return static_cast<int64_t>(first_row + row) * n; });
   const int lane = threadIdx.x % kWarp;
   const int64_t row = blockIdx.x * int64_t{kQ8Warps} + threadIdx.x / kWarp;
   if (row >= args.n_rows) return;

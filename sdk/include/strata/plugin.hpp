@@ -109,12 +109,18 @@ template <class Codec>
 concept HasCudaExpertKernels = HasCudaKernels<Codec> && requires { &Codec::cuda_expert_matvec; };
 template <class Codec>
 concept HasCudaGroupedGemm = HasCudaKernels<Codec> && requires { &Codec::cuda_grouped_gemm; };
+// And the matvec on activations rounded to 8 bits (ABI 1.2):
+//   static strata_status cuda_matvec_q8(const void*, int64_t, int64_t, size_t, const int8_t*, const float*,
+//                                       int64_t, float*, void*, strata_error*);
+template <class Codec>
+concept HasCudaMatvecQ8 = HasCudaKernels<Codec> && requires { &Codec::cuda_matvec_q8; };
 
 template <class Codec>
 constexpr strata_quant_type make_quant_type() {
   strata_quant_type type{sizeof(strata_quant_type), Codec::type_id,   Codec::name,
                          Codec::block_elements,      Codec::block_bytes, &QuantTypeAdapter<Codec>::dequantize,
-                         &QuantTypeAdapter<Codec>::quantize, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+                         &QuantTypeAdapter<Codec>::quantize, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                         nullptr};
   if constexpr (HasCpuDot<Codec>) {
     type.cpu_activation_type = Codec::cpu_activation_type;
     type.cpu_dot_rows = &Codec::cpu_dot_rows;
@@ -126,6 +132,7 @@ constexpr strata_quant_type make_quant_type() {
   }
   if constexpr (HasCudaExpertKernels<Codec>) type.cuda_expert_matvec = &Codec::cuda_expert_matvec;
   if constexpr (HasCudaGroupedGemm<Codec>) type.cuda_grouped_gemm = &Codec::cuda_grouped_gemm;
+  if constexpr (HasCudaMatvecQ8<Codec>) type.cuda_matvec_q8 = &Codec::cuda_matvec_q8;
   return type;
 }
 

@@ -40,6 +40,10 @@ typedef struct strata_cuda_expert_matvec {
   const float* slot_weights;    /* WEIGHTED_SUM: [n_slots]; otherwise NULL */
   const float* x;
   float* out;
+  /* ABI 1.2 (read where struct_size covers them): x already rounded to 8 bits as for cuda_matvec_q8, rows
+   * as x's, or NULL. A launcher of an older plugin ignores them and reads x, which stays set. */
+  const int8_t* x_levels;
+  const float* x_scales;
 } strata_cuda_expert_matvec;
 
 /* ABI 1.1: products for many tokens on the tensor cores, grouped by expert (a dense weight is one expert).
@@ -114,6 +118,14 @@ typedef struct strata_quant_type {
   /* ABI 1.1. Optional (NULL: a CUDA backend decodes weights to f16 and multiplies with its own GEMM). See
    * strata_cuda_grouped_gemm; the prompt path: weights are decoded once per tile of up to 64 tokens. */
   strata_status (*cuda_grouped_gemm)(const strata_cuda_grouped_gemm* args, void* stream, strata_error* error);
+  /* ABI 1.2. Optional (NULL: the backend passes float activations to cuda_matvec). cuda_matvec with the
+   * activations already rounded to 8 bits, as the decode kernels round them: row t is levels[t * n ..],
+   * n int8 values, with one float scale per 32 values at scales[t * n / 32 ..] (value = scale * level,
+   * scale = max |x| / 127 over the 32). The kernel producing the activations rounds them once, instead of
+   * every block of every matvec reading them. */
+  strata_status (*cuda_matvec_q8)(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes,
+                                  const int8_t* levels, const float* scales, int64_t n_tokens, float* out,
+                                  void* stream, strata_error* error);
 } strata_quant_type;
 
 typedef struct strata_quant_table {
