@@ -79,7 +79,7 @@ struct Iq3XxsDecoder {
 #pragma unroll
     for (int pair = 0; pair < 4; ++pair) {
       const uint32_t signs = shared_signs[(packed >> (7 * pair)) & 127];
-      levels[2 * pair] = signed_bytes(shared_xxs_grid[indices[2 * pair]], signs & 15u);
+      levels[2 * pair] = signed_bytes(shared_xxs_grid[indices[2 * pair]], signs);
       levels[2 * pair + 1] = signed_bytes(shared_xxs_grid[indices[2 * pair + 1]], signs >> 4);
     }
   }
@@ -115,8 +115,9 @@ struct Iq3SDecoder {
                                   sdk::cuda::load_u32_aligned2(block + 6 + 8 * group)};
 #pragma unroll
     for (int point = 0; point < 8; ++point) {
-      const uint32_t index = ((low_bits[point / 4] >> (8 * (point % 4))) & 0xffu) | (((high_bits >> point) & 1u) << 8);
-      levels[point] = signed_bytes(shared_s_grid[index], (signs >> (4 * point)) & 15u);
+      // Byte point % 4 of the low bits with bit point of high_bits above it: two instructions.
+      const uint32_t index = __byte_perm(low_bits[point / 4], 0, 0x4440 + point % 4) | ((high_bits << (8 - point)) & 0x100u);
+      levels[point] = signed_bytes(shared_s_grid[index], signs >> (4 * point));
     }
   }
 };

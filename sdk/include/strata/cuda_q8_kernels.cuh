@@ -28,7 +28,8 @@ concept HasQ8Unpack = Decoder::block_elements % 32 == 0 &&
                       };
 
 inline constexpr int kQ8Group = 32;
-inline constexpr int kQ8Warps = 8;  // one row per warp
+inline constexpr int kQ8Warps = 8;
+inline constexpr int kMaxRowsPerWarp = 4;
 inline constexpr size_t kQ8MaxSharedBytes = 48 * 1024;
 
 // Shared bytes for rows of n activations as int8 plus their scales.
@@ -42,9 +43,8 @@ inline bool fits_shared_memory(const void* kernel, size_t dynamic_bytes) {
   return kernel_attributes(kernel).sharedSizeBytes + dynamic_bytes <= kQ8MaxSharedBytes;
 }
 
-// Rows of activations rounded to 8 bits: int8 levels [rows][n], then one scale per 32 values [rows][n / 32].
-// In shared memory when a kernel rounds them itself, in global memory when they come rounded
-// (strata_quant_type::cuda_matvec_q8).
+// Rows of activations rounded to 8 bits in shared memory: int8 levels [rows][n], then one scale per 32
+// values [rows][n / 32].
 struct Q8Rows {
   const int8_t* levels;
   const float* scales;
@@ -73,14 +73,27 @@ __device__ inline float group_amax(float amax) {
   return amax;
 }
 
-// Rounds rows of n activations (row r at x + row_offset(r)) into shared memory and ends with a barrier.
-// Each thread takes 8 consecutive values and the 4 lanes of a group agree on its scale, so a block of 256
-// threads rounds 2048 values with one load each: the kernels wait for this before any weight is read.
-template <class RowOffset>
-__device__ inline Q8Rows quantize_to_shared(const float* x, int rows, int n, RowOffset row_offset) {
+// Activation rows first_row .. first_row + rows - 1 of n values as 8-bit rows in shared memory, ending with
+// a barrier (which the decoder tables need too). Rounded here from the floats x, where each thread takes 8
+// consecutive values and the 4 lanes of a group agree on its scale (a block of 256 threads rounds 2048
+// values with one load each); or copied, 16 bytes per thread, where they come rounded (levels and scales,
+// e.g. a norm's output: strata_quant_type::cuda_matvec_q8). Reading shared memory alone afterwards keeps
+// the kernels' activation loads short: a pointer that may be global costs registers and generic loads.
+__device__ inline Q8Rows activations_to_shared(const float* x, const int8_t* x_levels, const float* x_scales,
+                                               int first_row, int rows, int n) {
   extern __shared__ __align__(16) unsigned char shared[];
   auto* levels = reinterpret_cast<int8_t*>(shared);
   auto* scales = reinterpret_cast<float*>(shared + static_cast<int64_t>(rows) * n);
+  const int groups_per_row = n / kQ8Group;
+  if (x_levels != nullptr) {
+    const auto* from = reinterpret_cast<const int4*>(x_levels + static_cast<int64_t>(first_row) * n);
+    for (int i = threadIdx.x; i < rows * n / 16; i += blockDim.x) reinterpret_cast<int4*>(levels)[i] = from[i];
+    for (int i = threadIdx.x; i < rows * groups_per_row; i += blockDim.x) {
+      scales[i] = x_scales[static_cast<int64_t>(first_row) * groups_per_row + i];
+    }
+    __syncthreads();
+    return {levels, scales, n};
+  }
   const int eights_per_row = n / 8, items = rows * eights_per_row;
   const int rounded_items = (items + kWarp - 1) / kWarp * kWarp;  // whole warps, for the shuffles
   for (int item = threadIdx.x; item < rounded_items; item += blockDim.x) {
@@ -88,7 +101,7 @@ __device__ inline Q8Rows quantize_to_shared(const float* x, int rows, int n, Row
     const int row = active ? item / eights_per_row : 0, eight = item - row * eights_per_row;
     float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a;
     if (active) {
-      const float4* values = reinterpret_cast<const float4*>(x + row_offset(row) + 8 * eight);
+      const float4* values = reinterpret_cast<const float4*>(x + static_cast<int64_t>(first_row + row) * n + 8 * eight);
       a = values[0], b = values[1];
     }
     const float amax = group_amax<4>(fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
@@ -98,16 +111,10 @@ __device__ inline Q8Rows quantize_to_shared(const float* x, int rows, int n, Row
     int32_t* out = reinterpret_cast<int32_t*>(levels + static_cast<int64_t>(row) * n + 8 * eight);
     out[0] = q8_pack4(a, scale);
     out[1] = q8_pack4(b, scale);
-    if (eight % 4 == 0) scales[row * (n / kQ8Group) + eight / 4] = scale;
+    if (eight % 4 == 0) scales[row * groups_per_row + eight / 4] = scale;
   }
   __syncthreads();
   return {levels, scales, n};
-}
-
-// Rows that come rounded (global memory), first_row on; the barrier the decoder tables need.
-__device__ inline Q8Rows rounded_rows(const int8_t* levels, const float* scales, int first_row, int n) {
-  __syncthreads();
-  return {levels + static_cast<int64_t>(first_row) * n, scales + static_cast<int64_t>(first_row) * (n / kQ8Group), n};
 }
 
 template <class Decoder>
@@ -138,94 +145,120 @@ __device__ inline void unpack_group(const uint8_t* row, int g, int32_t levels[8]
   Decoder::unpack32(row + g / kGroupsPerBlock * Decoder::block_bytes, g % kGroupsPerBlock, levels, d, m);
 }
 
-// The decode matvec (1 to 8 tokens): one warp per weight row, lane l taking groups l, l + 32, ...
-template <class Decoder>
-__global__ void __launch_bounds__(kWarp* kQ8Warps)
+// The decode matvec (1 to 8 tokens): kRows consecutive weight rows per warp (n_rows a multiple of kRows), lane l taking groups l, l + 32,
+// ... of each. With one row per warp a lane of a 2048-value row has 2 groups, too few loads in flight to hide
+// their latency; the groups of several rows are independent loads. Each row count has its own register
+// budget (kMinBlocks) so that the grid stays within one wave of resident blocks: see q8_rows_per_warp().
+template <class Decoder, int kRows>
+__global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 3 : kRows == 2 ? 2 : 1)
     matvec_q8_kernel(const uint8_t* weight, int n, int64_t n_rows, size_t row_bytes, const float* x,
                      const int8_t* x_levels, const float* x_scales, int n_tokens, float* out) {
+  constexpr int kTokens = kMaxMatvecTokens / kRows;  // the launcher passes at most this many
   let_next_kernel_launch();
   const int lane = threadIdx.x % kWarp;
-  const int64_t row = blockIdx.x * int64_t{kQ8Warps} + threadIdx.x / kWarp;
-  const uint8_t* weight_row = weight + row * row_bytes;
-  if (row < n_rows) prefetch_lines(weight_row, row_bytes, lane, kWarp);
+  const int64_t first_row = (blockIdx.x * int64_t{kQ8Warps} + threadIdx.x / kWarp) * kRows;
+  if (first_row < n_rows) prefetch_lines(weight + first_row * row_bytes, kRows * row_bytes, lane, kWarp);
   load_decoder_tables<Decoder>();
   wait_for_previous_kernel();
-  const Q8Rows q = x_levels != nullptr ? rounded_rows(x_levels, x_scales, 0, n)
-                                       : quantize_to_shared(x, n_tokens, n, [n](int token) { return static_cast<int64_t>(token) * n; });
-  if (row >= n_rows) return;
-  float sums[kMaxMatvecTokens] = {};
+  const Q8Rows q = activations_to_shared(x, x_levels, x_scales, 0, n_tokens, n);
+  if (first_row >= n_rows) return;
+  float sums[kRows][kTokens] = {};
 #pragma unroll 2
   for (int g = lane; g < n / kQ8Group; g += kWarp) {
-    int32_t levels[8];
-    float d[2], m = 0.0f;
-    unpack_group<Decoder>(weight_row, g, levels, d, m);
 #pragma unroll
-    for (int t = 0; t < kMaxMatvecTokens; ++t) {
-      if (t < n_tokens) sums[t] += q.scale(t, g) * group_dot<Decoder>(levels, d, m, q.group(t, g));
+    for (int r = 0; r < kRows; ++r) {
+      int32_t levels[8];
+      float d[2], m = 0.0f;
+      unpack_group<Decoder>(weight + (first_row + r) * row_bytes, g, levels, d, m);
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        if (t < n_tokens) sums[r][t] += q.scale(t, g) * group_dot<Decoder>(levels, d, m, q.group(t, g));
+      }
     }
   }
-  store_token_sums(sums, n_tokens, n_rows, row, lane, out);
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) store_token_sums(sums[r], n_tokens, n_rows, first_row + r, lane, out);
 }
 
-// strata_cuda_expert_matvec with 8-bit activations, one warp per output row; blockIdx.y is the slot
-// (SWIGLU: its token's activations are rounded) or the token (WEIGHTED_SUM: its k slots' rows are).
-template <class Decoder, int kMode>
-__global__ void __launch_bounds__(kWarp* kQ8Warps) expert_matvec_q8_kernel(strata_cuda_expert_matvec args) {
+// The result of a slot's or token's rows where an expert id is out of range: NaN, which the caller sees.
+__device__ inline float expert_result(bool bad_id, float value) { return bad_id ? __int_as_float(0x7fc00000) : value; }
+
+// strata_cuda_expert_matvec SWIGLU with 8-bit activations: blockIdx.y is the slot (its token's activations
+// are rounded), kRows consecutive rows of its expert's gate and up matrices per warp (n_rows a multiple of
+// kRows).
+template <class Decoder, int kRows>
+__global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 4 : 3) expert_swiglu_q8_kernel(strata_cuda_expert_matvec args) {
+  let_next_kernel_launch();
+  load_decoder_tables<Decoder>();
+  wait_for_previous_kernel();
+  const int n = static_cast<int>(args.n), token = static_cast<int>(blockIdx.y) / args.slots_per_token;
+  const Q8Rows q = activations_to_shared(args.x, args.x_levels, args.x_scales, token, 1, n);
+  const int lane = threadIdx.x % kWarp;
+  const int64_t first_row = (blockIdx.x * int64_t{kQ8Warps} + threadIdx.x / kWarp) * kRows;
+  if (first_row >= args.n_rows) return;
+  const int expert = args.expert_ids[blockIdx.y];
+  const bool bad_id = expert < 0 || expert >= args.n_experts;
+  // A bad id reads expert 0 instead (the loop stays unconditional) and its results become NaN.
+  const size_t offset = static_cast<size_t>(bad_id ? 0 : expert) * args.expert_bytes +
+                        static_cast<size_t>(first_row) * args.row_bytes;
+  const auto* gate_rows = static_cast<const uint8_t*>(args.weight) + offset;
+  const auto* up_rows = static_cast<const uint8_t*>(args.weight2) + offset;
+  float gate[kRows] = {}, up[kRows] = {};
+  // Not unrolled further: kRows rows of two matrices are enough groups in flight, and more spill registers.
+  for (int g = lane; g < n / kQ8Group; g += kWarp) {
+    const float scale = q.scale(0, g);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const size_t row_offset = static_cast<size_t>(r) * args.row_bytes;
+      int32_t gate_levels[8], up_levels[8];
+      float gate_d[2], up_d[2], gate_m = 0.0f, up_m = 0.0f;
+      unpack_group<Decoder>(gate_rows + row_offset, g, gate_levels, gate_d, gate_m);
+      unpack_group<Decoder>(up_rows + row_offset, g, up_levels, up_d, up_m);
+      gate[r] += scale * group_dot<Decoder>(gate_levels, gate_d, gate_m, q.group(0, g));
+      up[r] += scale * group_dot<Decoder>(up_levels, up_d, up_m, q.group(0, g));
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const float g = warp_sum(gate[r]), u = warp_sum(up[r]);
+    if (lane == 0) {
+      args.out[static_cast<int64_t>(blockIdx.y) * args.n_rows + first_row + r] = expert_result(bad_id, g / (1.0f + expf(-g)) * u);
+    }
+  }
+}
+
+// strata_cuda_expert_matvec WEIGHTED_SUM with 8-bit activations: blockIdx.y is the token (its k slots' rows
+// are rounded), one output row per warp; a lane's groups run over all k experts, enough in flight already.
+template <class Decoder>
+__global__ void __launch_bounds__(kWarp* kQ8Warps) expert_weighted_sum_q8_kernel(strata_cuda_expert_matvec args) {
   let_next_kernel_launch();
   load_decoder_tables<Decoder>();
   wait_for_previous_kernel();
   const int n = static_cast<int>(args.n), k = args.slots_per_token, groups = n / kQ8Group;
-  const bool swiglu = kMode == STRATA_EXPERT_MATVEC_SWIGLU;
-  const int first_row = swiglu ? static_cast<int>(blockIdx.y) / k : static_cast<int>(blockIdx.y) * k;
-  const Q8Rows q = args.x_levels != nullptr
-                       ? rounded_rows(args.x_levels, args.x_scales, first_row, n)
-                       : quantize_to_shared(args.x, swiglu ? 1 : k, n,
-                                            [&](int row) { return static_cast<int64_t>(first_row + row) * n; });
+  const int first_slot = static_cast<int>(blockIdx.y) * k;
+  const Q8Rows q = activations_to_shared(args.x, args.x_levels, args.x_scales, first_slot, k, n);
   const int lane = threadIdx.x % kWarp;
   const int64_t row = blockIdx.x * int64_t{kQ8Warps} + threadIdx.x / kWarp;
   if (row >= args.n_rows) return;
-  const size_t row_offset = static_cast<size_t>(row) * args.row_bytes;
-  const auto* weight = static_cast<const uint8_t*>(args.weight);
-  const auto valid = [&](int expert) { return expert >= 0 && expert < args.n_experts; };
-  float result = 0.0f;
+  const auto* weight = static_cast<const uint8_t*>(args.weight) + static_cast<size_t>(row) * args.row_bytes;
+  const int32_t* ids = args.expert_ids + first_slot;
   bool bad_id = false;
-  if constexpr (kMode == STRATA_EXPERT_MATVEC_SWIGLU) {
-    const int expert = args.expert_ids[blockIdx.y];
-    bad_id = !valid(expert);
-    if (!bad_id) {
-      const size_t offset = static_cast<size_t>(expert) * args.expert_bytes + row_offset;
-      const uint8_t* gate_row = weight + offset;
-      const uint8_t* up_row = static_cast<const uint8_t*>(args.weight2) + offset;
-      float gate = 0.0f, up = 0.0f;
+  for (int j = 0; j < k; ++j) bad_id = bad_id || ids[j] < 0 || ids[j] >= args.n_experts;
+  float result = 0.0f;
+  if (!bad_id) {
+    // Unrolled by 2, not more: with 6 groups per lane (8 experts of 768 values) a deeper unroll measured
+    // slower on the H200 (its remainder runs alone).
 #pragma unroll 2
-      for (int g = lane; g < groups; g += kWarp) {
-        int32_t gate_levels[8], up_levels[8];
-        float gate_d[2], up_d[2], gate_m = 0.0f, up_m = 0.0f;
-        unpack_group<Decoder>(gate_row, g, gate_levels, gate_d, gate_m);
-        unpack_group<Decoder>(up_row, g, up_levels, up_d, up_m);
-        const float scale = q.scale(0, g);
-        gate += scale * group_dot<Decoder>(gate_levels, gate_d, gate_m, q.group(0, g));
-        up += scale * group_dot<Decoder>(up_levels, up_d, up_m, q.group(0, g));
-      }
-      gate = warp_sum(gate), up = warp_sum(up);
-      result = gate / (1.0f + expf(-gate)) * up;
-    }
-  } else {
-    const int32_t* ids = args.expert_ids + blockIdx.y * k;
-    for (int j = 0; j < k; ++j) bad_id = bad_id || !valid(ids[j]);
-    if (!bad_id) {
-#pragma unroll 4
-      for (int flat = lane; flat < k * groups; flat += kWarp) {
-        const int j = flat / groups, g = flat - j * groups;
-        int32_t levels[8];
-        float d[2], m = 0.0f;
-        unpack_group<Decoder>(weight + static_cast<size_t>(ids[j]) * args.expert_bytes + row_offset, g, levels, d, m);
-        result += args.slot_weights[blockIdx.y * k + j] * q.scale(j, g) * group_dot<Decoder>(levels, d, m, q.group(j, g));
-      }
-      result = warp_sum(result);
+    for (int flat = lane; flat < k * groups; flat += kWarp) {
+      const int j = flat / groups, g = flat - j * groups;
+      int32_t levels[8];
+      float d[2], m = 0.0f;
+      unpack_group<Decoder>(weight + static_cast<size_t>(ids[j]) * args.expert_bytes, g, levels, d, m);
+      result += args.slot_weights[first_slot + j] * q.scale(j, g) * group_dot<Decoder>(levels, d, m, q.group(j, g));
     }
   }
-  if (lane == 0) args.out[static_cast<int64_t>(blockIdx.y) * args.n_rows + row] = bad_id ? __int_as_float(0x7fc00000) : result;
+  result = warp_sum(result);
+  if (lane == 0) args.out[static_cast<int64_t>(blockIdx.y) * args.n_rows + row] = expert_result(bad_id, result);
 }
 
 }  // namespace strata::sdk::cuda

@@ -122,7 +122,8 @@ typedef struct strata_quant_type {
    * activations already rounded to 8 bits, as the decode kernels round them: row t is levels[t * n ..],
    * n int8 values, with one float scale per 32 values at scales[t * n / 32 ..] (value = scale * level,
    * scale = max |x| / 127 over the 32). The kernel producing the activations rounds them once, instead of
-   * every block of every matvec reading them. */
+   * every block of every matvec reading them. STRATA_E_UNSUPPORTED declines a call (say, rows longer than
+   * the kernel holds); the backend then passes the floats to cuda_matvec. */
   strata_status (*cuda_matvec_q8)(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes,
                                   const int8_t* levels, const float* scales, int64_t n_tokens, float* out,
                                   void* stream, strata_error* error);
