@@ -8,11 +8,11 @@
 #include <string>
 #include <tuple>
 
+#include "attention_common.cuh"
 #include "backend_objects.hpp"
 #include "cuda_status.hpp"
 #include "ops.hpp"
-#include "rope.cuh"
-#include "strata/cuda_block_kernels.cuh"
+#include "strata/cuda_launch.cuh"
 
 struct strata_kv_cache {
   strata_kv_config config;
@@ -25,74 +25,13 @@ namespace {
 
 using sdk::cuda::kWarp;
 
-constexpr int kInt8GroupSize = 16;
 constexpr int kAttentionWarps = 4;
 constexpr int kMaxValuesPerLane = 8;  // head_dim up to 256
-
-// Where one KV tensor (keys or values) lives; half_rows or (levels, scales) by the cache type.
-struct KvView {
-  __half* halves;
-  int8_t* levels;
-  float* scales;
-  int head_dim, groups_per_row;
-
-  __device__ float load(size_t row, int i) const {
-    if (halves != nullptr) return __half2float(halves[row * head_dim + i]);
-    return static_cast<float>(levels[row * head_dim + i]) * scales[row * groups_per_row + i / kInt8GroupSize];
-  }
-  // dot(row, x) over head_dim values; f16 rows of whole 8-value chunks are read 16 bytes at a time.
-  __device__ float dot(size_t row, const float* x) const {
-    float sum = 0.0f;
-    if (halves != nullptr && head_dim % 8 == 0) {
-      const uint4* chunks = reinterpret_cast<const uint4*>(halves + row * head_dim);
-#pragma unroll 8  // loads in flight together: a score is 16 of them for head_dim 128
-      for (int c = 0; c < head_dim / 8; ++c) {
-        const uint4 bits = chunks[c];
-        const __half2* pairs = reinterpret_cast<const __half2*>(&bits);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float2 pair = __half22float2(pairs[i]);
-          sum += pair.x * x[8 * c + 2 * i] + pair.y * x[8 * c + 2 * i + 1];
-        }
-      }
-      return sum;
-    }
-    for (int i = 0; i < head_dim; ++i) sum += load(row, i) * x[i];
-    return sum;
-  }
-};
 
 KvView view(const strata_kv_cache& cache, const DeviceAllocation& data, const DeviceAllocation& scales) {
   const bool is_int8 = cache.config.kv_type == STRATA_KV_INT8;
   return {is_int8 ? nullptr : data.as<__half>(), is_int8 ? data.as<int8_t>() : nullptr, scales.as<float>(),
           cache.config.head_dim, cache.groups_per_row};
-}
-
-// How q and k heads are prepared before use (strata_qk_prepare): RMS norm with a gain where one is given,
-// then the NEOX rotation of the first 2 * half values (half == 0: none).
-struct HeadPrep {
-  const float* q_gain;
-  const float* k_gain;
-  float eps;
-  int half;
-  float theta_scale;
-};
-
-// A head of head_dim values in shared memory, prepared in place by the whole block (kAttentionWarps warps)
-// as the rms_norm and rope_neox kernels (elementwise.cu) would: the same angles and products, the sum of
-// squares taken in another order, so fused and separate ops agree within rounding.
-__device__ void prepare_head(float* head, int head_dim, const float* gain, float eps, int half, float theta_scale,
-                             int position) {
-  __shared__ float warp_sums[kAttentionWarps];
-  if (gain != nullptr) {
-    float sum = 0.0f;
-    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) sum += head[i] * head[i];
-    const float scale = 1.0f / sqrtf(sdk::cuda::block_sum(sum, warp_sums) / static_cast<float>(head_dim) + eps);
-    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) head[i] = head[i] * scale * gain[i];
-    __syncthreads();
-  }
-  rotate_head(head, half, position, theta_scale);
-  __syncthreads();
 }
 
 // Writes one cache row from shared memory, the block's threads taking a value (f16) or a group of 16 (int8).
@@ -118,7 +57,7 @@ __device__ void store_token(const KvView& keys, const KvView& values, const floa
   const int head_dim = keys.head_dim;
   for (int i = threadIdx.x; i < head_dim; i += blockDim.x) staging[i] = k[offset + i];
   __syncthreads();
-  prepare_head(staging, head_dim, prep.k_gain, prep.eps, prep.half, prep.theta_scale, position);
+  prepare_head(staging, head_dim, prep.k_gain, prep.eps, prep.half, prep.theta_scale, position, BlockTeam<kAttentionWarps>{});
   store_row(keys, row, staging);
   __syncthreads();
   for (int i = threadIdx.x; i < head_dim; i += blockDim.x) staging[i] = v[offset + i];
@@ -170,7 +109,8 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
   const float* q_row = q + (int64_t{token} * n_head + head) * head_dim;
   for (int i = threadIdx.x; i < head_dim; i += blockDim.x) query[i] = q_row[i];
   __syncthreads();
-  prepare_head(query, head_dim, prep.q_gain, prep.eps, prep.half, prep.theta_scale, positions[token]);
+  prepare_head(query, head_dim, prep.q_gain, prep.eps, prep.half, prep.theta_scale, positions[token],
+               BlockTeam<kAttentionWarps>{});
   for (int i = threadIdx.x; i < head_dim; i += blockDim.x) query[i] *= scale;
   __syncthreads();
 
@@ -258,7 +198,9 @@ void kv_free(strata_backend* backend, strata_kv_cache* cache) {
 
 namespace {
 
-// Store and attend: one kernel for a single token (the decode step), else a store kernel first.
+// Store and attend: one kernel for a single token (the decode step), else a store kernel first, then the
+// tiled prompt kernel for steps of kPromptAttentionMinTokens or more where it takes the shape, else the
+// per-token kernel.
 void launch_attention(strata_backend& instance, strata_kv_cache& kv, const strata_attention_params& p,
                       const sdk::AttentionOperands& operands, const HeadPrep& prep) {
   const int64_t n_tokens = p.n_tokens;
@@ -271,6 +213,12 @@ void launch_attention(strata_backend& instance, strata_kv_cache& kv, const strat
                                      0, instance.stream, keys, values, operands.k, operands.v, prep, positions, p.layer,
                                      p.n_head_kv, kv.config.n_ctx);
     check_launch("kv store");
+    if (n_tokens >= kPromptAttentionMinTokens &&
+        launch_prompt_attention(instance.stream, keys, values, operands.q, prep, positions, operands.out,
+                                static_cast<int>(n_tokens), p.layer, p.n_head, p.n_head_kv, kv.config.n_ctx, p.scale)) {
+      check_launch("prompt attention");
+      return;
+    }
   }
   sdk::cuda::launch_after_previous(attention_kernel, static_cast<unsigned>(n_tokens * p.n_head),
                                    kWarp * kAttentionWarps, 0, instance.stream, keys, values, operands.q, operands.k,

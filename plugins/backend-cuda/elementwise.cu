@@ -111,7 +111,8 @@ __global__ void rope_neox_kernel(float* x, const int32_t* positions, int n_heads
                                  float theta_scale) {
   sdk::cuda::start_after_previous_kernel();
   const int token = blockIdx.x / n_heads, head = blockIdx.x % n_heads;
-  rotate_head(x + (int64_t{token} * n_heads + head) * head_dim, half, positions[token], theta_scale);
+  rotate_head(x + (int64_t{token} * n_heads + head) * head_dim, half, positions[token], theta_scale, threadIdx.x,
+              blockDim.x);
 }
 
 __global__ void scale_rows_kernel(float* x, const float* scale, int64_t n, int width) {

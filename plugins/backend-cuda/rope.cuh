@@ -11,9 +11,10 @@ __device__ inline float2 rope_cos_sin(int position, float theta_scale, int i) {
   return make_float2(cosf(theta), sinf(theta));
 }
 
-// Rotates the pairs (i, i + half) of one head, i < half, the block's threads taking a pair each.
-__device__ inline void rotate_head(float* head, int half, int position, float theta_scale) {
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+// Rotates the pairs (i, i + half) of one head, i < half, the threads thread, thread + threads, ... of a
+// team (a block or a warp) taking a pair each.
+__device__ inline void rotate_head(float* head, int half, int position, float theta_scale, int thread, int threads) {
+  for (int i = thread; i < half; i += threads) {
     const float2 angle = rope_cos_sin(position, theta_scale, i);
     const float x0 = head[i], x1 = head[i + half];
     head[i] = x0 * angle.x - x1 * angle.y;

@@ -1,0 +1,123 @@
+// What the per-token attention kernels (attention.cu) and the prompt attention kernel (prompt_attention.cu)
+// share: the view of one KV tensor of the cache and the preparation of q and k heads.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "rope.cuh"
+#include "strata/cuda_block_kernels.cuh"
+
+namespace strata::cuda {
+
+inline constexpr int kInt8GroupSize = 16;
+
+// Where one KV tensor (keys or values) lives; half_rows or (levels, scales) by the cache type.
+struct KvView {
+  __half* halves;
+  int8_t* levels;
+  float* scales;
+  int head_dim, groups_per_row;
+
+  __device__ float load(size_t row, int i) const {
+    if (halves != nullptr) return __half2float(halves[row * head_dim + i]);
+    return static_cast<float>(levels[row * head_dim + i]) * scales[row * groups_per_row + i / kInt8GroupSize];
+  }
+  // dot(row, x) over head_dim values; f16 rows of whole 8-value chunks are read 16 bytes at a time.
+  __device__ float dot(size_t row, const float* x) const {
+    float sum = 0.0f;
+    if (halves != nullptr && head_dim % 8 == 0) {
+      const uint4* chunks = reinterpret_cast<const uint4*>(halves + row * head_dim);
+#pragma unroll 8  // loads in flight together: a score is 16 of them for head_dim 128
+      for (int c = 0; c < head_dim / 8; ++c) {
+        const uint4 bits = chunks[c];
+        const __half2* pairs = reinterpret_cast<const __half2*>(&bits);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 pair = __half22float2(pairs[i]);
+          sum += pair.x * x[8 * c + 2 * i] + pair.y * x[8 * c + 2 * i + 1];
+        }
+      }
+      return sum;
+    }
+    for (int i = 0; i < head_dim; ++i) sum += load(row, i) * x[i];
+    return sum;
+  }
+  // Values i..i + 7 of a row as f16 (i a multiple of 8, head_dim too): int8 levels times their group's
+  // scale (as load), rounded to f16.
+  __device__ uint4 halves8(size_t row, int i) const {
+    if (halves != nullptr) return *reinterpret_cast<const uint4*>(halves + row * head_dim + i);
+    const uint2 packed = *reinterpret_cast<const uint2*>(levels + row * head_dim + i);
+    const auto* eight = reinterpret_cast<const int8_t*>(&packed);
+    const float scale = scales[row * groups_per_row + i / kInt8GroupSize];
+    uint4 result;
+    auto* pairs = reinterpret_cast<__half2*>(&result);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      pairs[k] = __floats2half2_rn(static_cast<float>(eight[2 * k]) * scale, static_cast<float>(eight[2 * k + 1]) * scale);
+    }
+    return result;
+  }
+};
+
+// How q and k heads are prepared before use (strata_qk_prepare): RMS norm with a gain where one is given,
+// then the NEOX rotation of the first 2 * half values (half == 0: none).
+struct HeadPrep {
+  const float* q_gain;
+  const float* k_gain;
+  float eps;
+  int half;
+  float theta_scale;
+};
+
+// The threads that prepare a head together: the whole block (the per-token kernels, a head per block) or
+// one warp (the prompt kernel, whose warps prepare rows of their own).
+template <int kWarps>
+struct BlockTeam {
+  __device__ int thread() const { return threadIdx.x; }
+  __device__ int threads() const { return blockDim.x; }
+  __device__ float sum(float value) const {
+    __shared__ float warp_partials[kWarps];  // reusable after the caller's next barrier
+    return sdk::cuda::block_sum(value, warp_partials);
+  }
+  __device__ void sync() const { __syncthreads(); }
+};
+
+struct WarpTeam {
+  __device__ int thread() const { return threadIdx.x % sdk::cuda::kWarp; }
+  __device__ int threads() const { return sdk::cuda::kWarp; }
+  __device__ float sum(float value) const { return sdk::cuda::warp_sum(value); }
+  __device__ void sync() const { __syncwarp(); }
+};
+
+// A head of head_dim values in shared memory, prepared in place by a team as the rms_norm and rope_neox
+// kernels (elementwise.cu) would: the same angles and products, the sum of squares taken in another order,
+// so fused and separate ops agree within rounding.
+template <class Team>
+__device__ void prepare_head(float* head, int head_dim, const float* gain, float eps, int half, float theta_scale,
+                             int position, const Team& team) {
+  if (gain != nullptr) {
+    float sum = 0.0f;
+    for (int i = team.thread(); i < head_dim; i += team.threads()) sum += head[i] * head[i];
+    const float scale = 1.0f / sqrtf(team.sum(sum) / static_cast<float>(head_dim) + eps);
+    for (int i = team.thread(); i < head_dim; i += team.threads()) head[i] = head[i] * scale * gain[i];
+    team.sync();
+  }
+  rotate_head(head, half, position, theta_scale, team.thread(), team.threads());
+  team.sync();
+}
+
+// Steps of at least this many tokens may take the prompt kernel; smaller ones (decode) the per-token one.
+inline constexpr int kPromptAttentionMinTokens = 16;
+
+// Launches the prompt attention kernel (prompt_attention.cu) for a step whose K/V rows are already in the
+// cache, or returns false where it cannot take the shape (head_dim not a multiple of 16, or more shared
+// memory than the device gives a block), leaving the step to the per-token kernel.
+bool launch_prompt_attention(cudaStream_t stream, const KvView& keys, const KvView& values, const float* q,
+                             const HeadPrep& prep, const int32_t* positions, float* out, int n_tokens, int layer,
+                             int n_head, int n_head_kv, int n_ctx, float scale);
+
+}  // namespace strata::cuda
