@@ -145,6 +145,22 @@ INSTANTIATE_TEST_SUITE_P(TypesAndBatches, BackendCudaMatmul,
                                   std::to_string(std::get<1>(info.param)) + "_tokens";
                          });
 
+// Tall matrices take several rows per warp in the 8-bit decode kernel: on an H200 (132 SMs) 4096 rows take 4
+// rows per warp for 1 token, 2 for 3 tokens, 1 for 8 (q8_rows_per_warp); each against the CPU.
+TEST(BackendCuda, DecodeMatmulOfManyRowsMatchesTheCpuBackend) {
+  SKIP_WITHOUT_CUDA();
+  const int32_t n = 512, n_rows = 4096;
+  for (const uint32_t type_id : {kIQ3_S, kQ4_K, kQ6_K}) {
+    const HostWeight weight = make_weight(type_id, n, n_rows, 1, 50 + type_id);
+    for (const int32_t n_tokens : {1, 3, 8}) {
+      const auto x = random_floats(static_cast<size_t>(n_tokens * n), 51);
+      Pair pair;
+      expect_close(matmul(pair.cuda, weight, 0, x, n_tokens), matmul(pair.cpu, weight, 0, q8_rounded(x), n_tokens), 1e-5,
+                   std::string(test_types().type(type_id).name) + ", " + std::to_string(n_tokens) + " tokens");
+    }
+  }
+}
+
 // 7 tokens of 6144 values round to 48384 bytes of shared memory: under the 48 KiB limit alone, over it next to
 // IQ3_S's 2 KiB of grid tables. Such a step must take the float kernel (unrounded activations), not fail
 // to launch.

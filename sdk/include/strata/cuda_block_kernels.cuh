@@ -15,9 +15,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <string>
-#include <unordered_map>
 
 #include "strata/cuda_block_common.cuh"
 #include "strata/cuda_gemm_kernel.cuh"
@@ -184,7 +185,7 @@ strata_status launch_dequantize_f16(const void* blocks, uint16_t* out, int64_t n
 // The multiprocessors of the current device, asked once per device.
 inline int multiprocessor_count() {
   static std::mutex mutex;
-  static std::unordered_map<int, int> known;
+  static std::map<int, int> known;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return 1;
   const std::lock_guard lock(mutex);
@@ -195,32 +196,61 @@ inline int multiprocessor_count() {
   return entry->second;
 }
 
-// Rows per warp of the 8-bit decode kernels (matvec_q8_kernel): a divisor of n_rows, as many as keep a lane's groups in flight
-// (rows x groups per lane x matrices) within 8 and rows x tokens within the kernel's 8 accumulators, while
-// the grid (grid_y launches of the rows) keeps a block for at least half of the SMs. Measured on the H200
-// with qwen3-30b-a3b shapes, one token: q (4096 rows of 2048) 7.9 -> 4.3 us with 4 rows per warp, gate and
-// up of 8 experts (768 rows each) 11.4 -> 8.8 us with 2; k and v (512 rows) keep 1.
-inline int q8_rows_per_warp(int64_t n_rows, int64_t n, int64_t n_tokens, int matrices, int64_t grid_y, int max_rows) {
+// How many blocks of kernel (kQ8Warps warps, shared_bytes of shared memory) the current device holds at
+// once over all its SMs; asked once per kernel, device and size.
+inline int64_t resident_blocks(const void* kernel, size_t shared_bytes) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, size_t>, int64_t> known;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 1;
+  const int sms = multiprocessor_count();
+  const std::lock_guard lock(mutex);
+  const auto [entry, is_new] = known.try_emplace({kernel, device, shared_bytes}, sms);
+  int per_sm = 0;
+  if (is_new) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarp * kQ8Warps, shared_bytes) == cudaSuccess) {
+      entry->second = int64_t{std::max(per_sm, 1)} * sms;
+    }
+    (void)cudaGetLastError();
+  }
+  return entry->second;
+}
+
+// Rows per warp of the 8-bit decode kernels (matvec_q8_kernel, expert_swiglu_q8_kernel; kernel_of(rows) is
+// the instance): a divisor of n_rows, as many as keep a lane's groups in flight (rows x groups per lane x
+// matrices) within 8 and rows x tokens within the kernel's 8 accumulators, while the grid (grid_y launches
+// of the rows) fits in one wave of resident blocks and still has a block for half of the SMs. A grid too
+// large for one wave anyway (an output head of 150k rows) keeps one row per warp and the most warps.
+// Measured on the H200 with qwen3-30b-a3b shapes, one token, kernels alone: q (4096 rows of 2048) 8.2 ->
+// 6.8 us with 4 rows per warp, gate and up of 8 experts (768 rows each) 15.5 -> 11.6 us with 2.
+template <class KernelOf>
+int q8_rows_per_warp(int64_t n_rows, int64_t n, int64_t n_tokens, int matrices, int64_t grid_y, int max_rows,
+                     size_t shared_bytes, KernelOf kernel_of) {
   const int64_t groups_per_lane = (n / kQ8Group + kWarp - 1) / kWarp * matrices;
   const auto blocks = [&](int rows) { return (n_rows + kQ8Warps * rows - 1) / (kQ8Warps * rows) * grid_y; };
+  const auto fits = [&](int rows) {
+    return blocks(rows) <= resident_blocks(reinterpret_cast<const void*>(kernel_of(rows)), shared_bytes) &&
+           2 * blocks(rows) >= multiprocessor_count();
+  };
   int rows = max_rows;
-  while (rows > 1 && (n_rows % rows != 0 || rows * groups_per_lane > 8 || rows * n_tokens > kMaxMatvecTokens ||
-                      2 * blocks(rows) < multiprocessor_count())) {
+  while (rows > 1 && (n_rows % rows != 0 || rows * groups_per_lane > 8 || rows * n_tokens > kMaxMatvecTokens || !fits(rows))) {
     rows /= 2;
   }
   return rows;
 }
 
-// matvec_q8_kernel with the rows per warp above, on float activations (rounded into shared_bytes of shared
-// memory) or on rounded ones (levels, scales).
+// matvec_q8_kernel with the rows per warp above, on float activations or on rounded ones (levels, scales),
+// either way staged in shared_bytes of shared memory.
 template <class Decoder>
 void launch_matvec_q8_rows(const uint8_t* weight, int64_t n, int64_t n_rows, size_t row_bytes, const float* x,
                            const int8_t* levels, const float* scales, int64_t n_tokens, float* out, size_t shared_bytes,
                            cudaStream_t stream) {
-  const int rows = q8_rows_per_warp(n_rows, n, n_tokens, 1, 1, kMaxRowsPerWarp);
-  const auto kernel = rows == 4 ? matvec_q8_kernel<Decoder, 4> : rows == 2 ? matvec_q8_kernel<Decoder, 2> : matvec_q8_kernel<Decoder, 1>;
+  const auto kernel_of = [](int rows) {
+    return rows == 4 ? matvec_q8_kernel<Decoder, 4> : rows == 2 ? matvec_q8_kernel<Decoder, 2> : matvec_q8_kernel<Decoder, 1>;
+  };
+  const int rows = q8_rows_per_warp(n_rows, n, n_tokens, 1, 1, kMaxRowsPerWarp, shared_bytes, kernel_of);
   const auto grid = static_cast<unsigned>((n_rows + kQ8Warps * rows - 1) / (kQ8Warps * rows));
-  launch_after_previous(kernel, grid, kWarp * kQ8Warps, shared_bytes, stream, weight, static_cast<int>(n), n_rows,
+  launch_after_previous(kernel_of(rows), grid, kWarp * kQ8Warps, shared_bytes, stream, weight, static_cast<int>(n), n_rows,
                         row_bytes, x, levels, scales, static_cast<int>(n_tokens), out);
 }
 
@@ -303,9 +333,11 @@ strata_status launch_expert_matvec(const strata_cuda_expert_matvec* args, void* 
     const bool rounded = a.x_levels != nullptr && a.x_scales != nullptr;
     if (!rounded) a.x_levels = nullptr;
     const size_t shared = q8_shared_bytes(swiglu ? 1 : a.slots_per_token, a.n);
-    const int rows = swiglu ? q8_rows_per_warp(a.n_rows, a.n, 1, 2, grid_y, 2) : 1;
-    const auto kernel = !swiglu ? expert_weighted_sum_q8_kernel<Decoder>
-                        : rows == 2 ? expert_swiglu_q8_kernel<Decoder, 2> : expert_swiglu_q8_kernel<Decoder, 1>;
+    const auto swiglu_of = [](int rows) {
+      return rows == 2 ? expert_swiglu_q8_kernel<Decoder, 2> : expert_swiglu_q8_kernel<Decoder, 1>;
+    };
+    const int rows = swiglu ? q8_rows_per_warp(a.n_rows, a.n, 1, 2, grid_y, 2, shared, swiglu_of) : 1;
+    const auto kernel = swiglu ? swiglu_of(rows) : expert_weighted_sum_q8_kernel<Decoder>;
     if (fits_shared_memory(reinterpret_cast<const void*>(kernel), shared)) {
       const dim3 grid(static_cast<unsigned>((a.n_rows + kQ8Warps * rows - 1) / (kQ8Warps * rows)), grid_y);
       launch_after_previous(kernel, grid, kWarp * kQ8Warps, shared, cuda_stream, a);
@@ -335,7 +367,13 @@ strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* st
   if (a.n_rows == 0 || a.max_tiles == 0) return STRATA_OK;
   if (const strata_status status = prepare<Decoder>(error); status != STRATA_OK) return status;
   const dim3 grid(static_cast<unsigned>((a.n_rows + kGemmRows - 1) / kGemmRows), static_cast<unsigned>(a.max_tiles));
-  launch_after_previous(grouped_gemm_kernel<Decoder>, grid, kGemmThreads, 0, static_cast<cudaStream_t>(stream), a);
+  const auto kernel = [&] {
+    if constexpr (HasQ8Unpack<Decoder>) {
+      if (a.n % (2 * kQ8Group) == 0) return grouped_gemm_kernel<Decoder, true>;
+    }
+    return grouped_gemm_kernel<Decoder, false>;
+  }();
+  launch_after_previous(kernel, grid, kGemmThreads, 0, static_cast<cudaStream_t>(stream), a);
   return launch_status(error, "grouped_gemm launch");
 }
 
