@@ -559,18 +559,22 @@ TEST(BackendCuda, MoeFfnMatchesTheCpuBackend) {
 
 // Beyond 8 tokens the grouped GEMM of every type (ABI 1.1) and the f16 tiles for cuBLAS (ABI 1.0 types)
 // agree with the CPU, with tiles of 64 tokens cut at odd counts.
+// 100 rows of 130 tokens take the grouped GEMM's 16-row tiles; 2048 rows of 600 tokens (10 token tiles x 32
+// row tiles: over two blocks per SM of an H200) its 64-row tiles.
 TEST(BackendCuda, PromptMatmulOfEveryTypeMatchesTheCpuBackend) {
   SKIP_WITHOUT_CUDA();
   for (const uint32_t type_id : {kBF16, kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S}) {
-    const HostWeight weight = make_weight(type_id, 512, 100, 2, 81 + type_id);
-    const int32_t n_tokens = 130;
-    const auto x = random_floats(static_cast<size_t>(n_tokens) * 512, 82);
-    Backend cpu(strata::cpu::cpu_backend_table());
-    const auto expected = matmul(cpu, weight, 1, x, n_tokens);
-    for (const bool abi_1_0 : {false, true}) {
-      Backend cuda(*cuda_plugin().table, "{}", abi_1_0);
-      expect_close(matmul(cuda, weight, 1, x, n_tokens), expected, 3e-3,
-                   "type " + std::to_string(type_id) + (abi_1_0 ? ", ABI 1.0 types" : ""));
+    for (const auto [n_rows, n_tokens] : {std::pair<int64_t, int32_t>{100, 130}, {2048, 600}}) {
+      const HostWeight weight = make_weight(type_id, 512, n_rows, 2, 81 + type_id);
+      const auto x = random_floats(static_cast<size_t>(n_tokens) * 512, 82);
+      Backend cpu(strata::cpu::cpu_backend_table());
+      const auto expected = matmul(cpu, weight, 1, x, n_tokens);
+      for (const bool abi_1_0 : {false, true}) {
+        Backend cuda(*cuda_plugin().table, "{}", abi_1_0);
+        expect_close(matmul(cuda, weight, 1, x, n_tokens), expected, 3e-3,
+                     "type " + std::to_string(type_id) + ", " + std::to_string(n_rows) + " rows" +
+                         (abi_1_0 ? ", ABI 1.0 types" : ""));
+      }
     }
   }
 }
