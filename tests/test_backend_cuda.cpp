@@ -559,8 +559,7 @@ TEST(BackendCuda, MoeFfnMatchesTheCpuBackend) {
 
 // Beyond 8 tokens the grouped GEMM of every type (ABI 1.1) and the f16 tiles for cuBLAS (ABI 1.0 types)
 // agree with the CPU, with tiles of 64 tokens cut at odd counts.
-// 100 rows of 130 tokens take the grouped GEMM's 16-row tiles; 2048 rows of 600 tokens (10 token tiles x 32
-// row tiles: over two blocks per SM of an H200) its 64-row tiles.
+// A short matrix with a few token tiles, and a tall one with many (10 token tiles x 32 row tiles).
 TEST(BackendCuda, PromptMatmulOfEveryTypeMatchesTheCpuBackend) {
   SKIP_WITHOUT_CUDA();
   for (const uint32_t type_id : {kBF16, kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S}) {

@@ -351,14 +351,6 @@ strata_status launch_expert_matvec(const strata_cuda_expert_matvec* args, void* 
   return launch_status(error, "expert_matvec launch");
 }
 
-template <class Decoder, bool kUnpack>
-void launch_grouped_gemm_tiles(const strata_cuda_grouped_gemm& a, bool few_rows, cudaStream_t stream) {
-  const int rows = few_rows ? kGemmFewRows : kGemmRows;
-  const dim3 grid(static_cast<unsigned>((a.n_rows + rows - 1) / rows), static_cast<unsigned>(a.max_tiles));
-  launch_after_previous(few_rows ? grouped_gemm_kernel<Decoder, kUnpack, kGemmFewRows> : grouped_gemm_kernel<Decoder, kUnpack, kGemmRows>,
-                        grid, kGemmThreads, 0, stream, a);
-}
-
 template <class Decoder>
 strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* stream, strata_error* error) {
   if (args == nullptr || args->struct_size < sizeof(strata_cuda_grouped_gemm)) {
@@ -374,17 +366,15 @@ strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* st
   if (a.max_tiles > 65535) return fail(error, STRATA_E_UNSUPPORTED, "grouped_gemm: more than 65535 tiles");
   if (a.n_rows == 0 || a.max_tiles == 0) return STRATA_OK;
   if (const strata_status status = prepare<Decoder>(error); status != STRATA_OK) return status;
-  // 16-row tiles where 64-row ones would not make two blocks per SM (the tile list's length stands for the
-  // token tiles: a prompt's dense matmul has 8 of 64 tokens, an expert GEMM one or more per used expert).
-  const bool few_rows = (a.n_rows + kGemmRows - 1) / kGemmRows * a.max_tiles < 2 * multiprocessor_count();
+  const dim3 grid(static_cast<unsigned>((a.n_rows + kGemmRows - 1) / kGemmRows), static_cast<unsigned>(a.max_tiles));
   auto* cuda_stream = static_cast<cudaStream_t>(stream);
   if constexpr (HasQ8Unpack<Decoder>) {
     if (a.n % (2 * kQ8Group) == 0) {
-      launch_grouped_gemm_tiles<Decoder, true>(a, few_rows, cuda_stream);
+      launch_after_previous(grouped_gemm_kernel<Decoder, true>, grid, kGemmThreads, 0, cuda_stream, a);
       return launch_status(error, "grouped_gemm launch");
     }
   }
-  launch_grouped_gemm_tiles<Decoder, false>(a, few_rows, cuda_stream);
+  launch_after_previous(grouped_gemm_kernel<Decoder, false>, grid, kGemmThreads, 0, cuda_stream, a);
   return launch_status(error, "grouped_gemm launch");
 }
 

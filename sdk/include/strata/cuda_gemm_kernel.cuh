@@ -9,15 +9,15 @@
 
 namespace strata::sdk::cuda {
 
-// The grouped GEMM (strata_cuda_grouped_gemm): a block computes one tile of up to 64 tokens against 64 (or
-// 16) weight rows. Per step it decodes the 64-row weight slice to f16 in shared memory next to the tokens'
+// The grouped GEMM (strata_cuda_grouped_gemm): a block computes one tile of up to 64 tokens against 64
+// weight rows. Per step it decodes the 64-row weight slice to f16 in shared memory next to the tokens'
 // slice, and its 4 warps (16 tokens each) multiply them on the tensor cores with float accumulation.
 // Decoding dominates (a prompt's experts hold few tokens each, so every decoded value meets few tokens):
 // a Decoder with unpack32 (cuda_q8_kernels.cuh) takes steps of 64 values, each thread unpacking one 32-value
 // group of a row from shared lookup tables and scaling its levels, about a third of the instructions of
 // decode8's 8 values at a time (which the other Decoders take, in steps of 32). Both give the same f16
 // weights: d * level - m is what decode8 computes too.
-inline constexpr int kGemmRows = 64, kGemmFewRows = 16, kGemmTokens = STRATA_GEMM_TILE_TOKENS, kGemmStep = 32;
+inline constexpr int kGemmRows = 64, kGemmTokens = STRATA_GEMM_TILE_TOKENS, kGemmStep = 32;
 inline constexpr int kGemmPad = 8;  // halves of padding per shared row, against bank conflicts
 inline constexpr int kGemmThreads = 128;
 
@@ -42,15 +42,14 @@ __device__ inline void unpack_group_f16(const uint8_t* row, int g, __half* out) 
 }
 
 // kUnpack (a Decoder with unpack32, rows of a multiple of 64 values): steps of 64 values by unpack32, else
-// steps of 32 by decode8. kRows weight rows per block: 64, or 16 where 64-row tiles would leave SMs idle (a
-// prompt's k and v projections of 512 rows make 64 blocks of 64 rows, each a long chain of steps).
-template <class Decoder, bool kUnpack, int kRows>
+// steps of 32 by decode8.
+template <class Decoder, bool kUnpack>
 __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_kernel(strata_cuda_grouped_gemm args) {
   using namespace nvcuda;
   constexpr int kStep = kUnpack ? 2 * kQ8Group : kGemmStep, kLd = kStep + kGemmPad, kChunksPerRow = kStep / kChunkValues;
-  __shared__ __align__(32) __half weights[kRows][kLd];
+  __shared__ __align__(32) __half weights[kGemmRows][kLd];
   __shared__ __align__(32) __half tokens[kGemmTokens][kLd];
-  __shared__ __align__(32) float staged[kGemmTokens][kRows + 4];
+  __shared__ __align__(32) float staged[kGemmTokens][kGemmRows + 4];
   let_next_kernel_launch();
   if constexpr (kUnpack) {
     load_decoder_tables<Decoder>();
@@ -60,26 +59,24 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_kernel(strata_cuda_
   if (static_cast<int>(blockIdx.y) >= *args.tile_count) return;
   const int32_t* tile = args.tiles + 3 * blockIdx.y;
   const int expert = tile[0], first = tile[1], count = tile[2];
-  const int64_t row0 = int64_t{blockIdx.x} * kRows;
+  const int64_t row0 = int64_t{blockIdx.x} * kGemmRows;
   const int warp = threadIdx.x / kWarp;
   const bool bad_expert = expert < 0 || expert >= args.n_experts;
   const auto* matrix = static_cast<const uint8_t*>(args.weight) + (bad_expert ? 0 : static_cast<size_t>(expert) * args.expert_bytes);
   const auto* x = reinterpret_cast<const __half*>(args.x);
 
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kRows / 16];
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kGemmRows / 16];
 #pragma unroll
-  for (int j = 0; j < kRows / 16; ++j) wmma::fill_fragment(acc[j], 0.0f);
+  for (int j = 0; j < kGemmRows / 16; ++j) wmma::fill_fragment(acc[j], 0.0f);
 
   for (int64_t k0 = 0; k0 < args.n; k0 += kStep) {
     if constexpr (kUnpack) {
-      // kRows rows x 2 groups: a group per thread.
-      if (threadIdx.x < 2 * kRows) {
-        const int r = threadIdx.x / 2, half = threadIdx.x % 2;
-        const int64_t row = min(row0 + r, args.n_rows - 1);  // rows past the end decode the last row, unused
-        unpack_group_f16<Decoder>(matrix + row * args.row_bytes, static_cast<int>(k0 / kQ8Group) + half, &weights[r][half * kQ8Group]);
-      }
+      // 64 rows x 2 groups: a group per thread.
+      const int r = threadIdx.x / 2, half = threadIdx.x % 2;
+      const int64_t row = min(row0 + r, args.n_rows - 1);  // rows past the end decode the last row, unused
+      unpack_group_f16<Decoder>(matrix + row * args.row_bytes, static_cast<int>(k0 / kQ8Group) + half, &weights[r][half * kQ8Group]);
     } else {
-      for (int item = threadIdx.x; item < kRows * kChunksPerRow; item += kGemmThreads) {
+      for (int item = threadIdx.x; item < kGemmRows * kChunksPerRow; item += kGemmThreads) {
         const int r = item / kChunksPerRow, c = item % kChunksPerRow;
         __align__(16) __half halves[kChunkValues];
         const int64_t row = row0 + r;
@@ -102,7 +99,7 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_kernel(strata_cuda_
       wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
       wmma::load_matrix_sync(a, &tokens[warp * 16][kk], kLd);
 #pragma unroll
-      for (int j = 0; j < kRows / 16; ++j) {
+      for (int j = 0; j < kGemmRows / 16; ++j) {
         wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b;
         wmma::load_matrix_sync(b, &weights[j * 16][kk], kLd);
         wmma::mma_sync(acc[j], a, b, acc[j]);
@@ -111,12 +108,12 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_kernel(strata_cuda_
     __syncthreads();
   }
 #pragma unroll
-  for (int j = 0; j < kRows / 16; ++j) {
-    wmma::store_matrix_sync(&staged[warp * 16][j * 16], acc[j], kRows + 4, wmma::mem_row_major);
+  for (int j = 0; j < kGemmRows / 16; ++j) {
+    wmma::store_matrix_sync(&staged[warp * 16][j * 16], acc[j], kGemmRows + 4, wmma::mem_row_major);
   }
   __syncthreads();
-  for (int item = threadIdx.x; item < count * kRows; item += kGemmThreads) {
-    const int t = item / kRows, r = item % kRows;
+  for (int item = threadIdx.x; item < count * kGemmRows; item += kGemmThreads) {
+    const int t = item / kGemmRows, r = item % kGemmRows;
     if (row0 + r < args.n_rows) {
       args.out[(first + t) * args.n_rows + row0 + r] = bad_expert ? __int_as_float(0x7fc00000) : staged[t][r];
     }
