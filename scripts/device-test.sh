@@ -2,7 +2,8 @@
 # One command for a GPU machine: configure with CUDA for one architecture, build, run the CUDA backend's
 # tests (op by op against the CPU backend, and the reference models' logits with --backend cuda) and the
 # CPU reference-logit tests, then optionally more:
-#   --sanitize   also run the CUDA op tests under compute-sanitizer --tool memcheck
+#   --sanitize   also run the CUDA op tests under compute-sanitizer --tool memcheck, and the attention tests
+#                under --tool racecheck
 #   --bench      also synthesize a qwen3-30b-a3b IQ3_S model, check that CPU and CUDA logits agree on it
 #                (STRATA_TEST_LARGE_MODEL) and run strata bench --backend cuda on it, with and without graphs
 #   --profile    with --bench: kernel times of a decode step (warm caches, own clocks), ncu's
@@ -45,6 +46,10 @@ if [ "$sanitize" = 1 ]; then
   compute-sanitizer --tool memcheck --error-exitcode 1 "$build/bin/strata_tests" \
     --gtest_filter='*BackendCuda*:-*ReferenceLogits*' >"$logs/memcheck.log" 2>&1 || status=1
   tail -n 5 "$logs/memcheck.log"
+  # The attention kernels share K/V tiles and softmax state between warps through shared memory.
+  compute-sanitizer --tool racecheck --error-exitcode 1 "$build/bin/strata_tests" \
+    --gtest_filter='*BackendCudaAttention*' >"$logs/racecheck.log" 2>&1 || status=1
+  tail -n 2 "$logs/racecheck.log"
 fi
 
 if [ "$bench" = 1 ]; then
