@@ -563,7 +563,7 @@ TEST(BackendCuda, MoeFfnMatchesTheCpuBackend) {
 TEST(BackendCuda, PromptMatmulOfEveryTypeMatchesTheCpuBackend) {
   SKIP_WITHOUT_CUDA();
   for (const uint32_t type_id : {kBF16, kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S}) {
-    for (const auto [n_rows, n_tokens] : {std::pair<int64_t, int32_t>{100, 130}, {2048, 600}}) {
+    for (const auto& [n_rows, n_tokens] : {std::pair<int64_t, int32_t>{100, 130}, {2048, 600}}) {
       const HostWeight weight = make_weight(type_id, 512, n_rows, 2, 81 + type_id);
       const auto x = random_floats(static_cast<size_t>(n_tokens) * 512, 82);
       Backend cpu(strata::cpu::cpu_backend_table());

@@ -159,9 +159,10 @@ NormOperands norm_operands(const Buffer* x, std::type_identity_t<const Buffer*> 
   if (rows < 0 || width <= 0) invalid_argument(std::string(add ? "add_rms_norm" : "rms_norm") + ": bad shape");
   if (add && (out == x || out == y)) invalid_argument("add_rms_norm: out must be neither x nor y");
   const int64_t n = int64_t{rows} * width;
-  float* x_values = floats(const_cast<Buffer*>(x), n, add ? "add_rms_norm x" : "rms_norm x");
-  return {x_values, add ? x_values : nullptr, add ? floats(y, n, "add_rms_norm y") : nullptr,
-          floats(out, n, add ? "add_rms_norm out" : "rms_norm out")};
+  // Writable access (which notes a write) only where the op writes x back.
+  const float* x_values = floats(x, n, add ? "add_rms_norm x" : "rms_norm x");
+  return {x_values, add ? floats(const_cast<Buffer*>(x), n, "add_rms_norm x") : nullptr,
+          add ? floats(y, n, "add_rms_norm y") : nullptr, floats(out, n, add ? "add_rms_norm out" : "rms_norm out")};
 }
 
 // attention_rope's preparation of q and k, checked against the attention's shape.

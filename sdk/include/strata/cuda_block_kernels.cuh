@@ -15,10 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <string>
+#include <tuple>
 
 #include "strata/cuda_block_common.cuh"
 #include "strata/cuda_gemm_kernel.cuh"
@@ -182,38 +180,34 @@ strata_status launch_dequantize_f16(const void* blocks, uint16_t* out, int64_t n
   return launch_status(error, "dequantize_f16 launch");
 }
 
-// The multiprocessors of the current device, asked once per device.
+// The multiprocessors of the current device.
 inline int multiprocessor_count() {
-  static std::mutex mutex;
-  static std::map<int, int> known;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return 1;
-  const std::lock_guard lock(mutex);
-  const auto [entry, is_new] = known.try_emplace(device, 1);
-  if (is_new && cudaDeviceGetAttribute(&entry->second, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-  }
-  return entry->second;
+  return asked_once<int, int>(device, [device] {
+    int sms = 1;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      sms = 1;
+      (void)cudaGetLastError();
+    }
+    return sms;
+  });
 }
 
 // How many blocks of kernel (kQ8Warps warps, shared_bytes of shared memory) the current device holds at
-// once over all its SMs; asked once per kernel, device and size.
+// once over all its SMs.
 inline int64_t resident_blocks(const void* kernel, size_t shared_bytes) {
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, size_t>, int64_t> known;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return 1;
   const int sms = multiprocessor_count();
-  const std::lock_guard lock(mutex);
-  const auto [entry, is_new] = known.try_emplace({kernel, device, shared_bytes}, sms);
-  int per_sm = 0;
-  if (is_new) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarp * kQ8Warps, shared_bytes) == cudaSuccess) {
-      entry->second = int64_t{std::max(per_sm, 1)} * sms;
+  return asked_once<std::tuple<const void*, int, size_t>, int64_t>({kernel, device, shared_bytes}, [&] {
+    int per_sm = 1;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarp * kQ8Warps, shared_bytes) != cudaSuccess) {
+      per_sm = 1;
+      (void)cudaGetLastError();
     }
-    (void)cudaGetLastError();
-  }
-  return entry->second;
+    return int64_t{std::max(per_sm, 1)} * sms;
+  });
 }
 
 // Rows per warp of the 8-bit decode kernels (matvec_q8_kernel, expert_swiglu_q8_kernel; kernel_of(rows) is
@@ -228,9 +222,10 @@ int q8_rows_per_warp(int64_t n_rows, int64_t n, int64_t n_tokens, int matrices, 
                      size_t shared_bytes, KernelOf kernel_of) {
   const int64_t groups_per_lane = (n / kQ8Group + kWarp - 1) / kWarp * matrices;
   const auto blocks = [&](int rows) { return (n_rows + kQ8Warps * rows - 1) / (kQ8Warps * rows) * grid_y; };
+  const int sms = multiprocessor_count();
   const auto fits = [&](int rows) {
     return blocks(rows) <= resident_blocks(reinterpret_cast<const void*>(kernel_of(rows)), shared_bytes) &&
-           2 * blocks(rows) >= multiprocessor_count();
+           2 * blocks(rows) >= sms;
   };
   int rows = max_rows;
   while (rows > 1 && (n_rows % rows != 0 || rows * groups_per_lane > 8 || rows * n_tokens > kMaxMatvecTokens || !fits(rows))) {

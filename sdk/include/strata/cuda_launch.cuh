@@ -16,8 +16,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <mutex>
-#include <unordered_map>
 
 namespace strata::sdk::cuda {
 
@@ -48,18 +48,28 @@ __device__ inline void prefetch_lines(const uint8_t* first, size_t bytes, int la
   }
 }
 
-// A kernel's attributes (its PTX version, static shared memory...), asked once per kernel; all zero where
-// the runtime cannot answer (that error is cleared, so that it is not taken for a later launch's).
-inline cudaFuncAttributes kernel_attributes(const void* kernel) {
+// ask()'s answer for key, asked once per key for the process: the launchers consult these on every launch,
+// and the runtime's answers do not change. Each call site (each Ask type) has its own table.
+template <class Key, class Value, class Ask>
+Value asked_once(const Key& key, Ask ask) {
   static std::mutex mutex;
-  static std::unordered_map<const void*, cudaFuncAttributes> known;
+  static std::map<Key, Value> known;
   const std::lock_guard lock(mutex);
-  const auto [entry, is_new] = known.try_emplace(kernel);
-  if (is_new && cudaFuncGetAttributes(&entry->second, kernel) != cudaSuccess) {
-    entry->second = cudaFuncAttributes{};
-    (void)cudaGetLastError();
-  }
-  return entry->second;
+  if (const auto found = known.find(key); found != known.end()) return found->second;
+  return known.emplace(key, ask()).first->second;
+}
+
+// A kernel's attributes (its PTX version, static shared memory...); all zero where the runtime cannot answer
+// (that error is cleared, so that it is not taken for a later launch's).
+inline cudaFuncAttributes kernel_attributes(const void* kernel) {
+  return asked_once<const void*, cudaFuncAttributes>(kernel, [kernel] {
+    cudaFuncAttributes attributes{};
+    if (cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess) {
+      attributes = cudaFuncAttributes{};
+      (void)cudaGetLastError();
+    }
+    return attributes;
+  });
 }
 
 // Whether a kernel was compiled with the calls above: from PTX for sm_90 or later, which also means the
