@@ -578,6 +578,31 @@ TEST(BackendCuda, PromptMatmulOfEveryTypeMatchesTheCpuBackend) {
   }
 }
 
+// Weights of about 1e-4: their block scales are below the smallest normal f16, where the grouped GEMM must
+// not round the scale to f16 before the product (rounded there, a scale loses up to 1% as an f16 subnormal).
+// Against the products of the weights and tokens each rounded to f16 once, as the tensor cores take them
+// (1e-4 of the output rms: the tensor cores' own summation stays well inside, a rounded scale is 100x out).
+TEST(BackendCuda, PromptMatmulOfTinyWeightsRoundsEachWeightOnce) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t n = 512, n_rows = 64;
+  const int32_t n_tokens = 40;
+  const auto f16 = [](float value) { return strata::sdk::fp16_to_fp32(strata::sdk::fp32_to_fp16(value)); };
+  for (const uint32_t type_id : {kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S}) {
+    const HostWeight weight = make_weight(type_id, n, n_rows, 1, 90 + type_id, 2e-4f);
+    const auto x = random_floats(static_cast<size_t>(n_tokens * n), 91);
+    std::vector<float> expected(static_cast<size_t>(n_tokens * n_rows));
+    for (int32_t t = 0; t < n_tokens; ++t) {
+      for (int64_t r = 0; r < n_rows; ++r) {
+        double sum = 0.0;
+        for (int64_t i = 0; i < n; ++i) sum += double{f16(weight.decoded[r * n + i])} * f16(x[t * n + i]);
+        expected[t * n_rows + r] = static_cast<float>(sum);
+      }
+    }
+    Backend cuda(*cuda_plugin().table);
+    expect_close(matmul(cuda, weight, 0, x, n_tokens), expected, 1e-4, std::string(test_types().type(type_id).name), 1e-12);
+  }
+}
+
 // The expert launches read ids on the device, where they cannot be checked before use: a bad id gives
 // NaN for its token instead of reading outside the weights.
 TEST(BackendCuda, MoeFfnDecodePathMarksABadExpertIdWithNaN) {

@@ -8,7 +8,6 @@ namespace strata::cuda {
 namespace {
 
 using sdk::cuda::load_f16;
-using sdk::cuda::load_u16;
 
 constexpr uint32_t kTypeQ8_0 = 8;
 
@@ -59,6 +58,9 @@ struct Q8_0Decoder {
     for (int i = 0; i < 8; ++i) values[i] = __fmul_rn(d, static_cast<float>(levels[i]));
   }
   static constexpr bool q8_has_min = false;
+  __device__ static sdk::cuda::F16Scale f16_scale(const uint8_t* block, int) {
+    return {sdk::cuda::load_half(block), __int2half_rn(1)};
+  }
   __device__ static void unpack32(const uint8_t* block, int, int32_t* levels, float* d, float&) {
     d[0] = d[1] = load_f16(block);
 #pragma unroll

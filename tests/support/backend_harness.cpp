@@ -58,10 +58,11 @@ TestTypes& test_types() {
   return types;
 }
 
-HostWeight make_weight(uint32_t type_id, int64_t ne0, int64_t ne1, int64_t ne2, uint32_t seed) {
+HostWeight make_weight(uint32_t type_id, int64_t ne0, int64_t ne1, int64_t ne2, uint32_t seed, float scale) {
   const strata_quant_type& type = test_types().type(type_id);
   HostWeight weight{type_id, ne0, ne1, ne2, {}, {}};
-  const std::vector<float> values = random_floats(static_cast<size_t>(ne0 * ne1 * ne2), seed, 0.5f);
+  std::vector<float> values = random_floats(static_cast<size_t>(ne0 * ne1 * ne2), seed, 0.5f);
+  for (float& value : values) value *= scale;
   const int64_t n_blocks = ne0 * ne1 * ne2 / type.block_elements;
   weight.bytes.resize(static_cast<size_t>(n_blocks * type.block_bytes));
   EXPECT_EQ(type.quantize(values.data(), weight.bytes.data(), ne1 * ne2, ne0, nullptr, nullptr), STRATA_OK);

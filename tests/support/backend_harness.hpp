@@ -62,7 +62,7 @@ struct HostWeight {
   const float* row(int64_t expert, int64_t r) const { return decoded.data() + (expert * ne1 + r) * ne0; }
 };
 
-HostWeight make_weight(uint32_t type_id, int64_t ne0, int64_t ne1, int64_t ne2, uint32_t seed);
+HostWeight make_weight(uint32_t type_id, int64_t ne0, int64_t ne1, int64_t ne2, uint32_t seed, float scale = 1.0f);
 HostWeight f32_weight(const std::vector<float>& values);
 
 // One backend instance of a table, with its buffers, weights and caches freed with it. Calls that must

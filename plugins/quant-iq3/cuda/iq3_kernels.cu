@@ -72,6 +72,12 @@ struct Iq3XxsDecoder {
     copy_table(device_xxs_grid, shared_xxs_grid);
     copy_table(device_signs, shared_signs);
   }
+  // Grid magnitudes are at most 62, multipliers (2s + 1) / 4 at most 31 / 4: products below 2048 / 4.
+  __device__ static sdk::cuda::F16Scale f16_scale(const uint8_t* block, int group) {
+    const uint32_t packed = load_u32(block + 66 + 4 * group);
+    return {sdk::cuda::load_half(block),
+            __float2half_rn(0.25f * static_cast<float>(1 + 2 * (packed >> 28)))};
+  }
   __device__ static void unpack32(const uint8_t* block, int group, int32_t* levels, float* d, float&) {
     const uint32_t packed = load_u32(block + 66 + 4 * group);
     d[0] = d[1] = __fmul_rn(__fmul_rn(load_f16(block), 0.5f + static_cast<float>(packed >> 28)), 0.5f);
@@ -106,6 +112,11 @@ struct Iq3SDecoder {
   // A group of 32 values is one sub-block: 8 grid points of 9-bit indices, 4 sign bytes.
   static constexpr bool q8_has_min = false;
   __device__ static void load_shared_tables() { copy_table(device_s_grid, shared_s_grid); }
+  // Grid magnitudes are at most 15, sub-block multipliers at most 31: products below 2048.
+  __device__ static sdk::cuda::F16Scale f16_scale(const uint8_t* block, int group) {
+    const int nibble = (block[106 + group / 2] >> (4 * (group % 2))) & 0xf;
+    return {sdk::cuda::load_half(block), __int2half_rn(1 + 2 * nibble)};
+  }
   __device__ static void unpack32(const uint8_t* block, int group, int32_t* levels, float* d, float&) {
     const int nibble = (block[106 + group / 2] >> (4 * (group % 2))) & 0xf;
     d[0] = d[1] = __fmul_rn(load_f16(block), static_cast<float>(1 + 2 * nibble));

@@ -21,9 +21,8 @@ inline constexpr int kWarp = 32;
 // Blocks are packed back to back (34, 98, 110 bytes...), so multi-byte fields are read a byte at a time.
 __device__ inline uint32_t load_u16(const uint8_t* p) { return p[0] | (uint32_t{p[1]} << 8); }
 __device__ inline uint32_t load_u32(const uint8_t* p) { return load_u16(p) | (load_u16(p + 2) << 16); }
-__device__ inline float load_f16(const uint8_t* p) {
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(load_u16(p))));
-}
+__device__ inline __half load_half(const uint8_t* p) { return __ushort_as_half(static_cast<unsigned short>(load_u16(p))); }
+__device__ inline float load_f16(const uint8_t* p) { return __half2float(load_half(p)); }
 
 // Where fields are known to be 2-byte aligned (every block size here is even, rows start on block
 // boundaries): half the loads of load_u32.

@@ -363,8 +363,8 @@ strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* st
   if (const strata_status status = prepare<Decoder>(error); status != STRATA_OK) return status;
   const dim3 grid(static_cast<unsigned>((a.n_rows + kGemmRows - 1) / kGemmRows), static_cast<unsigned>(a.max_tiles));
   auto* cuda_stream = static_cast<cudaStream_t>(stream);
-  if constexpr (HasQ8Unpack<Decoder>) {
-    if (a.n % (2 * kQ8Group) == 0) {
+  if constexpr (HasQ8Unpack<Decoder> && kStagedFits<Decoder>) {
+    if (a.n % kStagedUnitValues<Decoder> == 0 && reinterpret_cast<uintptr_t>(a.weight) % 16 == 0) {
       launch_after_previous(grouped_gemm_kernel<Decoder, true>, grid, kGemmThreads, 0, cuda_stream, a);
       return launch_status(error, "grouped_gemm launch");
     }

@@ -14,26 +14,87 @@ namespace strata::sdk::cuda {
 // slice, and its 4 warps (16 tokens each) multiply them on the tensor cores with float accumulation.
 // Decoding dominates (a prompt's experts hold few tokens each, so every decoded value meets few tokens):
 // a Decoder with unpack32 (cuda_q8_kernels.cuh) takes steps of 64 values, each thread unpacking one 32-value
-// group of a row from shared lookup tables and scaling its levels, about a third of the instructions of
-// decode8's 8 values at a time (which the other Decoders take, in steps of 32). Both give the same f16
-// weights: d * level - m is what decode8 computes too.
+// group of a row from shared lookup tables and scaling its levels (in f16 pairs where the format allows it
+// exactly), a fraction of the instructions of decode8's 8 values at a time (which the other Decoders take, in
+// steps of 32). Both give the same f16 weights: d * level - m rounded once is what decode8 computes too. The raw blocks come a block ahead into shared memory
+// by asynchronous copies, so that a step's unpacking waits on shared memory, not on its scattered global
+// loads.
 inline constexpr int kGemmRows = 64, kGemmTokens = STRATA_GEMM_TILE_TOKENS, kGemmStep = 32;
 inline constexpr int kGemmPad = 8;  // halves of padding per shared row, against bank conflicts
 inline constexpr int kGemmThreads = 128;
 
-// The 32 values of group g of a row as f16, from unpack32: value i = d[i / 16] * level i - m.
+// 16 bytes from global to shared memory, of which the first `bytes` are read and the rest zero (both
+// addresses 16-byte aligned): cp.async, which the SM carries out while the threads go on, from sm_80; a
+// plain copy before.
+__device__ inline void copy16_async(void* shared_destination, const void* global_source, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto destination = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(destination), "l"(global_source), "r"(bytes) : "memory");
+#else
+  if (bytes == 16) {
+    *static_cast<uint4*>(shared_destination) = *static_cast<const uint4*>(global_source);
+    return;
+  }
+  __align__(16) uint8_t chunk[16] = {};
+  for (int i = 0; i < bytes; ++i) chunk[i] = static_cast<const uint8_t*>(global_source)[i];
+  *static_cast<uint4*>(shared_destination) = *reinterpret_cast<const uint4*>(chunk);
+#endif
+}
+__device__ inline void commit_async_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+// Waits until at most kPending committed groups of this thread's copies are still in flight.
+template <int kPending>
+__device__ inline void wait_async_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+#endif
+}
+
+// Four int8 levels (a word of unpack32) as two f16 pairs of level * multiplier * base. A byte's level + 1152
+// is exact in f16 as the bits 0x6400 | (byte ^ 0x80), so a byte permute makes two halves and one FMA
+// (level + 1152) * multiplier - 1152 * multiplier the exact level * multiplier (F16Scale promises it fits);
+// the multiply by base is then the one rounding, the same rounding of the same product as the float way.
+__device__ inline uint2 scale_levels_f16(int32_t levels, __half2 multiplier, __half2 offset, __half2 base) {
+  const uint32_t biased = static_cast<uint32_t>(levels) ^ 0x80808080u;
+  uint32_t pairs[2] = {__byte_perm(biased, 0x64646464u, 0x5140), __byte_perm(biased, 0x64646464u, 0x7362)};
+  uint2 out;
+  uint32_t* words = &out.x;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const __half2 value = __hmul2(__hfma2(*reinterpret_cast<const __half2*>(&pairs[i]), multiplier, offset), base);
+    words[i] = *reinterpret_cast<const uint32_t*>(&value);
+  }
+  return out;
+}
+
+// The 32 values of group g of a row as f16, from unpack32: value i = d[i / 16] * level i - m, each the exact
+// product rounded to f16 once, as decode8's values are. A Decoder with f16_scale (cuda_q8_kernels.cuh) scales
+// in f16 pairs, 6 instructions per 4 values; the others in float, 14.
 template <class Decoder>
 __device__ inline void unpack_group_f16(const uint8_t* row, int g, __half* out) {
   int32_t levels[8];
   float d[2], m = 0.0f;
   unpack_group<Decoder>(row, g, levels, d, m);
+  if constexpr (requires { Decoder::f16_scale(row, g); }) {
+    constexpr int kGroupsPerBlock = Decoder::block_elements / kQ8Group;
+    const F16Scale scale = Decoder::f16_scale(row + g / kGroupsPerBlock * Decoder::block_bytes, g % kGroupsPerBlock);
+    const __half2 multiplier = __half2half2(scale.multiplier), base = __half2half2(scale.base);
+    const __half2 offset = __hneg2(__hmul2(__half2half2(__ushort_as_half(0x6480)), multiplier));  // -1152 * multiplier
+#pragma unroll
+    for (int word = 0; word < 8; ++word) {
+      *reinterpret_cast<uint2*>(out + 4 * word) = scale_levels_f16(levels[word], multiplier, offset, base);
+    }
+    return;
+  }
   const auto value = [&](int word, int i) {
     const float scaled = __fmul_rn(d[word / 4], static_cast<float>(static_cast<int8_t>(levels[word] >> (8 * i))));
     return Decoder::q8_has_min ? __fsub_rn(scaled, m) : scaled;
   };
 #pragma unroll
   for (int word = 0; word < 8; ++word) {
-    // Two values rounded to f16 by one instruction.
     const __half2 low = __floats2half2_rn(value(word, 0), value(word, 1));
     const __half2 high = __floats2half2_rn(value(word, 2), value(word, 3));
     *reinterpret_cast<uint2*>(out + 4 * word) = make_uint2(*reinterpret_cast<const uint32_t*>(&low),
@@ -41,17 +102,43 @@ __device__ inline void unpack_group_f16(const uint8_t* row, int g, __half* out) 
   }
 }
 
-// kUnpack (a Decoder with unpack32, rows of a multiple of 64 values): steps of 64 values by unpack32, else
-// steps of 32 by decode8.
-template <class Decoder, bool kUnpack>
+// What the staged kernel copies a step ahead: a unit of whole blocks of at least 64 values (one block of the
+// 256-value formats, two of Q8_0's 32), in a shared slot per row holding the unit copied in 16-byte pieces
+// from the 16-byte boundary at or below its start (blocks start at even offsets: up to 14 bytes before it).
+// The slot is an odd number of 16-byte pieces, so that the 16 rows a warp reads at once fall in different
+// banks (an even number, 128 bytes for IQ3_S, made that a 16-way conflict).
+template <class Decoder>
+inline constexpr int kStagedUnitValues = Decoder::block_elements > 2 * kQ8Group ? Decoder::block_elements : 2 * kQ8Group;
+template <class Decoder>
+inline constexpr int kStagedUnitBytes = kStagedUnitValues<Decoder> / Decoder::block_elements * Decoder::block_bytes;
+template <class Decoder>
+inline constexpr int kStagedSlotBytes = ((kStagedUnitBytes<Decoder> + 14 + 15) / 16 | 1) * 16;
+// Whether two stages of slots fit next to the weight and token tiles in a block's 48 KiB of static shared
+// memory (Q6_K's 210-byte blocks just do; a format's own shared tables count too, so a larger format with
+// tables must stay below): formats that do not fit take decode8.
+template <class Decoder>
+inline constexpr bool kStagedFits =
+    2 * kGemmRows * kStagedSlotBytes<Decoder> + 2 * kGemmRows * (2 * kQ8Group + kGemmPad) * 2 <= 48 * 1024;
+
+// kStaged (a Decoder with unpack32, rows of whole staged units, weights 16-byte aligned): the 64 rows' next
+// unit is copied into shared memory asynchronously while the current one is unpacked and multiplied, in
+// steps of 64 values, each thread unpacking one 32-value group from shared memory; else steps of 32 by
+// decode8 straight from global memory.
+template <class Decoder, bool kStaged>
 __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_kernel(strata_cuda_grouped_gemm args) {
   using namespace nvcuda;
-  constexpr int kStep = kUnpack ? 2 * kQ8Group : kGemmStep, kLd = kStep + kGemmPad, kChunksPerRow = kStep / kChunkValues;
+  constexpr int kStep = kStaged ? 2 * kQ8Group : kGemmStep, kLd = kStep + kGemmPad, kChunksPerRow = kStep / kChunkValues;
+  constexpr int kSlot = kStaged ? kStagedSlotBytes<Decoder> : 16;
+  constexpr size_t kStagedBytes = sizeof(float) * kGemmTokens * (kGemmRows + 4);
+  constexpr size_t kRawBytes = kStaged ? size_t{2} * kGemmRows * kSlot : 0;
   __shared__ __align__(32) __half weights[kGemmRows][kLd];
   __shared__ __align__(32) __half tokens[kGemmTokens][kLd];
-  __shared__ __align__(32) float staged[kGemmTokens][kGemmRows + 4];
+  // Two stages of raw blocks while the loop runs, the results after it.
+  __shared__ __align__(32) unsigned char scratch[kRawBytes > kStagedBytes ? kRawBytes : kStagedBytes];
+  auto& staged = *reinterpret_cast<float (*)[kGemmTokens][kGemmRows + 4]>(scratch);
+  auto& raw = *reinterpret_cast<uint8_t (*)[2][kGemmRows][kSlot]>(scratch);
   let_next_kernel_launch();
-  if constexpr (kUnpack) {
+  if constexpr (kStaged) {
     load_decoder_tables<Decoder>();
     __syncthreads();
   }
@@ -63,18 +150,51 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_kernel(strata_cuda_
   const int warp = threadIdx.x / kWarp;
   const bool bad_expert = expert < 0 || expert >= args.n_experts;
   const auto* matrix = static_cast<const uint8_t*>(args.weight) + (bad_expert ? 0 : static_cast<size_t>(expert) * args.expert_bytes);
+  const auto* matrix_end = static_cast<const uint8_t*>(args.weight) + static_cast<size_t>(args.n_experts) * args.expert_bytes;
   const auto* x = reinterpret_cast<const __half*>(args.x);
+  constexpr int kUnitValues = kStaged ? kStagedUnitValues<Decoder> : 1;
+  // Where unit u of the block's row r starts in global memory (rows past the end repeat the last row).
+  const auto unit_start = [&](int r, int64_t u) {
+    return matrix + min(row0 + r, args.n_rows - 1) * args.row_bytes + u * kStagedUnitBytes<Decoder>;
+  };
+  const auto stage_unit = [&](int64_t u) {
+    constexpr int kPieces = kSlot / 16;
+    for (int item = threadIdx.x; item < kGemmRows * kPieces; item += kGemmThreads) {
+      const int r = item / kPieces, piece = item % kPieces;
+      const auto* aligned = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(unit_start(r, u)) & ~uintptr_t{15});
+      const uint8_t* source = aligned + 16 * piece;
+      const auto bytes = static_cast<int>(max(int64_t{0}, min(int64_t{16}, static_cast<int64_t>(matrix_end - source))));
+      copy16_async(&raw[u % 2][r][16 * piece], bytes > 0 ? source : aligned, bytes);
+    }
+    commit_async_copies();
+  };
 
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kGemmRows / 16];
 #pragma unroll
   for (int j = 0; j < kGemmRows / 16; ++j) wmma::fill_fragment(acc[j], 0.0f);
 
+  if constexpr (kStaged) {
+    if (args.n > 0) stage_unit(0);
+  }
   for (int64_t k0 = 0; k0 < args.n; k0 += kStep) {
-    if constexpr (kUnpack) {
+    if constexpr (kStaged) {
+      const int64_t u = k0 / kUnitValues;
+      if (k0 % kUnitValues == 0) {
+        // The next unit starts on its way (an empty group at the end keeps the count), this one has landed;
+        // the other stage was last read before the previous step's closing barrier.
+        if ((u + 1) * kUnitValues < args.n) {
+          stage_unit(u + 1);
+        } else {
+          commit_async_copies();
+        }
+        wait_async_copies<1>();
+        __syncthreads();
+      }
       // 64 rows x 2 groups: a group per thread.
       const int r = threadIdx.x / 2, half = threadIdx.x % 2;
-      const int64_t row = min(row0 + r, args.n_rows - 1);  // rows past the end decode the last row, unused
-      unpack_group_f16<Decoder>(matrix + row * args.row_bytes, static_cast<int>(k0 / kQ8Group) + half, &weights[r][half * kQ8Group]);
+      const uint8_t* unit = &raw[u % 2][r][0] + (reinterpret_cast<uintptr_t>(unit_start(r, u)) & 15);
+      const int group = static_cast<int>(k0 % kUnitValues) / kQ8Group + half;
+      unpack_group_f16<Decoder>(unit, group, &weights[r][half * kQ8Group]);
     } else {
       for (int item = threadIdx.x; item < kGemmRows * kChunksPerRow; item += kGemmThreads) {
         const int r = item / kChunksPerRow, c = item % kChunksPerRow;

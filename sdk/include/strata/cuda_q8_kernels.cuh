@@ -7,6 +7,10 @@
 // which copies lookup tables unpack32 reads into __shared__ arrays of the Decoder's translation unit (a warp
 // gathering 32 random entries of a table meets fewer conflicts in shared memory than in the L1 cache); the
 // kernels here call it with all threads of a block before the barrier that ends their activation rounding.
+// And optionally, where every group has one d that is an f16 value of the block times a small multiplier,
+//   __device__ static F16Scale f16_scale(const uint8_t* block, int group);
+// with d = base * multiplier and every |level| * multiplier exact in f16 (an integer below 2048, or such an
+// integer over a power of 2, with 1152 * multiplier exact too): the grouped GEMM then scales in f16 pairs.
 // Each block of a kernel
 // here first rounds the activations it needs to int8, one float scale per 32 values, into shared memory;
 // then a weight group meets an activation group in 8 __dp4a (4 products each) instead of 32 float
@@ -19,6 +23,11 @@
 #include "strata/cuda_block_common.cuh"
 
 namespace strata::sdk::cuda {
+
+// What f16_scale returns (see above).
+struct F16Scale {
+  __half base, multiplier;
+};
 
 template <class Decoder>
 concept HasQ8Unpack = Decoder::block_elements % 32 == 0 &&
