@@ -603,6 +603,47 @@ TEST(BackendCuda, PromptMatmulOfTinyWeightsRoundsEachWeightOnce) {
   }
 }
 
+// A concurrent region (ABI 1.3) spreads its matmuls over several streams, each with its own scratch: three
+// projections of one input, of three types, give the same numbers as outside a region, on the decode path
+// and on the prompt path (whose f16 copies of the input and tile lists live in the streams' scratches). A
+// region does not nest, and ends only once.
+TEST(BackendCuda, MatmulsInAConcurrentRegionMatchThoseOutsideOne) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<HostWeight> weights = {make_weight(kIQ3_S, 512, 192, 1, 31), make_weight(kQ4_K, 512, 64, 1, 32),
+                                           make_weight(kQ6_K, 512, 64, 1, 33)};
+  for (const int32_t n_tokens : {1, 40}) {
+    Backend cuda(*cuda_plugin().table);
+    const auto x = random_floats(static_cast<size_t>(n_tokens * 512), 34);
+    strata_buffer* input = cuda.upload(x);
+    std::vector<strata_weight*> loaded;
+    std::vector<strata_buffer*> outside, inside;
+    for (const HostWeight& w : weights) {
+      loaded.push_back(cuda.load(w));
+      outside.push_back(cuda.alloc_floats(static_cast<size_t>(n_tokens * w.ne1)));
+      inside.push_back(cuda.alloc_floats(static_cast<size_t>(n_tokens * w.ne1)));
+    }
+    const auto multiply_all = [&](const std::vector<strata_buffer*>& outs) {
+      for (size_t i = 0; i < weights.size(); ++i) {
+        cuda.run("matmul", [&](strata_backend* b, strata_error* e) {
+          return cuda.table().matmul(b, loaded[i], 0, input, n_tokens, nullptr, outs[i], e);
+        });
+      }
+    };
+    multiply_all(outside);
+    for (int round = 0; round < 2; ++round) {  // the second round finds the streams' scratches grown
+      cuda.run("concurrent_begin", [&](strata_backend* b, strata_error* e) { return cuda.table().concurrent_begin(b, e); });
+      EXPECT_NE(cuda.table().concurrent_begin(cuda.get(), cuda.error()), STRATA_OK) << "a nested region";
+      multiply_all(inside);
+      cuda.run("concurrent_end", [&](strata_backend* b, strata_error* e) { return cuda.table().concurrent_end(b, e); });
+      EXPECT_NE(cuda.table().concurrent_end(cuda.get(), cuda.error()), STRATA_OK) << "a region ended twice";
+      for (size_t i = 0; i < weights.size(); ++i) {
+        const size_t n = static_cast<size_t>(n_tokens * weights[i].ne1);
+        EXPECT_EQ(cuda.read(inside[i], n), cuda.read(outside[i], n)) << "weight " << i << ", " << n_tokens << " tokens";
+      }
+    }
+  }
+}
+
 // The expert launches read ids on the device, where they cannot be checked before use: a bad id gives
 // NaN for its token instead of reading outside the weights.
 TEST(BackendCuda, MoeFfnDecodePathMarksABadExpertIdWithNaN) {

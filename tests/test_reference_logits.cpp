@@ -136,17 +136,22 @@ TEST_P(ReferenceLogits, ScalarKernelsMeetTheBarToo) {
   EXPECT_GE(distance.top1, bar_.top1);
 }
 
-// A backend built for ABI 1.1 hands over a shorter table (struct_size ends before attention_rope): the core
-// must not read the entries past it, whatever bytes lie there, and must run the separate ops instead.
-TEST(BackendTable, AnAbi11TableRunsTheSeparateOpsToTheSameLogits) {
-  const auto model = test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing";
+// The tiny reference model on the CPU backend with 2 threads, for the tests that wrap its table.
+EngineOptions tiny_cpu_engine_options(const std::filesystem::path& model) {
   EngineOptions options;
   options.model = model;
   options.manifest = test::default_manifest_path();
   options.backend = "cpu";
   options.threads = 2;
-  const Engine engine(options);
+  return options;
+}
+
+// A backend built for ABI 1.1 hands over a shorter table (struct_size ends before attention_rope): the core
+// must not read the entries past it, whatever bytes lie there, and must run the separate ops instead.
+TEST(BackendTable, AnAbi11TableRunsTheSeparateOpsToTheSameLogits) {
+  const auto model = test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing";
+  const Engine engine(tiny_cpu_engine_options(model));
   ASSERT_TRUE(engine.backend().has_attention_rope());
   ASSERT_TRUE(engine.backend().has_add_rms_norm());
   strata_backend_table older = engine.backend().table();  // its fused entries stay set past struct_size
@@ -159,6 +164,58 @@ TEST(BackendTable, AnAbi11TableRunsTheSeparateOpsToTheSameLogits) {
   Session current(engine.model(), {.n_ctx = 16, .execution = {}});
   Session separate(older_model, {.n_ctx = 16, .execution = {}});
   EXPECT_EQ(separate.forward(tokens, true), current.forward(tokens, true));
+}
+
+// What a backend with concurrent regions (ABI 1.3) is asked: the CPU table with counting region entries.
+struct RegionLog {
+  int begun = 0, ended = 0, nested = 0, matmuls_inside = 0;
+  bool open = false;
+};
+RegionLog region_log;
+strata_status (*cpu_matmul)(strata_backend*, const strata_weight*, int32_t, const strata_buffer*, int32_t,
+                            const strata_weight*, strata_buffer*, strata_error*) = nullptr;
+
+// The core puts each layer's q, k and v projections (and nothing else) in a region, and none with
+// concurrent_ops off; the logits are the same either way.
+TEST(BackendTable, TheQkvProjectionsRunInAConcurrentRegion) {
+  const auto model = test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing";
+  const Engine engine(tiny_cpu_engine_options(model));
+  EXPECT_FALSE(engine.backend().has_concurrency());
+  strata_backend_table with_regions = engine.backend().table();
+  cpu_matmul = with_regions.matmul;
+  with_regions.concurrent_begin = [](strata_backend*, strata_error*) -> strata_status {
+    region_log.nested += region_log.open ? 1 : 0;
+    region_log.open = true;
+    ++region_log.begun;
+    return STRATA_OK;
+  };
+  with_regions.concurrent_end = [](strata_backend*, strata_error*) -> strata_status {
+    region_log.open = false;
+    ++region_log.ended;
+    return STRATA_OK;
+  };
+  with_regions.matmul = [](strata_backend* b, const strata_weight* w, int32_t expert, const strata_buffer* x,
+                           int32_t n_tokens, const strata_weight* bias, strata_buffer* out, strata_error* e) {
+    region_log.matmuls_inside += region_log.open ? 1 : 0;
+    return cpu_matmul(b, w, expert, x, n_tokens, bias, out, e);
+  };
+  Backend backend("backend-cpu with regions", with_regions, engine.plugins().quants(), 2, "{}");
+  ASSERT_TRUE(backend.has_concurrency());
+  const Model regions_model(engine.file(), backend);
+  const int32_t n_layers = engine.model().config().n_layer;
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  Session plain(engine.model(), {.n_ctx = 16, .execution = {}});
+  const auto expected = plain.forward(tokens, true);
+  for (const bool concurrent : {true, false}) {
+    region_log = {};
+    Session session(regions_model, {.n_ctx = 16, .execution = {.concurrent_ops = concurrent}});
+    EXPECT_EQ(session.forward(tokens, true), expected);
+    EXPECT_EQ(region_log.begun, concurrent ? n_layers : 0);
+    EXPECT_EQ(region_log.ended, region_log.begun);
+    EXPECT_EQ(region_log.nested, 0);
+    EXPECT_EQ(region_log.matmuls_inside, 3 * region_log.begun);
+  }
 }
 
 TEST(LogitsCli, WritesTheSameLogitsAsTheLibrary) {

@@ -108,6 +108,11 @@ bool Backend::has_attention_rope() const { return has_entry(table_, &strata_back
 
 bool Backend::has_add_rms_norm() const { return has_entry(table_, &strata_backend_table::add_rms_norm); }
 
+bool Backend::has_concurrency() const {
+  return has_entry(table_, &strata_backend_table::concurrent_begin) &&
+         has_entry(table_, &strata_backend_table::concurrent_end);
+}
+
 StepGraph::StepGraph(Backend& backend) : backend_(backend) {
   backend.run("graph create", [&](strata_error* e) { return backend.table().graph_create(backend.get(), &graph_, e); });
 }

@@ -104,6 +104,12 @@ class Backend {
   bool has_attention_rope() const;
   // Whether add_rms_norm does the residual add and the next norm as one op (ABI 1.2).
   bool has_add_rms_norm() const;
+  // Whether the backend may run independent ops at once (concurrent_begin/end, ABI 1.3).
+  bool has_concurrency() const;
+  // Calls ops(), which calls independent ops (see concurrent_begin in strata/backend.h), inside a concurrent
+  // region where the backend has them and concurrent is set; else plainly.
+  template <class Ops>
+  void concurrently(bool concurrent, Ops&& ops);
 
   void write(Buffer& buffer, const void* src, size_t bytes, size_t offset = 0);
   void read(const Buffer& buffer, void* dst, size_t bytes, size_t offset = 0);
@@ -126,5 +132,23 @@ namespace strata {
 template <class Call>
 void Backend::run(const char* what, Call&& call) {
   call_plugin(name_ + ": " + what, std::forward<Call>(call));
+}
+
+template <class Ops>
+void Backend::concurrently(bool concurrent, Ops&& ops) {
+  if (!concurrent || !has_concurrency()) {
+    ops();
+    return;
+  }
+  run("concurrent_begin", [&](strata_error* e) { return table_.concurrent_begin(backend_, e); });
+  try {
+    ops();
+  } catch (...) {
+    // The region is closed whatever failed, so that the backend's streams join again; the op's error wins.
+    strata_error ignored{nullptr, 0};
+    table_.concurrent_end(backend_, &ignored);
+    throw;
+  }
+  run("concurrent_end", [&](strata_error* e) { return table_.concurrent_end(backend_, e); });
 }
 }  // namespace strata

@@ -147,14 +147,17 @@ void Session::attention_block(const LayerWeights& layer, int32_t il, int32_t n, 
   Scratch& s = *scratch_;
 
   residual_then_norm(layer.attn_norm.get(), n);
-  backend_.run("matmul q", [&](strata_error* e) {
-    return t.matmul(b, layer.attn_q.get(), 0, s.normed.get(), n, layer.attn_q_bias.get(), s.q.get(), e);
-  });
-  backend_.run("matmul k", [&](strata_error* e) {
-    return t.matmul(b, layer.attn_k.get(), 0, s.normed.get(), n, layer.attn_k_bias.get(), s.k.get(), e);
-  });
-  backend_.run("matmul v", [&](strata_error* e) {
-    return t.matmul(b, layer.attn_v.get(), 0, s.normed.get(), n, layer.attn_v_bias.get(), s.v.get(), e);
+  // Three reads of normed into three buffers: independent.
+  backend_.concurrently(options_.execution.concurrent_ops, [&] {
+    backend_.run("matmul q", [&](strata_error* e) {
+      return t.matmul(b, layer.attn_q.get(), 0, s.normed.get(), n, layer.attn_q_bias.get(), s.q.get(), e);
+    });
+    backend_.run("matmul k", [&](strata_error* e) {
+      return t.matmul(b, layer.attn_k.get(), 0, s.normed.get(), n, layer.attn_k_bias.get(), s.k.get(), e);
+    });
+    backend_.run("matmul v", [&](strata_error* e) {
+      return t.matmul(b, layer.attn_v.get(), 0, s.normed.get(), n, layer.attn_v_bias.get(), s.v.get(), e);
+    });
   });
   const strata_attention_params params{sizeof(strata_attention_params), il, n, c.n_head, c.n_head_kv, c.head_dim,
                                        1.0f / std::sqrt(static_cast<float>(c.head_dim)), positions.data()};

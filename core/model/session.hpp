@@ -35,6 +35,7 @@ class Model {
 struct ExecutionOptions {
   bool step_graphs = true;  // replay decode steps as recorded graphs where the backend can
   bool fused_ops = true;    // the backend's fused entries (attention_rope, add_rms_norm) where it has them
+  bool concurrent_ops = true;  // independent ops (the q, k and v projections) at once where the backend can
 };
 
 struct SessionOptions {

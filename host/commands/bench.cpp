@@ -77,6 +77,7 @@ void register_bench_command(CLI::App& app) {
             {"graphs", options->engine.execution.step_graphs && engine.backend().has_graphs()},
             {"fused_ops", options->engine.execution.fused_ops &&
                               (engine.backend().has_attention_rope() || engine.backend().has_add_rms_norm())},
+            {"concurrent_ops", options->engine.execution.concurrent_ops && engine.backend().has_concurrency()},
             {"test", result.test},
             {"n_prompt", result.n_prompt},
             {"n_gen", result.n_decode},

@@ -23,6 +23,9 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
   command->add_flag("--no-fused-ops{false}", options.execution.fused_ops,
                     "Call the separate ops where the backend offers fused ones (q/k norms and rope inside attention, "
                     "the residual add with the next norm)");
+  command->add_flag("--no-concurrent-ops{false}", options.execution.concurrent_ops,
+                    "Run every op after the previous one where the backend could run independent ones at once (the "
+                    "q, k and v projections on several CUDA streams)");
 }
 
 void add_sampling_options(CLI::App* command, SamplingParams& sampling) {

@@ -11,7 +11,8 @@
 
 namespace strata::host {
 
-// --model (required), --manifest, --backend, --threads, --vram-reserve-mib, --no-graphs, --no-fused-ops.
+// --model (required), --manifest, --backend, --threads, --vram-reserve-mib, --no-graphs, --no-fused-ops,
+// --no-concurrent-ops.
 void add_engine_options(CLI::App* command, EngineOptions& options);
 
 // --temp, --top-k, --top-p, --min-p, the penalties and --seed.

@@ -93,17 +93,31 @@ strata_backend::strata_backend(const strata_backend_config& config, int device, 
       find_quant_type(config.find_quant_type),
       budget(strata::cuda::free_vram(), reserve_bytes) {
   using strata::cuda::check;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a CUDA stream");
-  if (const cublasStatus_t status = cublasCreate(&cublas); status != CUBLAS_STATUS_SUCCESS) {
-    cudaStreamDestroy(stream);
-    check(status, "creating a cuBLAS handle");
+  try {
+    for (auto& lane : lanes) {
+      check(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking), "creating a CUDA stream");
+      check(cublasCreate(&lane.cublas), "creating a cuBLAS handle");
+      check(cublasSetStream(lane.cublas, lane.stream), "binding cuBLAS to the stream");
+      check(cudaEventCreateWithFlags(&lane.done, cudaEventDisableTiming), "creating a CUDA event");
+    }
+    check(cudaEventCreateWithFlags(&region_start, cudaEventDisableTiming), "creating a CUDA event");
+  } catch (...) {
+    release_lanes();
+    throw;
   }
-  check(cublasSetStream(cublas, stream), "binding cuBLAS to the stream");
+  stream = lanes[0].stream;
+  cublas = lanes[0].cublas;
   description = strata::cuda::describe_device(device, budget, reserve_bytes);
 }
 
-strata_backend::~strata_backend() {
-  cudaStreamSynchronize(stream);
-  cublasDestroy(cublas);
-  cudaStreamDestroy(stream);
+strata_backend::~strata_backend() { release_lanes(); }
+
+void strata_backend::release_lanes() {
+  for (auto& lane : lanes) {
+    if (lane.stream != nullptr) cudaStreamSynchronize(lane.stream);
+    if (lane.cublas != nullptr) cublasDestroy(lane.cublas);
+    if (lane.done != nullptr) cudaEventDestroy(lane.done);
+    if (lane.stream != nullptr) cudaStreamDestroy(lane.stream);
+  }
+  if (region_start != nullptr) cudaEventDestroy(region_start);
 }

@@ -1,11 +1,15 @@
 // The objects behind the backend ABI's opaque handles, and checked access to them for the ops.
 // A backend instance is driven by one host thread at a time; its ops are queued in call order on one
-// stream, and only buffer_read (and the ops that need device results on the host) wait for it.
+// stream, and only buffer_read (and the ops that need device results on the host) wait for it. Inside a
+// concurrent region (ABI 1.3) the matmuls take turns over a few streams (lanes) that fork from the first and
+// join it again at the region's end; every op queues on the current lane with that lane's cuBLAS handle and
+// scratches, so ops running at once share no scratch.
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -58,6 +62,26 @@ struct strata_weight {
   }
 };
 
+namespace strata::cuda {
+
+// A stream and what ops queued on it use privately.
+struct StreamLane {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;  // bound to stream (a handle's workspace is not shared between streams)
+  cudaEvent_t done = nullptr;       // recorded at a region's end, for the first lane to wait on
+  DeviceScratch weight_tile{"f16 weight tile scratch"};
+  DeviceScratch activations_f16{"f16 activation scratch"};
+  DeviceScratch positions{"positions scratch"};
+  DeviceScratch moe_slots{"moe slot scratch"};
+  DeviceScratch moe_floats{"moe activation scratch"};
+  DeviceScratch gemm_tiles{"gemm tile list scratch"};
+};
+
+// Matmuls of a q/k/v region run at once on this many streams.
+inline constexpr int kStreamLanes = 3;
+
+}  // namespace strata::cuda
+
 struct strata_backend {
   strata_backend(const strata_backend_config& config, int device, size_t reserve_bytes);
   ~strata_backend();
@@ -71,21 +95,27 @@ struct strata_backend {
   template <class T>
   const T* upload(strata::cuda::DeviceScratch& scratch, const T* values, size_t count);
 
+  // The lane ops queue on now, and its stream and cuBLAS handle (the first lane's outside a region).
+  strata::cuda::StreamLane& lane() { return lanes[current_lane]; }
+  // In a concurrent region, moves the op about to queue to the next lane; outside one, nothing.
+  void take_next_lane();
+  void use_lane(int index);
+
   int device;
   void* quant_context;
   const strata_quant_type* (*find_quant_type)(void* quant_context, uint32_t type_id);
-  cudaStream_t stream = nullptr;
-  cublasHandle_t cublas = nullptr;
+  std::array<strata::cuda::StreamLane, strata::cuda::kStreamLanes> lanes;
+  int current_lane = 0;
+  int region_ops = -1;             // ops placed in the open concurrent region; -1 outside one
+  cudaEvent_t region_start = nullptr;  // recorded on the first lane at concurrent_begin
+  cudaStream_t stream = nullptr;   // lane().stream
+  cublasHandle_t cublas = nullptr;  // lane().cublas
   strata::cuda::VramBudget budget;
   std::string description;
+  strata_graph* recording = nullptr;  // the step graph being captured on the first lane's stream, if any
 
-  strata::cuda::DeviceScratch weight_tile{"f16 weight tile scratch"};
-  strata::cuda::DeviceScratch activations_f16{"f16 activation scratch"};
-  strata::cuda::DeviceScratch positions{"positions scratch"};
-  strata::cuda::DeviceScratch moe_slots{"moe slot scratch"};
-  strata::cuda::DeviceScratch moe_floats{"moe activation scratch"};
-  strata::cuda::DeviceScratch gemm_tiles{"gemm tile list scratch"};
-  strata_graph* recording = nullptr;  // the step graph being captured on the stream, if any
+ private:
+  void release_lanes();
 };
 
 namespace strata::cuda {

@@ -73,6 +73,7 @@ void graph_begin(strata_backend* backend, strata_graph* graph, const int32_t* po
   int32_t& chosen = deref(mode, "mode");
   if (n_positions <= 0 || positions == nullptr) invalid_argument("graph_begin: no positions");
   if (instance.recording != nullptr) invalid_argument("graph_begin: another graph is recording");
+  if (instance.region_ops >= 0) invalid_argument("graph_begin: inside a concurrent region");
   if (!g.positions.empty() && n_positions != static_cast<int32_t>(g.positions.size())) {
     invalid_argument("graph_begin: " + std::to_string(n_positions) + " positions for a graph of " +
                      std::to_string(g.positions.size()));
@@ -145,7 +146,7 @@ void graph_discard(strata_backend* backend, strata_graph* graph) {
 
 const int32_t* device_positions(strata_backend& backend, const int32_t* positions, int32_t n) {
   const strata_graph* graph = backend.recording;
-  if (graph == nullptr) return backend.upload(backend.positions, positions, static_cast<size_t>(n));
+  if (graph == nullptr) return backend.upload(backend.lane().positions, positions, static_cast<size_t>(n));
   if (n != static_cast<int32_t>(graph->positions.size()) ||
       std::memcmp(positions, graph->positions.data(), static_cast<size_t>(n) * sizeof(int32_t)) != 0) {
     invalid_argument("an op's positions differ from those of the step graph recording it");

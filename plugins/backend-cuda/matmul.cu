@@ -62,7 +62,7 @@ void multiply_batch(strata_backend& backend, const strata_weight& weight, int64_
     gemm_f32(backend, reinterpret_cast<const float*>(matrix), x, ne0, ne1, n_tokens, out);
     return;
   }
-  __half* x16 = backend.activations_f16.get<__half>(backend.budget, backend.stream, static_cast<size_t>(n_tokens * ne0));
+  __half* x16 = backend.lane().activations_f16.get<__half>(backend.budget, backend.stream, static_cast<size_t>(n_tokens * ne0));
   sdk::cuda::launch_after_previous(to_f16_kernel, blocks_for(n_tokens * ne0, kThreads), kThreads, 0, backend.stream, x,
                                    x16, n_tokens * ne0);
   check_launch("to_f16");
@@ -79,12 +79,12 @@ void multiply_batch(strata_backend& backend, const strata_weight& weight, int64_
     }
     const auto n_tiles = static_cast<int32_t>(tiles.size() / 3);
     tiles.push_back(n_tiles);
-    const int32_t* device_tiles = backend.upload(backend.gemm_tiles, tiles.data(), tiles.size());
+    const int32_t* device_tiles = backend.upload(backend.lane().gemm_tiles, tiles.data(), tiles.size());
     grouped_gemm(backend, weight, device_tiles, device_tiles + 3 * n_tiles, n_tiles, x16, out);
     return;
   }
   const int64_t tile_rows = std::clamp<int64_t>(static_cast<int64_t>(kTileBytes / (ne0 * sizeof(__half))), 1, ne1);
-  auto* tile = backend.weight_tile.get<__half>(backend.budget, backend.stream, static_cast<size_t>(tile_rows * ne0));
+  auto* tile = backend.lane().weight_tile.get<__half>(backend.budget, backend.stream, static_cast<size_t>(tile_rows * ne0));
   const int64_t blocks_per_row = ne0 / weight.type->block_elements;
   for (int64_t row0 = 0; row0 < ne1; row0 += tile_rows) {
     const int64_t n_rows = std::min(tile_rows, ne1 - row0);
@@ -161,6 +161,7 @@ bool multiply_rounded(strata_backend& backend, const strata_weight& weight, int3
 void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, const strata_buffer* x,
             int32_t n_tokens, const strata_weight* bias, strata_buffer* out) {
   auto& instance = deref(backend, "backend");
+  instance.take_next_lane();
   const auto& weight = deref(w, "matmul weight");
   const sdk::MatmulOperands operands = sdk::matmul_operands(weight, expert, x, n_tokens, out);
   float* out_values = operands.out;

@@ -2,7 +2,7 @@
 // entries and the plugin options; cuda_backend.cpp builds the table from them. Defined in:
 // backend_instance.cpp (create, destroy, describe, options), memory.cpp (buffers, weights, get_rows),
 // attention.cu (kv_create, kv_free, attention, attention_rope), matmul.cu, route.cu, moe.cu, elementwise.cu
-// (rms_norm, add_rms_norm, rope_neox, add, mul, unary, scale_rows) and graph.cpp.
+// (rms_norm, add_rms_norm, rope_neox, add, mul, unary, scale_rows), graph.cpp and concurrency.cpp.
 #pragma once
 
 #include "strata/backend.hpp"
@@ -22,5 +22,9 @@ void graph_begin(strata_backend* backend, strata_graph* graph, const int32_t* po
                  int32_t* mode);
 void graph_end(strata_backend* backend, strata_graph* graph);
 void graph_discard(strata_backend* backend, strata_graph* graph);
+
+// concurrency.cpp
+void concurrent_begin(strata_backend* backend);
+void concurrent_end(strata_backend* backend);
 
 }  // namespace strata::cuda

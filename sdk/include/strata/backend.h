@@ -198,6 +198,14 @@ typedef struct strata_backend_table {
   strata_status (*add_rms_norm)(strata_backend* backend, strata_buffer* x, const strata_buffer* y,
                                 const strata_weight* weight, int32_t rows, int32_t width, float eps, strata_buffer* out,
                                 strata_error* error);
+
+  /* ABI 1.3, optional (NULL: ops run one after another). The ops called between concurrent_begin and
+   * concurrent_end are independent: none reads or writes a buffer (or cache) that another of them writes.
+   * The backend may run them at once (a GPU on several streams); after concurrent_end, later ops see all of
+   * their results, as after any op. Regions do not nest; buffer_read, buffer_write and the graph entries
+   * are not called inside one. */
+  strata_status (*concurrent_begin)(strata_backend* backend, strata_error* error);
+  strata_status (*concurrent_end)(strata_backend* backend, strata_error* error);
 } strata_backend_table;
 
 enum { STRATA_GRAPH_RUN = 0, STRATA_GRAPH_RECORD = 1, STRATA_GRAPH_REPLAY = 2 };

@@ -39,6 +39,14 @@ constexpr strata_backend_table with_fused_ops(strata_backend_table table) {
   return table;
 }
 
+// A table with the concurrent region entries (ABI 1.3) filled in: concurrent_begin and concurrent_end.
+template <auto Begin, auto End>
+constexpr strata_backend_table with_concurrency(strata_backend_table table) {
+  table.concurrent_begin = &BackendEntry<Begin>::call;
+  table.concurrent_end = &BackendEntry<End>::call;
+  return table;
+}
+
 }  // namespace strata::sdk
 
 // The C++ functions a backend namespace defines for STRATA_BACKEND_TABLE: every entry of the table,
@@ -87,8 +95,8 @@ constexpr strata_backend_table with_fused_ops(strata_backend_table table) {
 // A strata_backend_table from the functions of namespace NS: create, destroy, describe, buffer_alloc,
 // buffer_free, buffer_write, buffer_read, weight_load, weight_free, kv_create, kv_free and every op of
 // backend.h under its table name. Release functions (destroy, *_free) cannot fail and are used as they
-// are; describe(NULL) answers NAME. The optional entries, step graphs and fused ops, are left NULL (see
-// with_graphs, with_fused_ops).
+// are; describe(NULL) answers NAME. The optional entries, step graphs, fused ops and concurrent regions,
+// are left NULL (see with_graphs, with_fused_ops, with_concurrency).
 #define STRATA_BACKEND_TABLE(NS, NAME)                                                                     \
   strata_backend_table {                                                                                   \
     sizeof(strata_backend_table), &::strata::sdk::BackendEntry<NS::create>::call, &NS::destroy,            \
@@ -103,7 +111,7 @@ constexpr strata_backend_table with_fused_ops(strata_backend_table table) {
         &::strata::sdk::BackendEntry<NS::moe_ffn>::call, &::strata::sdk::BackendEntry<NS::add>::call,      \
         &::strata::sdk::BackendEntry<NS::mul>::call, &::strata::sdk::BackendEntry<NS::unary>::call,        \
         &::strata::sdk::BackendEntry<NS::scale_rows>::call, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, \
-        nullptr                                                                                             \
+        nullptr, nullptr, nullptr                                                                           \
   }
 
 // STRATA_BACKEND_TABLE(NS, NAME) with NS's step graph entries.
