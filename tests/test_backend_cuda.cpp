@@ -439,6 +439,46 @@ TEST(BackendCuda, AttentionPastTheContextIsAnError) {
             STRATA_E_INVALID_ARGUMENT);
 }
 
+// Decode attention also leaves its output rounded to 8 bits for the output projection: that matvec then
+// gives to the bit what it gives on a copy of the same floats, which it rounds itself. With 4 heads of 128
+// values after 20 cached positions, for 1 and 3 tokens.
+TEST(BackendCuda, DecodeAttentionOutputFeedsTheOutputProjectionAsItsFloats) {
+  SKIP_WITHOUT_CUDA();
+  const int32_t n_head = 4, n_head_kv = 2, head_dim = 128, width = n_head * head_dim;
+  const HostWeight projection = make_weight(kIQ3_S, width, 256, 1, 51);
+  for (const int32_t n_tokens : {1, 3}) {
+    Backend cuda(*cuda_plugin().table);
+    strata_kv_cache* cache = cuda.kv(1, 32, n_head_kv, head_dim, STRATA_KV_F16);
+    strata_weight* weight = cuda.load(projection);
+    strata_buffer* out = cuda.alloc_floats(static_cast<size_t>(n_tokens * width));
+    const auto attend = [&](int32_t first, int32_t count, uint32_t seed) {
+      std::vector<int32_t> positions(static_cast<size_t>(count));
+      for (int32_t t = 0; t < count; ++t) positions[t] = first + t;
+      const strata_attention_params params{sizeof(strata_attention_params), 0, count, n_head, n_head_kv, head_dim,
+                                           0.09f, positions.data()};
+      strata_buffer* q = cuda.upload(random_floats(static_cast<size_t>(count * width), seed));
+      strata_buffer* k = cuda.upload(random_floats(static_cast<size_t>(count * n_head_kv * head_dim), seed + 1));
+      strata_buffer* v = cuda.upload(random_floats(static_cast<size_t>(count * n_head_kv * head_dim), seed + 2));
+      strata_buffer* step_out = count == n_tokens ? out : cuda.alloc_floats(static_cast<size_t>(count * width));
+      cuda.run("attention", [&](strata_backend* b, strata_error* e) {
+        return cuda.table().attention(b, cache, &params, q, k, v, step_out, e);
+      });
+    };
+    attend(0, 20, 52);
+    attend(20, n_tokens, 55);
+    const auto project = [&](strata_buffer* input) {
+      strata_buffer* projected = cuda.alloc_floats(static_cast<size_t>(n_tokens * 256));
+      cuda.run("matmul", [&](strata_backend* b, strata_error* e) {
+        return cuda.table().matmul(b, weight, 0, input, n_tokens, nullptr, projected, e);
+      });
+      return cuda.read(projected, static_cast<size_t>(n_tokens * 256));
+    };
+    const auto from_attention = project(out);
+    const auto from_floats = project(cuda.upload(cuda.read(out, static_cast<size_t>(n_tokens * width))));
+    EXPECT_EQ(from_attention, from_floats) << n_tokens << " tokens";
+  }
+}
+
 TEST(BackendCuda, RouteMatchesTheCpuBackendIdsAndWeights) {
   SKIP_WITHOUT_CUDA();
   const int32_t n_tokens = 40, n_experts = 128, n_used = 8;

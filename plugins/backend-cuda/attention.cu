@@ -25,7 +25,7 @@ namespace {
 
 using sdk::cuda::kWarp;
 
-constexpr int kAttentionWarps = 4;
+constexpr int kAttentionWarps = 4;  // at least 3: the key, value and query jobs of the store take a warp each
 constexpr int kMaxValuesPerLane = 8;  // head_dim up to 256
 
 KvView view(const strata_kv_cache& cache, const DeviceAllocation& data, const DeviceAllocation& scales) {
@@ -34,13 +34,14 @@ KvView view(const strata_kv_cache& cache, const DeviceAllocation& data, const De
           cache.config.head_dim, cache.groups_per_row};
 }
 
-// Writes one cache row from shared memory, the block's threads taking a value (f16) or a group of 16 (int8).
+// Writes one cache row from shared memory, a warp's lanes taking a value (f16) or a group of 16 (int8).
 __device__ void store_row(const KvView& target, size_t row, const float* x) {
+  const int lane = threadIdx.x % kWarp;
   if (target.halves != nullptr) {
-    for (int i = threadIdx.x; i < target.head_dim; i += blockDim.x) target.halves[row * target.head_dim + i] = __float2half_rn(x[i]);
+    for (int i = lane; i < target.head_dim; i += kWarp) target.halves[row * target.head_dim + i] = __float2half_rn(x[i]);
     return;
   }
-  for (int group = threadIdx.x; group < target.groups_per_row; group += blockDim.x) {
+  for (int group = lane; group < target.groups_per_row; group += kWarp) {
     const int start = group * kInt8GroupSize, end = min(start + kInt8GroupSize, target.head_dim);
     float amax = 0.0f;
     for (int i = start; i < end; ++i) amax = fmaxf(amax, fabsf(x[i]));
@@ -51,18 +52,27 @@ __device__ void store_row(const KvView& target, size_t row, const float* x) {
   }
 }
 
-// Loads a token's k (prepared) and v rows of one kv head and writes them to the cache at its position.
+// A warp's copy of head_dim values into shared memory.
+__device__ void load_head(float* to, const float* from, int head_dim) {
+  for (int i = threadIdx.x % kWarp; i < head_dim; i += kWarp) to[i] = from[i];
+  __syncwarp();
+}
+
+// The jobs of a token's K/V store, a warp each so that they run side by side: warp 0 prepares the key and
+// writes it to the cache at the token's position, warp 1 the value (both through shared staging rows).
+// Other warps do nothing here.
 __device__ void store_token(const KvView& keys, const KvView& values, const float* k, const float* v,
-                            const HeadPrep& prep, int position, size_t row, int64_t offset, float* staging) {
-  const int head_dim = keys.head_dim;
-  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) staging[i] = k[offset + i];
-  __syncthreads();
-  prepare_head(staging, head_dim, prep.k_gain, prep.eps, prep.half, prep.theta_scale, position, BlockTeam<kAttentionWarps>{});
-  store_row(keys, row, staging);
-  __syncthreads();
-  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) staging[i] = v[offset + i];
-  __syncthreads();
-  store_row(values, row, staging);
+                            const HeadPrep& prep, int position, size_t row, int64_t offset, float* key_staging,
+                            float* value_staging) {
+  const int warp = threadIdx.x / kWarp, head_dim = keys.head_dim;
+  if (warp == 0) {
+    load_head(key_staging, k + offset, head_dim);
+    prepare_head(key_staging, head_dim, prep.k_gain, prep.eps, prep.half, prep.theta_scale, position);
+    store_row(keys, row, key_staging);
+  } else if (warp == 1) {
+    load_head(value_staging, v + offset, head_dim);
+    store_row(values, row, value_staging);
+  }
 }
 
 // One block per (token, kv head): the token's key (prepared) and value rows into the cache.
@@ -70,11 +80,11 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     store_kernel(KvView keys, KvView values, const float* k, const float* v, HeadPrep prep, const int32_t* positions,
                  int layer, int n_head_kv, int n_ctx) {
   sdk::cuda::start_after_previous_kernel();
-  __shared__ float staging[kMaxValuesPerLane * kWarp];
+  __shared__ float staging[2][kMaxValuesPerLane * kWarp];
   const int token = blockIdx.x / n_head_kv, kv_head = blockIdx.x % n_head_kv;
   const size_t row = (static_cast<size_t>(layer) * n_head_kv + kv_head) * n_ctx + positions[token];
   store_token(keys, values, k, v, prep, positions[token], row, (int64_t{token} * n_head_kv + kv_head) * keys.head_dim,
-              staging);
+              staging[0], staging[1]);
 }
 
 // One block per (token, head). The warps take turns at runs of 32 cache positions, a position per lane:
@@ -83,15 +93,15 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
 // dimensions lane, lane + 32, ...) and adds the run's values. The warps' states are merged at the end.
 // Nothing is stored per position, so any context fits. (Lanes splitting each score's dimensions instead,
 // with a shuffle reduction per position, measured 9% slower decoding on the H200.)
-// With store (one token): every block first writes its kv head's new key and value rows itself, so the
-// step needs no store kernel. The blocks sharing a kv head write the same bytes (each prepares the key
+// With store (one token): every block first writes its kv head's new key and value rows itself (two warps,
+// while a third prepares the query), so the step needs no store kernel. The blocks sharing a kv head write the same bytes (each prepares the key
 // from the same inputs with the same operations), so whichever write lands last, each block reads back
 // its own row after its barrier; formally a race of identical values, which memcheck does not flag and
 // racecheck (shared memory only) does not cover.
 __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     attention_kernel(KvView keys, KvView values, const float* q, const float* k, const float* v, HeadPrep prep,
-                     bool store, const int32_t* positions, float* out, int layer, int n_head, int n_head_kv, int n_ctx,
-                     float scale) {
+                     bool store, const int32_t* positions, float* out, int8_t* out_levels, float* out_scales, int layer,
+                     int n_head, int n_head_kv, int n_ctx, float scale) {
   sdk::cuda::start_after_previous_kernel();
   __shared__ float warp_max[kAttentionWarps], warp_sum_shared[kAttentionWarps];
   __shared__ float warp_acc[kAttentionWarps][kMaxValuesPerLane * kWarp];
@@ -101,17 +111,17 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
   const int head_dim = keys.head_dim;
   const int kv_head = head / (n_head / n_head_kv);
   const size_t first_row = (static_cast<size_t>(layer) * n_head_kv + kv_head) * n_ctx;
+  // Three jobs side by side, a warp each, then one barrier: the key and value rows into the cache (store;
+  // read back below by other threads of the block) and the query, prepared and scaled, into shared memory.
   if (store) {
     store_token(keys, values, k, v, prep, positions[token], first_row + positions[token],
-                (int64_t{token} * n_head_kv + kv_head) * head_dim, warp_acc[0]);
-    __syncthreads();  // the rows are read back below, by other threads of the block
+                (int64_t{token} * n_head_kv + kv_head) * head_dim, warp_acc[0], warp_acc[1]);
   }
-  const float* q_row = q + (int64_t{token} * n_head + head) * head_dim;
-  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) query[i] = q_row[i];
-  __syncthreads();
-  prepare_head(query, head_dim, prep.q_gain, prep.eps, prep.half, prep.theta_scale, positions[token],
-               BlockTeam<kAttentionWarps>{});
-  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) query[i] *= scale;
+  if (warp == kAttentionWarps - 1) {
+    load_head(query, q + (int64_t{token} * n_head + head) * head_dim, head_dim);
+    prepare_head(query, head_dim, prep.q_gain, prep.eps, prep.half, prep.theta_scale, positions[token]);
+    for (int i = lane; i < head_dim; i += kWarp) query[i] *= scale;
+  }
   __syncthreads();
 
   float acc[kMaxValuesPerLane] = {};
@@ -155,11 +165,18 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     factors[w] = warp_sum_shared[w] > 0.0f ? expf(warp_max[w] - total_max) : 0.0f;  // a warp that saw nothing adds 0
     total_sum += warp_sum_shared[w] * factors[w];
   }
-  float* out_row = out + (int64_t{token} * n_head + head) * head_dim;
+  const int64_t first = (int64_t{token} * n_head + head) * head_dim;
   for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
     float value = 0.0f;
     for (int w = 0; w < kAttentionWarps; ++w) value += warp_acc[w][i] * factors[w];
-    out_row[i] = value / total_sum;
+    value /= total_sum;
+    out[first + i] = value;
+    if (out_levels != nullptr) {
+      // A warp holds one group of 32 (head_dim a multiple of 32): rounded as the 8-bit matvecs round.
+      const float group_scale = sdk::cuda::warp_max(fabsf(value)) / 127.0f;
+      out_levels[first + i] = static_cast<int8_t>(sdk::cuda::q8_level(value, group_scale));
+      if (lane == 0) out_scales[(first + i) / sdk::cuda::kQ8Group] = group_scale;
+    }
   }
 }
 
@@ -202,7 +219,7 @@ namespace {
 // tiled prompt kernel for steps of kPromptAttentionMinTokens or more where it takes the shape, else the
 // per-token kernel.
 void launch_attention(strata_backend& instance, strata_kv_cache& kv, const strata_attention_params& p,
-                      const sdk::AttentionOperands& operands, const HeadPrep& prep) {
+                      const sdk::AttentionOperands& operands, const HeadPrep& prep, strata_buffer& out) {
   const int64_t n_tokens = p.n_tokens;
   if (n_tokens == 0) return;
   const int32_t* positions = device_positions(instance, p.positions, static_cast<int32_t>(n_tokens));
@@ -220,11 +237,16 @@ void launch_attention(strata_backend& instance, strata_kv_cache& kv, const strat
       return;
     }
   }
+  // A decode step's output also rounded to 8 bits, for the output projection's matvec.
+  const bool round = n_tokens <= sdk::cuda::kMaxMatvecTokens && p.head_dim % sdk::cuda::kQ8Group == 0;
+  if (round) out.allocate_rounded(instance.budget);
   sdk::cuda::launch_after_previous(attention_kernel, static_cast<unsigned>(n_tokens * p.n_head),
                                    kWarp * kAttentionWarps, 0, instance.stream, keys, values, operands.q, operands.k,
-                                   operands.v, prep, store_in_attention, positions, operands.out, p.layer, p.n_head,
-                                   p.n_head_kv, kv.config.n_ctx, p.scale);
+                                   operands.v, prep, store_in_attention, positions, operands.out,
+                                   round ? out.rounded_levels() : nullptr, round ? out.rounded_scales() : nullptr,
+                                   p.layer, p.n_head, p.n_head_kv, kv.config.n_ctx, p.scale);
   check_launch("attention");
+  if (round) out.mark_rounded(n_tokens, int64_t{p.n_head} * p.head_dim);
 }
 
 }  // namespace
@@ -233,7 +255,7 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
                const strata_buffer* q, const strata_buffer* k, const strata_buffer* v, strata_buffer* out) {
   auto& kv = deref(cache, "kv cache");
   const auto& p = deref(params, "attention params");
-  launch_attention(deref(backend, "backend"), kv, p, sdk::attention_operands(kv.config, p, q, k, v, out), HeadPrep{});
+  launch_attention(deref(backend, "backend"), kv, p, sdk::attention_operands(kv.config, p, q, k, v, out), HeadPrep{}, *out);
 }
 
 void attention_rope(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,
@@ -246,7 +268,7 @@ void attention_rope(strata_backend* backend, strata_kv_cache* cache, const strat
   const HeadPrep prep{r.q_norm != nullptr ? f32_vector(r.q_norm, p.head_dim, "attention q_norm") : nullptr,
                       r.k_norm != nullptr ? f32_vector(r.k_norm, p.head_dim, "attention k_norm") : nullptr,
                       r.norm_eps, r.n_rot / 2, std::pow(r.rope_base, -2.0f / static_cast<float>(r.n_rot))};
-  launch_attention(deref(backend, "backend"), kv, p, operands, prep);
+  launch_attention(deref(backend, "backend"), kv, p, operands, prep, *out);
 }
 
 }  // namespace strata::cuda

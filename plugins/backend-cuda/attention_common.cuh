@@ -73,41 +73,22 @@ struct HeadPrep {
   float theta_scale;
 };
 
-// The threads that prepare a head together: the whole block (the per-token kernels, a head per block) or
-// one warp (the prompt kernel, whose warps prepare rows of their own).
-template <int kWarps>
-struct BlockTeam {
-  __device__ int thread() const { return threadIdx.x; }
-  __device__ int threads() const { return blockDim.x; }
-  __device__ float sum(float value) const {
-    __shared__ float warp_partials[kWarps];  // reusable after the caller's next barrier
-    return sdk::cuda::block_sum(value, warp_partials);
-  }
-  __device__ void sync() const { __syncthreads(); }
-};
-
-struct WarpTeam {
-  __device__ int thread() const { return threadIdx.x % sdk::cuda::kWarp; }
-  __device__ int threads() const { return sdk::cuda::kWarp; }
-  __device__ float sum(float value) const { return sdk::cuda::warp_sum(value); }
-  __device__ void sync() const { __syncwarp(); }
-};
-
-// A head of head_dim values in shared memory, prepared in place by a team as the rms_norm and rope_neox
+// A head of head_dim values in shared memory, prepared in place by one warp as the rms_norm and rope_neox
 // kernels (elementwise.cu) would: the same angles and products, the sum of squares taken in another order,
-// so fused and separate ops agree within rounding.
-template <class Team>
-__device__ void prepare_head(float* head, int head_dim, const float* gain, float eps, int half, float theta_scale,
-                             int position, const Team& team) {
+// so fused and separate ops agree within rounding. (A warp per head: the per-token kernels prepare the key
+// and the query on two warps at once, the prompt kernel's warps rows of their own.)
+__device__ inline void prepare_head(float* head, int head_dim, const float* gain, float eps, int half, float theta_scale,
+                                    int position) {
+  const int lane = threadIdx.x % sdk::cuda::kWarp;
   if (gain != nullptr) {
     float sum = 0.0f;
-    for (int i = team.thread(); i < head_dim; i += team.threads()) sum += head[i] * head[i];
-    const float scale = 1.0f / sqrtf(team.sum(sum) / static_cast<float>(head_dim) + eps);
-    for (int i = team.thread(); i < head_dim; i += team.threads()) head[i] = head[i] * scale * gain[i];
-    team.sync();
+    for (int i = lane; i < head_dim; i += sdk::cuda::kWarp) sum += head[i] * head[i];
+    const float scale = 1.0f / sqrtf(sdk::cuda::warp_sum(sum) / static_cast<float>(head_dim) + eps);
+    for (int i = lane; i < head_dim; i += sdk::cuda::kWarp) head[i] = head[i] * scale * gain[i];
+    __syncwarp();
   }
-  rotate_head(head, half, position, theta_scale, team.thread(), team.threads());
-  team.sync();
+  rotate_head(head, half, position, theta_scale, lane, sdk::cuda::kWarp);
+  __syncwarp();
 }
 
 // Steps of at least this many tokens may take the prompt kernel; smaller ones (decode) the per-token one.

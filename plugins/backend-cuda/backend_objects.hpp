@@ -37,6 +37,16 @@ struct strata_buffer {
   int64_t rounded_rows = 0, rounded_width = 0;
 
   void note_write() { ++generation; }
+  // For an op that writes rows x width of the buffer and its rounded copy in one launch: the copy's memory
+  // before the launch (allocated on first use), mark_rounded after it.
+  void allocate_rounded(strata::cuda::VramBudget& budget) {
+    if (rounded.get() == nullptr) rounded = budget.allocate(rounded_bytes(), "an 8-bit copy of a buffer");
+  }
+  void mark_rounded(int64_t rows, int64_t width) {
+    rounded_generation = generation;
+    rounded_rows = rows;
+    rounded_width = width;
+  }
   size_t rounded_levels_bytes() const { return (bytes / sizeof(float) + 15) / 16 * 16; }
   size_t rounded_bytes() const { return rounded_levels_bytes() + bytes / sizeof(float) / 32 * sizeof(float); }
   bool has_rounded(int64_t rows, int64_t width) const {

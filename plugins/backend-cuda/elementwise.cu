@@ -155,20 +155,14 @@ void launch_rms_norm(strata_backend& backend, const sdk::NormOperands& rows_of, 
   const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % alignof(float4) == 0; };
   const bool vector = width % 4 == 0 && aligned(x) && aligned(gain) && aligned(out) && (y == nullptr || aligned(y));
   const bool round = vector && width % 32 == 0 && rows <= sdk::cuda::kMaxMatvecTokens;
-  if (round && out_buffer.rounded.get() == nullptr) {
-    out_buffer.rounded = backend.budget.allocate(out_buffer.rounded_bytes(), "an 8-bit copy of a buffer");
-  }
+  if (round) out_buffer.allocate_rounded(backend.budget);
   const auto kernel = y == nullptr ? (vector ? rms_norm_kernel<true, false> : rms_norm_kernel<false, false>)
                                    : (vector ? rms_norm_kernel<true, true> : rms_norm_kernel<false, true>);
   sdk::cuda::launch_after_previous(kernel, rows, kThreads, 0, backend.stream, x, y, x_sum, gain, out, width, eps,
                                    round ? out_buffer.rounded_levels() : nullptr,
                                    round ? out_buffer.rounded_scales() : nullptr);
   check_launch("rms_norm");
-  if (round) {
-    out_buffer.rounded_generation = out_buffer.generation;
-    out_buffer.rounded_rows = rows;
-    out_buffer.rounded_width = width;
-  }
+  if (round) out_buffer.mark_rounded(rows, width);
 }
 
 }  // namespace

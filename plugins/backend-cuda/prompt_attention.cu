@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(kWarp* kWarps)
       const float* q_row = q + (int64_t{flat / group} * n_head + kv_head * group + flat % group) * head_dim;
       for (int i = lane; i < head_dim; i += kWarp) staged[i] = q_row[i];
       __syncwarp();
-      prepare_head(staged, head_dim, prep.q_gain, prep.eps, prep.half, prep.theta_scale, row_position[r], WarpTeam{});
+      prepare_head(staged, head_dim, prep.q_gain, prep.eps, prep.half, prep.theta_scale, row_position[r]);
     }
     for (int i = lane; i < head_dim; i += kWarp) {
       q_tile[r * half_stride + i] = __float2half_rn(row_position[r] >= 0 ? staged[i] * scale : 0.0f);
