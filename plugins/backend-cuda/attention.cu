@@ -89,15 +89,18 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
 
 // One block per (token, head). The warps take turns at runs of 32 cache positions, a position per lane:
 // each lane scores its position against the scaled query in shared memory, then the warp updates its
-// online softmax state once per run (running max, running sum, rescaled accumulator, each lane holding
-// dimensions lane, lane + 32, ...) and adds the run's values. The warps' states are merged at the end.
-// Nothing is stored per position, so any context fits. (Lanes splitting each score's dimensions instead,
-// with a shuffle reduction per position, measured 9% slower decoding on the H200.)
+// online softmax state once per run (running max, running sum, rescaled accumulator) and adds the run's
+// values. A lane accumulates kRun consecutive dimensions where head_dim is 32 * kRun (1, 2, 4 or 8), a
+// vector load per position, all 32 positions of a run in flight together; else (kRun 0) dimensions lane,
+// lane + 32, ... a value at a time. The warps' states are merged at the end. Nothing is stored per
+// position, so any context fits. (Lanes splitting each score's dimensions instead, with a shuffle reduction
+// per position, measured 9% slower decoding on the H200.)
 // With store (one token): every block first writes its kv head's new key and value rows itself (two warps,
-// while a third prepares the query), so the step needs no store kernel. The blocks sharing a kv head write the same bytes (each prepares the key
-// from the same inputs with the same operations), so whichever write lands last, each block reads back
-// its own row after its barrier; formally a race of identical values, which memcheck does not flag and
-// racecheck (shared memory only) does not cover.
+// while a third prepares the query), so the step needs no store kernel. The blocks sharing a kv head write
+// the same bytes (each prepares the key from the same inputs with the same operations), so whichever write
+// lands last, each block reads back its own row after its barrier; formally a race of identical values,
+// which memcheck does not flag and racecheck (shared memory only) does not cover.
+template <int kRun>
 __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     attention_kernel(KvView keys, KvView values, const float* q, const float* k, const float* v, HeadPrep prep,
                      bool store, const int32_t* positions, float* out, int8_t* out_levels, float* out_scales, int layer,
@@ -124,7 +127,8 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
   }
   __syncthreads();
 
-  float acc[kMaxValuesPerLane] = {};
+  constexpr int kAccumulated = kRun > 0 ? kRun : kMaxValuesPerLane;
+  float acc[kAccumulated] = {};
   float running_max = -INFINITY, running_sum = 0.0f;
   const int last = positions[token];
   for (int base = warp * kWarp; base <= last; base += kAttentionWarps * kWarp) {
@@ -135,16 +139,29 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     const float correction = expf(running_max - new_max);
     running_sum = running_sum * correction + sdk::cuda::warp_sum(weight);
 #pragma unroll
-    for (int k = 0; k < kMaxValuesPerLane; ++k) acc[k] *= correction;
+    for (int k = 0; k < kAccumulated; ++k) acc[k] *= correction;
     const int count = min(kWarp, last - base + 1);
-#pragma unroll 8
-    for (int p = 0; p < count; ++p) {
-      const float w = __shfl_sync(0xffffffffu, weight, p);
-      const size_t row = first_row + base + p;
+    if constexpr (kRun > 0) {
+      // Unconditional loads, so that all 32 are in flight: past the run's end the weight is 0 and the row read
+      // is its last (a row not yet written could hold NaN).
 #pragma unroll
-      for (int k = 0; k < kMaxValuesPerLane; ++k) {
-        const int i = lane + kWarp * k;
-        if (i < head_dim) acc[k] += w * values.load(row, i);
+      for (int p = 0; p < kWarp; ++p) {
+        const float w = __shfl_sync(0xffffffffu, weight, p);
+        float run[kAccumulated];
+        values.load_run<kRun>(first_row + base + min(p, count - 1), lane * kRun, run);
+#pragma unroll
+        for (int k = 0; k < kRun; ++k) acc[k] += w * run[k];
+      }
+    } else {
+#pragma unroll 8
+      for (int p = 0; p < count; ++p) {
+        const float w = __shfl_sync(0xffffffffu, weight, p);
+        const size_t row = first_row + base + p;
+#pragma unroll
+        for (int k = 0; k < kMaxValuesPerLane; ++k) {
+          const int i = lane + kWarp * k;
+          if (i < head_dim) acc[k] += w * values.load(row, i);
+        }
       }
     }
     running_max = new_max;
@@ -154,7 +171,7 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     warp_sum_shared[warp] = running_sum;
   }
 #pragma unroll
-  for (int k = 0; k < kMaxValuesPerLane; ++k) warp_acc[warp][lane + kWarp * k] = acc[k];
+  for (int k = 0; k < kAccumulated; ++k) warp_acc[warp][kRun > 0 ? lane * kRun + k : lane + kWarp * k] = acc[k];
   __syncthreads();
 
   float total_max = -INFINITY;
@@ -240,7 +257,10 @@ void launch_attention(strata_backend& instance, strata_kv_cache& kv, const strat
   // A decode step's output also rounded to 8 bits, for the output projection's matvec.
   const bool round = n_tokens <= sdk::cuda::kMaxMatvecTokens && p.head_dim % sdk::cuda::kQ8Group == 0;
   if (round) out.allocate_rounded(instance.budget);
-  sdk::cuda::launch_after_previous(attention_kernel, static_cast<unsigned>(n_tokens * p.n_head),
+  const int run = p.head_dim % kWarp != 0 ? 0 : p.head_dim / kWarp;
+  const auto kernel = run == 8 ? attention_kernel<8> : run == 4 ? attention_kernel<4> : run == 2 ? attention_kernel<2>
+                    : run == 1 ? attention_kernel<1> : attention_kernel<0>;
+  sdk::cuda::launch_after_previous(kernel, static_cast<unsigned>(n_tokens * p.n_head),
                                    kWarp * kAttentionWarps, 0, instance.stream, keys, values, operands.q, operands.k,
                                    operands.v, prep, store_in_attention, positions, operands.out,
                                    round ? out.rounded_levels() : nullptr, round ? out.rounded_scales() : nullptr,

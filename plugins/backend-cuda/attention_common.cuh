@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "rope.cuh"
 #include "strata/cuda_block_kernels.cuh"
@@ -14,6 +15,13 @@
 namespace strata::cuda {
 
 inline constexpr int kInt8GroupSize = 16;
+
+// The type of one aligned load of kBytes (1 to 16, a power of 2).
+template <int kBytes>
+using VectorOfBytes = std::conditional_t<
+    kBytes == 16, uint4,
+    std::conditional_t<kBytes == 8, uint2,
+                       std::conditional_t<kBytes == 4, uint32_t, std::conditional_t<kBytes == 2, uint16_t, uint8_t>>>>;
 
 // Where one KV tensor (keys or values) lives; half_rows or (levels, scales) by the cache type.
 struct KvView {
@@ -25,6 +33,23 @@ struct KvView {
   __device__ float load(size_t row, int i) const {
     if (halves != nullptr) return __half2float(halves[row * head_dim + i]);
     return static_cast<float>(levels[row * head_dim + i]) * scales[row * groups_per_row + i / kInt8GroupSize];
+  }
+  // Values first .. first + kRun - 1 of a row as load gives them, by one vector load (kRun 1, 2, 4 or 8;
+  // first a multiple of kRun, head_dim too: the run is aligned and within one int8 group).
+  template <int kRun>
+  __device__ void load_run(size_t row, int first, float out[kRun]) const {
+    if (halves != nullptr) {
+      const auto bits = *reinterpret_cast<const VectorOfBytes<2 * kRun>*>(halves + row * head_dim + first);
+      const auto* run = reinterpret_cast<const __half*>(&bits);
+#pragma unroll
+      for (int i = 0; i < kRun; ++i) out[i] = __half2float(run[i]);
+      return;
+    }
+    const auto bits = *reinterpret_cast<const VectorOfBytes<kRun>*>(levels + row * head_dim + first);
+    const auto* run = reinterpret_cast<const int8_t*>(&bits);
+    const float scale = scales[row * groups_per_row + first / kInt8GroupSize];
+#pragma unroll
+    for (int i = 0; i < kRun; ++i) out[i] = static_cast<float>(run[i]) * scale;
   }
   // dot(row, x) over head_dim values; f16 rows of whole 8-value chunks are read 16 bytes at a time.
   __device__ float dot(size_t row, const float* x) const {
