@@ -738,6 +738,61 @@ TEST(BackendCuda, StepGraphsReplayWithEachStepsPositions) {
   t.graph_free(pair.cuda.get(), graph);
 }
 
+// A decode step's graph points into the backend's scratch memory (the expert launches' activations); a
+// longer prompt step afterwards grows that scratch. The graph's replay must still read and write memory that
+// is allocated (compute-sanitizer flags it otherwise) and give the results of running the step plainly.
+TEST(BackendCuda, AStepGraphSurvivesTheScratchGrowingAfterIt) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t width = 256, ffn = 512, n_experts = 4;
+  const int32_t n_used = 2, n_prompt = 200;
+  const HostWeight gate = make_weight(kIQ3_S, width, ffn, n_experts, 81);
+  const HostWeight up = make_weight(kIQ3_S, width, ffn, n_experts, 82);
+  const HostWeight down = make_weight(kIQ3_S, ffn, width, n_experts, 83);
+  Backend cuda(*cuda_plugin().table);
+  const auto& t = cuda.table();
+  strata_weight* gate_weight = cuda.load(gate);
+  strata_weight* up_weight = cuda.load(up);
+  strata_weight* down_weight = cuda.load(down);
+  std::vector<int32_t> prompt_ids(static_cast<size_t>(n_prompt * n_used));
+  for (size_t i = 0; i < prompt_ids.size(); ++i) prompt_ids[i] = static_cast<int32_t>(i % n_experts);
+  const std::vector<float> prompt_weights(prompt_ids.size(), 0.5f);
+  const auto moe = [&](strata_buffer* x, int32_t n_tokens, strata_buffer* ids, strata_buffer* weights, strata_buffer* out) {
+    cuda.run("moe_ffn", [&](strata_backend* b, strata_error* e) {
+      return t.moe_ffn(b, x, n_tokens, n_used, ids, weights, gate_weight, up_weight, down_weight, out, e);
+    });
+  };
+  strata_buffer* x = cuda.upload(random_floats(width, 84));
+  strata_buffer* ids = cuda.upload(std::vector<int32_t>{1, 3});
+  strata_buffer* weights = cuda.upload(std::vector<float>{0.75f, 0.25f});
+  strata_buffer* out = cuda.alloc_floats(width);
+  strata_buffer* plain_out = cuda.alloc_floats(width);
+  moe(x, 1, ids, weights, plain_out);
+  const auto plain = cuda.read(plain_out, width);
+  strata_graph* graph = nullptr;
+  ASSERT_EQ(t.graph_create(cuda.get(), &graph, cuda.error()), STRATA_OK);
+  const std::vector<int32_t> position = {0};
+  std::vector<strata_buffer*> bystanders;
+  for (const int32_t expected_mode : {STRATA_GRAPH_RUN, STRATA_GRAPH_RECORD, STRATA_GRAPH_REPLAY}) {
+    int32_t mode = -1;
+    ASSERT_EQ(t.graph_begin(cuda.get(), graph, position.data(), 1, &mode, cuda.error()), STRATA_OK) << cuda.message();
+    ASSERT_EQ(mode, expected_mode);
+    if (mode != STRATA_GRAPH_REPLAY) moe(x, 1, ids, weights, out);
+    ASSERT_EQ(t.graph_end(cuda.get(), graph, cuda.error()), STRATA_OK) << cuda.message();
+    if (mode == STRATA_GRAPH_RECORD) {
+      // The longer step grows the scratch the recorded graph uses.
+      moe(cuda.upload(random_floats(static_cast<size_t>(n_prompt * width), 85)), n_prompt, cuda.upload(prompt_ids),
+          cuda.upload(prompt_weights), cuda.alloc_floats(static_cast<size_t>(n_prompt * width)));
+      // Zeroed buffers of the old scratch's size: freed, its memory would likely go to one of them.
+      for (int i = 0; i < 32; ++i) bystanders.push_back(cuda.upload(std::vector<float>(3 * ffn, 0.0f)));
+    }
+  }
+  EXPECT_EQ(cuda.read(out, width), plain);
+  for (strata_buffer* bystander : bystanders) {
+    EXPECT_EQ(cuda.read(bystander, 3 * ffn), std::vector<float>(3 * ffn, 0.0f)) << "the replay wrote into other memory";
+  }
+  t.graph_free(cuda.get(), graph);
+}
+
 // While recording, an op with other positions than the step's fails; the graph is then discarded, and
 // answers RUN from then on.
 TEST(BackendCuda, StepGraphRecordingRefusesOtherPositionsAndCanBeDiscarded) {

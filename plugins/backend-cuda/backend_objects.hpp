@@ -114,13 +114,13 @@ struct strata_backend {
   int device;
   void* quant_context;
   const strata_quant_type* (*find_quant_type)(void* quant_context, uint32_t type_id);
+  strata::cuda::VramBudget budget;  // before the lanes: their scratches give their memory back to it
   std::array<strata::cuda::StreamLane, strata::cuda::kStreamLanes> lanes;
   int current_lane = 0;
   int region_ops = -1;             // ops placed in the open concurrent region; -1 outside one
   cudaEvent_t region_start = nullptr;  // recorded on the first lane at concurrent_begin
   cudaStream_t stream = nullptr;   // lane().stream
   cublasHandle_t cublas = nullptr;  // lane().cublas
-  strata::cuda::VramBudget budget;
   std::string description;
   strata_graph* recording = nullptr;  // the step graph being captured on the first lane's stream, if any
 
@@ -148,7 +148,7 @@ inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned
 
 template <class T>
 const T* strata_backend::upload(strata::cuda::DeviceScratch& scratch, const T* values, size_t count) {
-  T* device_values = scratch.get<T>(budget, stream, count);
+  T* device_values = scratch.get<T>(budget, count);
   // From pageable memory the copy is staged before the call returns, so values may go right after.
   strata::cuda::check(cudaMemcpyAsync(device_values, values, count * sizeof(T), cudaMemcpyHostToDevice, stream),
                       "copying op inputs to the GPU");

@@ -57,11 +57,11 @@ DeviceAllocation VramBudget::allocate(size_t bytes, const std::string& what) {
   return DeviceAllocation(this, pointer, rounded);
 }
 
-void* DeviceScratch::get(VramBudget& budget, void* stream, size_t bytes) {
+void* DeviceScratch::get(VramBudget& budget, size_t bytes) {
   if (bytes > memory_.bytes()) {
-    check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), std::string(what_) + ": waiting to grow");
-    memory_ = DeviceAllocation();
-    memory_ = budget.allocate(bytes + bytes / 2, what_);
+    DeviceAllocation grown = budget.allocate(bytes + bytes / 2, what_);
+    if (memory_.get() != nullptr) outgrown_.push_back(std::move(memory_));
+    memory_ = std::move(grown);
   }
   return memory_.get();
 }

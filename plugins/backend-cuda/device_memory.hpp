@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace strata::cuda {
 
@@ -50,20 +51,24 @@ class VramBudget {
   size_t free_at_start_, reserve_, limit_, used_ = 0;
 };
 
-// Scratch that grows on demand and is kept between ops, so that steady-state ops allocate nothing.
+// Scratch that grows on demand and is kept between ops, so that steady-state ops allocate nothing. Growing
+// keeps the smaller allocations until the scratch goes: queued work and captured step graphs (a decode
+// step's graph recorded before a longer prompt grew the scratch) may still point into them. Each growth
+// is by half again, so what is kept stays below twice the largest size.
 class DeviceScratch {
  public:
   explicit DeviceScratch(const char* what) : what_(what) {}
-  // At least bytes of device memory; growing waits for the stream, whose queued work may still use the old.
-  void* get(VramBudget& budget, void* stream, size_t bytes);
+  // At least bytes of device memory.
+  void* get(VramBudget& budget, size_t bytes);
   template <class T>
-  T* get(VramBudget& budget, void* stream, size_t count) {
-    return static_cast<T*>(get(budget, stream, count * sizeof(T)));
+  T* get(VramBudget& budget, size_t count) {
+    return static_cast<T*>(get(budget, count * sizeof(T)));
   }
 
  private:
   const char* what_;
   DeviceAllocation memory_;
+  std::vector<DeviceAllocation> outgrown_;
 };
 
 std::string mib_text(size_t bytes);

@@ -62,7 +62,7 @@ void multiply_batch(strata_backend& backend, const strata_weight& weight, int64_
     gemm_f32(backend, reinterpret_cast<const float*>(matrix), x, ne0, ne1, n_tokens, out);
     return;
   }
-  __half* x16 = backend.lane().activations_f16.get<__half>(backend.budget, backend.stream, static_cast<size_t>(n_tokens * ne0));
+  __half* x16 = backend.lane().activations_f16.get<__half>(backend.budget, static_cast<size_t>(n_tokens * ne0));
   sdk::cuda::launch_after_previous(to_f16_kernel, blocks_for(n_tokens * ne0, kThreads), kThreads, 0, backend.stream, x,
                                    x16, n_tokens * ne0);
   check_launch("to_f16");
@@ -84,7 +84,7 @@ void multiply_batch(strata_backend& backend, const strata_weight& weight, int64_
     return;
   }
   const int64_t tile_rows = std::clamp<int64_t>(static_cast<int64_t>(kTileBytes / (ne0 * sizeof(__half))), 1, ne1);
-  auto* tile = backend.lane().weight_tile.get<__half>(backend.budget, backend.stream, static_cast<size_t>(tile_rows * ne0));
+  auto* tile = backend.lane().weight_tile.get<__half>(backend.budget, static_cast<size_t>(tile_rows * ne0));
   const int64_t blocks_per_row = ne0 / weight.type->block_elements;
   for (int64_t row0 = 0; row0 < ne1; row0 += tile_rows) {
     const int64_t n_rows = std::min(tile_rows, ne1 - row0);

@@ -174,7 +174,7 @@ void device_grouped(strata_backend& backend, const strata_weight& gate, const st
   const int64_t n_slots = int64_t{n_tokens} * n_used, width = gate.ne0, ffn = gate.ne1;
   const auto n_experts = static_cast<int32_t>(gate.ne2);
   const auto max_tiles = static_cast<int32_t>(n_experts + (n_slots + STRATA_GEMM_TILE_TOKENS - 1) / STRATA_GEMM_TILE_TOKENS);
-  int32_t* indices = backend.lane().moe_slots.get<int32_t>(backend.budget, backend.stream, 2 * n_slots + 3 * max_tiles + 1);
+  int32_t* indices = backend.lane().moe_slots.get<int32_t>(backend.budget, 2 * n_slots + 3 * max_tiles + 1);
   int32_t* slot_at = indices;
   int32_t* position_of = indices + n_slots;
   int32_t* tiles = position_of + n_slots;
@@ -186,10 +186,10 @@ void device_grouped(strata_backend& backend, const strata_weight& gate, const st
 
   // Scratch: f16 inputs, gate and up results, the f16 SwiGLU product, down results.
   const size_t half_values = static_cast<size_t>(n_slots * (width + ffn));
-  auto* halves = backend.lane().activations_f16.get<__half>(backend.budget, backend.stream, half_values);
+  auto* halves = backend.lane().activations_f16.get<__half>(backend.budget, half_values);
   __half* grouped_x = halves;
   __half* product = halves + n_slots * width;
-  float* gate_out = backend.lane().moe_floats.get<float>(backend.budget, backend.stream, static_cast<size_t>(n_slots * (2 * ffn + width)));
+  float* gate_out = backend.lane().moe_floats.get<float>(backend.budget, static_cast<size_t>(n_slots * (2 * ffn + width)));
   float* up_out = gate_out + n_slots * ffn;
   float* down_out = up_out + n_slots * ffn;
 
@@ -221,7 +221,7 @@ void expert_launches(strata_backend& backend, const strata_weight& gate, const s
                      const strata_weight& down, const strata_buffer& x_buffer, const float* x, int32_t n_tokens,
                      int32_t n_used, const int32_t* ids, const float* weights, float* out) {
   const int64_t n_slots = int64_t{n_tokens} * n_used;
-  float* activations = backend.lane().moe_floats.get<float>(backend.budget, backend.stream, static_cast<size_t>(n_slots * gate.ne1));
+  float* activations = backend.lane().moe_floats.get<float>(backend.budget, static_cast<size_t>(n_slots * gate.ne1));
   strata_cuda_expert_matvec gate_up{sizeof(strata_cuda_expert_matvec),
                                     STRATA_EXPERT_MATVEC_SWIGLU,
                                     gate.matrix(0),
@@ -295,7 +295,7 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   check(cudaStreamSynchronize(instance.stream), "moe_ffn: waiting for the router");
   const Grouping grouping = group_by_expert(expert_of_slot, gate_weight.ne2, gate_weight.name);
 
-  int32_t* slot_indices = instance.lane().moe_slots.get<int32_t>(instance.budget, instance.stream, 2 * n_slots);
+  int32_t* slot_indices = instance.lane().moe_slots.get<int32_t>(instance.budget, 2 * n_slots);
   check(cudaMemcpyAsync(slot_indices, grouping.slot_at.data(), n_slots * sizeof(int32_t), cudaMemcpyHostToDevice,
                         instance.stream),
         "moe_ffn: copying the grouping");
@@ -307,7 +307,7 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
 
   // Scratch rows in grouped order: inputs, gate (then the SwiGLU product), up, down results.
   float* grouped_x =
-      instance.lane().moe_floats.get<float>(instance.budget, instance.stream, static_cast<size_t>(n_slots * (2 * width + 2 * ffn)));
+      instance.lane().moe_floats.get<float>(instance.budget, static_cast<size_t>(n_slots * (2 * width + 2 * ffn)));
   float* gate_out = grouped_x + n_slots * width;
   float* up_out = gate_out + n_slots * ffn;
   float* down_out = up_out + n_slots * ffn;
