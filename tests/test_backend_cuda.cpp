@@ -440,15 +440,18 @@ TEST(BackendCuda, AttentionPastTheContextIsAnError) {
 }
 
 // Decode attention also leaves its output rounded to 8 bits for the output projection: that matvec then
-// gives to the bit what it gives on a copy of the same floats, which it rounds itself. With 4 heads of 128
-// values after 20 cached positions, for 1 and 3 tokens.
+// gives to the bit what it gives on a copy of the same floats, which it rounds itself. With 4 heads of 64
+// and 128 values, f16 and int8 caches, after 20 cached positions, for 1, 3 and 8 tokens.
 TEST(BackendCuda, DecodeAttentionOutputFeedsTheOutputProjectionAsItsFloats) {
   SKIP_WITHOUT_CUDA();
-  const int32_t n_head = 4, n_head_kv = 2, head_dim = 128, width = n_head * head_dim;
-  const HostWeight projection = make_weight(kIQ3_S, width, 256, 1, 51);
-  for (const int32_t n_tokens : {1, 3}) {
+  const int32_t n_head = 4, n_head_kv = 2;
+  for (const auto& [head_dim, kv_type, n_tokens] : {std::tuple{128, STRATA_KV_F16, 1}, std::tuple{128, STRATA_KV_F16, 3},
+                                                   std::tuple{128, STRATA_KV_INT8, 8}, std::tuple{64, STRATA_KV_INT8, 1},
+                                                   std::tuple{64, STRATA_KV_F16, 8}}) {
+    const int32_t width = n_head * head_dim;
+    const HostWeight projection = make_weight(kIQ3_S, width, 256, 1, 51);
     Backend cuda(*cuda_plugin().table);
-    strata_kv_cache* cache = cuda.kv(1, 32, n_head_kv, head_dim, STRATA_KV_F16);
+    strata_kv_cache* cache = cuda.kv(1, 32, n_head_kv, head_dim, kv_type);
     strata_weight* weight = cuda.load(projection);
     strata_buffer* out = cuda.alloc_floats(static_cast<size_t>(n_tokens * width));
     const auto attend = [&](int32_t first, int32_t count, uint32_t seed) {
@@ -475,7 +478,8 @@ TEST(BackendCuda, DecodeAttentionOutputFeedsTheOutputProjectionAsItsFloats) {
     };
     const auto from_attention = project(out);
     const auto from_floats = project(cuda.upload(cuda.read(out, static_cast<size_t>(n_tokens * width))));
-    EXPECT_EQ(from_attention, from_floats) << n_tokens << " tokens";
+    EXPECT_EQ(from_attention, from_floats) << "head_dim " << head_dim << ", kv type " << kv_type << ", " << n_tokens
+                                           << " tokens";
   }
 }
 
@@ -627,7 +631,7 @@ TEST(BackendCuda, PromptMatmulOfTinyWeightsRoundsEachWeightOnce) {
   const int64_t n = 512, n_rows = 64;
   const int32_t n_tokens = 40;
   const auto f16 = [](float value) { return strata::sdk::fp16_to_fp32(strata::sdk::fp32_to_fp16(value)); };
-  for (const uint32_t type_id : {kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S}) {
+  for (const uint32_t type_id : {kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S}) {
     const HostWeight weight = make_weight(type_id, n, n_rows, 1, 90 + type_id, 2e-4f);
     const auto x = random_floats(static_cast<size_t>(n_tokens * n), 91);
     std::vector<float> expected(static_cast<size_t>(n_tokens * n_rows));

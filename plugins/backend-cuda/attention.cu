@@ -25,7 +25,8 @@ namespace {
 
 using sdk::cuda::kWarp;
 
-constexpr int kAttentionWarps = 4;  // at least 3: the key, value and query jobs of the store take a warp each
+constexpr int kAttentionWarps = 4;
+static_assert(kAttentionWarps >= 3, "the key, value and query jobs of a decode step take a warp each");
 constexpr int kMaxValuesPerLane = 8;  // head_dim up to 256
 
 KvView view(const strata_kv_cache& cache, const DeviceAllocation& data, const DeviceAllocation& scales) {

@@ -101,13 +101,13 @@ strata_backend::strata_backend(const strata_backend_config& config, int device, 
       check(cudaEventCreateWithFlags(&lane.done, cudaEventDisableTiming), "creating a CUDA event");
     }
     check(cudaEventCreateWithFlags(&region_start, cudaEventDisableTiming), "creating a CUDA event");
+    description = strata::cuda::describe_device(device, budget, reserve_bytes);
   } catch (...) {
     release_lanes();
     throw;
   }
   stream = lanes[0].stream;
   cublas = lanes[0].cublas;
-  description = strata::cuda::describe_device(device, budget, reserve_bytes);
 }
 
 strata_backend::~strata_backend() { release_lanes(); }

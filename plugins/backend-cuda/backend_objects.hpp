@@ -26,11 +26,12 @@ struct strata_buffer {
   size_t bytes = 0;
   void* base() const { return memory.get(); }
 
-  // The norms leave their output also rounded to 8 bits (strata_quant_type::cuda_matvec_q8's layout: a level
-  // for every float of the buffer, then one scale per 32 values), for the matvecs that read it next. Every
-  // op that writes the buffer bumps generation (backend_checks' non-const elements() calls note_write), so
-  // the rounded copy is current while rounded_generation == generation: ops run in call order on one
-  // stream, so the host's count says what the device will hold when a later op runs.
+  // The norms and decode attention leave their output also rounded to 8 bits (strata_quant_type::
+  // cuda_matvec_q8's layout: a level for every float of the buffer, then one scale per 32 values), for the
+  // matvecs that read it next. Every op that writes the buffer bumps generation (backend_checks' non-const
+  // elements() calls note_write), so the rounded copy is current while rounded_generation == generation:
+  // ops that touch a buffer run in call order (a concurrent region's ops touch no buffer another writes),
+  // so the host's count says what the device will hold when a later op runs.
   uint64_t generation = 0;
   strata::cuda::DeviceAllocation rounded;
   uint64_t rounded_generation = 0;

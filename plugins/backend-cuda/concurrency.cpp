@@ -16,10 +16,11 @@ void strata_backend::use_lane(int index) {
 
 void strata_backend::take_next_lane() {
   if (region_ops < 0) return;
-  const int index = region_ops++ % strata::cuda::kStreamLanes;
-  if (index != 0 && region_ops <= strata::cuda::kStreamLanes) {
+  const int index = region_ops % strata::cuda::kStreamLanes;
+  if (index != 0 && region_ops < strata::cuda::kStreamLanes) {
     strata::cuda::check(cudaStreamWaitEvent(lanes[index].stream, region_start), "concurrent region: starting a stream");
   }
+  ++region_ops;  // only once the lane has joined: concurrent_end joins the lanes counted here
   use_lane(index);
 }
 
@@ -38,11 +39,16 @@ void concurrent_end(strata_backend* backend) {
   const int joined = std::min(instance.region_ops, kStreamLanes);
   instance.region_ops = -1;
   instance.use_lane(0);
+  // Every lane is joined even after one failed (a broken capture), so that none stays forked; the first
+  // failure is reported.
+  cudaError_t first_failure = cudaSuccess;
   for (int index = 1; index < joined; ++index) {
     StreamLane& lane = instance.lanes[index];
-    check(cudaEventRecord(lane.done, lane.stream), "concurrent region: marking a stream's end");
-    check(cudaStreamWaitEvent(instance.lanes[0].stream, lane.done), "concurrent region: joining a stream");
+    cudaError_t status = cudaEventRecord(lane.done, lane.stream);
+    if (status == cudaSuccess) status = cudaStreamWaitEvent(instance.lanes[0].stream, lane.done);
+    if (first_failure == cudaSuccess) first_failure = status;
   }
+  check(first_failure, "concurrent region: joining its streams");
 }
 
 }  // namespace strata::cuda

@@ -16,9 +16,9 @@ namespace strata::sdk::cuda {
 // a Decoder with unpack32 (cuda_q8_kernels.cuh) takes steps of 64 values, each thread unpacking one 32-value
 // group of a row from shared lookup tables and scaling its levels (in f16 pairs where the format allows it
 // exactly), a fraction of the instructions of decode8's 8 values at a time (which the other Decoders take, in
-// steps of 32). Both give the same f16 weights: d * level - m rounded once is what decode8 computes too. The raw blocks come a block ahead into shared memory
-// by asynchronous copies, so that a step's unpacking waits on shared memory, not on its scattered global
-// loads.
+// steps of 32). Both give the same f16 weights: d * level - m rounded once is what decode8 computes too.
+// The raw blocks come a unit (a block of the 256-value formats: four steps) ahead into shared memory by
+// asynchronous copies, so that a step's unpacking waits on shared memory, not on its scattered global loads.
 inline constexpr int kGemmRows = 64, kGemmTokens = STRATA_GEMM_TILE_TOKENS, kGemmStep = 32;
 inline constexpr int kGemmPad = 8;  // halves of padding per shared row, against bank conflicts
 inline constexpr int kGemmThreads = 128;
