@@ -5,7 +5,8 @@
 #   --sanitize   also run the CUDA op tests under compute-sanitizer --tool memcheck, and the attention tests
 #                under --tool racecheck
 #   --bench      also synthesize a qwen3-30b-a3b IQ3_S model, check that CPU and CUDA logits agree on it
-#                (STRATA_TEST_LARGE_MODEL) and run strata bench --backend cuda on it, with and without graphs
+#                (STRATA_TEST_LARGE_MODEL) and run strata bench --backend cuda on it, with and without graphs,
+#                and decode after 4096 and 16384 cached tokens (split decode attention)
 #   --profile    with --bench: kernel times of a decode step (warm caches, own clocks), ncu's
 #                throughput/stall sections for a few decode kernels, and a prompt step's kernels under ncu
 #                (scripts/kernel-profile.py sums them by kernel)
@@ -61,6 +62,7 @@ if [ "$bench" = 1 ]; then
   grep -q '^\[  PASSED  \]' "$logs/large-model.log" && ! grep -q '^\[  FAILED  \]' "$logs/large-model.log" || status=1
   "$build/bin/strata" bench --model "$model" --backend cuda 2>&1 | tee "$logs/bench.txt"
   "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 2>&1 | tee -a "$logs/bench.txt"
+  "$build/bin/strata" bench --model "$model" --backend cuda -p 0 -d 4096 16384 2>&1 | tee -a "$logs/bench.txt"
   if [ "$profile" = 1 ]; then
     # Kernel times of about one decode step, op by op, with warm caches and the card's own clocks (ncu by
     # default flushes caches and locks base clocks, which suits comparisons but not a time budget).

@@ -482,6 +482,45 @@ TEST(BackendCpu, RouteTakesTheTopKOfTheSoftmax) {
   }
 }
 
+// route_experts (ABI 1.3) is the router's matmul then route, to the bit (the core's fallback), and refuses a
+// router whose rows are not the experts.
+TEST(BackendCpu, RouteExpertsIsTheRoutersMatmulThenRoute) {
+  const int32_t n_tokens = 3, n_experts = 12, n_used = 4;
+  const HostWeight router = make_weight(kF32, 64, n_experts, 1, 15);
+  Backend backend(2);
+  strata_weight* weight = backend.load(router);
+  strata_buffer* x = backend.upload(random_floats(n_tokens * 64, 16));
+  struct Outputs {
+    strata_buffer *logits, *ids, *weights;
+  };
+  const auto outputs = [&] {
+    return Outputs{backend.alloc_floats(n_tokens * n_experts), backend.alloc(n_tokens * n_used * sizeof(int32_t)),
+                   backend.alloc_floats(n_tokens * n_used)};
+  };
+  for (const int32_t routing : {STRATA_ROUTING_SOFTMAX_TOPK, STRATA_ROUTING_SOFTMAX_TOPK_NORM}) {
+    const Outputs fused = outputs(), separate = outputs();
+    ASSERT_EQ(table().route_experts(backend.get(), x, weight, n_tokens, n_experts, n_used, routing, fused.logits,
+                                    fused.ids, fused.weights, backend.error()),
+              STRATA_OK)
+        << backend.message();
+    ASSERT_EQ(table().matmul(backend.get(), weight, 0, x, n_tokens, nullptr, separate.logits, backend.error()),
+              STRATA_OK);
+    ASSERT_EQ(table().route(backend.get(), separate.logits, n_tokens, n_experts, n_used, routing, separate.ids,
+                            separate.weights, backend.error()),
+              STRATA_OK);
+    const int32_t n_chosen = n_tokens * n_used;
+    EXPECT_EQ(backend.read(fused.logits, n_tokens * n_experts), backend.read(separate.logits, n_tokens * n_experts));
+    EXPECT_EQ(backend.read<int32_t>(fused.ids, n_chosen), backend.read<int32_t>(separate.ids, n_chosen));
+    EXPECT_EQ(backend.read(fused.weights, n_chosen), backend.read(separate.weights, n_chosen));
+  }
+  const Outputs refused = outputs();
+  EXPECT_EQ(table().route_experts(backend.get(), x, weight, n_tokens, n_experts - 1, n_used,
+                                  STRATA_ROUTING_SOFTMAX_TOPK, refused.logits, refused.ids, refused.weights,
+                                  backend.error()),
+            STRATA_E_INVALID_ARGUMENT);
+  EXPECT_NE(backend.message().find("is not one matrix of 11 expert rows"), std::string::npos) << backend.message();
+}
+
 struct MoeRun {
   std::vector<float> out;
   std::vector<double> expected;

@@ -360,10 +360,12 @@ double step_tolerance(int32_t kv_type, int32_t n_tokens, double tolerance) {
 }
 
 // Steps of the given sizes from position 0, on both backends: every output of the CUDA backend within
-// tolerance of the CPU's. With prepare, CUDA takes its fused attention_rope and the CPU the separate ops.
+// tolerance of the CPU's, relative to the rms of its token's outputs. With prepare, CUDA takes its fused attention_rope and the CPU the separate ops.
+// The caches hold n_ctx positions, by default as many as the steps fill.
 void expect_attention_steps_match(int32_t kv_type, int32_t head_dim, const std::vector<int32_t>& steps,
-                                  double tolerance, const QkPrepare* prepare = nullptr, bool shuffled = false) {
-  const int32_t n_ctx = std::accumulate(steps.begin(), steps.end(), 0);
+                                  double tolerance, const QkPrepare* prepare = nullptr, bool shuffled = false,
+                                  int32_t n_ctx = 0) {
+  if (n_ctx == 0) n_ctx = std::accumulate(steps.begin(), steps.end(), 0);
   const AttentionShape s{8, 2, head_dim};
   const auto q = random_floats(static_cast<size_t>(n_ctx * s.n_head * s.head_dim), 31);
   const auto k = random_floats(static_cast<size_t>(n_ctx * s.n_head_kv * s.head_dim), 32);
@@ -373,10 +375,19 @@ void expect_attention_steps_match(int32_t kv_type, int32_t head_dim, const std::
   strata_kv_cache* cuda_cache = pair.cuda.kv(2, n_ctx, s.n_head_kv, s.head_dim, kv_type);
   const bool fused = prepare != nullptr;
   int32_t position = 0;
+  const size_t row = static_cast<size_t>(s.n_head) * s.head_dim;
   for (const int32_t n : steps) {
-    expect_close(run_attention(pair.cuda, cuda_cache, s, position, n, q, k, v, prepare, fused, shuffled),
-                 run_attention(pair.cpu, cpu_cache, s, position, n, q, k, v, prepare, false, shuffled),
-                 step_tolerance(kv_type, n, tolerance), "step of " + std::to_string(n) + " at " + std::to_string(position));
+    const auto actual = run_attention(pair.cuda, cuda_cache, s, position, n, q, k, v, prepare, fused, shuffled);
+    const auto expected = run_attention(pair.cpu, cpu_cache, s, position, n, q, k, v, prepare, false, shuffled);
+    ASSERT_EQ(actual.size(), expected.size());
+    // Token by token: an early token of a long prompt averages a few values and a late one thousands, so
+    // their outputs' sizes differ by orders of magnitude, and so do their roundings.
+    for (size_t first = 0; first < expected.size(); first += row) {
+      expect_close({actual.begin() + first, actual.begin() + first + row},
+                   {expected.begin() + first, expected.begin() + first + row}, step_tolerance(kv_type, n, tolerance),
+                   "step of " + std::to_string(n) + " at " + std::to_string(position) + ", its token " +
+                       std::to_string(first / row));
+    }
     position += n;
   }
 }
@@ -420,6 +431,19 @@ TEST_P(BackendCudaAttention, PromptStepsMidCacheAndShuffledMatchTheCpuBackend) {
   expect_attention_steps_match(kv_type, head_dim, {37, 3, 16, 1, 150, 70}, 1e-5, nullptr, true);
 }
 
+// Decode-sized steps over a long cache take the split kernel (flash decoding): a cache of 6000 positions is
+// split into 12 chunks of 512, a block each, merged by a combine kernel. A step at position 0 (one chunk
+// holds positions, eleven are empty), a prompt to position 5118, then single tokens at 5119 (the last of a
+// chunk), 5120 (the first of the next, whose block alone stores the new row) and 5121, and a step of 3
+// tokens. The tolerance is above the short tests' 1e-5 because the output's rms falls as 1/sqrt(positions)
+// while the sums' rounding does not: a float simulation of both backends' operations on such data (5122
+// positions, 8 heads) gives up to 1.4e-5 of the rms, for the single kernel and for the splits alike.
+TEST_P(BackendCudaAttention, DecodeStepsOverALongCacheMatchTheCpuBackend) {
+  SKIP_WITHOUT_CUDA();
+  const auto [kv_type, head_dim] = GetParam();
+  expect_attention_steps_match(kv_type, head_dim, {1, 5118, 1, 1, 1, 3}, 4e-5, nullptr, false, 6000);
+}
+
 INSTANTIATE_TEST_SUITE_P(KvTypesAndHeadSizes, BackendCudaAttention,
                          testing::Combine(testing::Values(STRATA_KV_F16, STRATA_KV_INT8), testing::Values(64, 80, 128)),
                          [](const auto& info) {
@@ -441,17 +465,19 @@ TEST(BackendCuda, AttentionPastTheContextIsAnError) {
 
 // Decode attention also leaves its output rounded to 8 bits for the output projection: that matvec then
 // gives to the bit what it gives on a copy of the same floats, which it rounds itself. With 4 heads of 64
-// and 128 values, f16 and int8 caches, after 20 cached positions, for 1, 3 and 8 tokens.
+// and 128 values, f16 and int8 caches, after 20 cached positions, for 1, 3 and 8 tokens, in a cache of 32
+// positions (one kernel) and of 600 (split over positions: the combine kernel writes the output).
 TEST(BackendCuda, DecodeAttentionOutputFeedsTheOutputProjectionAsItsFloats) {
   SKIP_WITHOUT_CUDA();
   const int32_t n_head = 4, n_head_kv = 2;
-  for (const auto& [head_dim, kv_type, n_tokens] : {std::tuple{128, STRATA_KV_F16, 1}, std::tuple{128, STRATA_KV_F16, 3},
-                                                   std::tuple{128, STRATA_KV_INT8, 8}, std::tuple{64, STRATA_KV_INT8, 1},
-                                                   std::tuple{64, STRATA_KV_F16, 8}}) {
+  for (const auto& [head_dim, kv_type, n_tokens, n_ctx] :
+       {std::tuple{128, STRATA_KV_F16, 1, 32}, std::tuple{128, STRATA_KV_F16, 3, 32}, std::tuple{128, STRATA_KV_INT8, 8, 32},
+        std::tuple{64, STRATA_KV_INT8, 1, 32}, std::tuple{64, STRATA_KV_F16, 8, 32}, std::tuple{128, STRATA_KV_F16, 1, 600},
+        std::tuple{128, STRATA_KV_F16, 3, 600}, std::tuple{64, STRATA_KV_INT8, 8, 600}}) {
     const int32_t width = n_head * head_dim;
     const HostWeight projection = make_weight(kIQ3_S, width, 256, 1, 51);
     Backend cuda(*cuda_plugin().table);
-    strata_kv_cache* cache = cuda.kv(1, 32, n_head_kv, head_dim, kv_type);
+    strata_kv_cache* cache = cuda.kv(1, n_ctx, n_head_kv, head_dim, kv_type);
     strata_weight* weight = cuda.load(projection);
     strata_buffer* out = cuda.alloc_floats(static_cast<size_t>(n_tokens * width));
     const auto attend = [&](int32_t first, int32_t count, uint32_t seed) {
@@ -479,7 +505,7 @@ TEST(BackendCuda, DecodeAttentionOutputFeedsTheOutputProjectionAsItsFloats) {
     const auto from_attention = project(out);
     const auto from_floats = project(cuda.upload(cuda.read(out, static_cast<size_t>(n_tokens * width))));
     EXPECT_EQ(from_attention, from_floats) << "head_dim " << head_dim << ", kv type " << kv_type << ", " << n_tokens
-                                           << " tokens";
+                                           << " tokens, a cache of " << n_ctx;
   }
 }
 
@@ -505,6 +531,169 @@ TEST(BackendCuda, RouteMatchesTheCpuBackendIdsAndWeights) {
     EXPECT_EQ(ids[1], ids[0]) << "routing " << routing;
     expect_close(weights[1], weights[0], 1e-5, "route weights");
   }
+}
+
+// An F32 router whose rows 5 and 9 are one row three times as large as the others: their logits tie (at the
+// top for about half the tokens), with the same float operations on either backend.
+HostWeight router_with_tied_rows(int64_t n_embd, int64_t n_experts, uint32_t seed) {
+  HostWeight router = make_weight(kF32, n_embd, n_experts, 1, seed);
+  for (int64_t i = 0; i < n_embd; ++i) router.decoded[9 * n_embd + i] = router.decoded[5 * n_embd + i] *= 3.0f;
+  std::memcpy(router.bytes.data(), router.decoded.data(), router.bytes.size());
+  return router;
+}
+
+// Tokens for such a router: logits of about 2 rms (as in the route test), so that no probability underflows;
+// row 2, where there is one, all zero: every logit 0, every expert tied.
+std::vector<float> router_inputs(int32_t n_tokens, int64_t n_embd, uint32_t seed) {
+  auto x = random_floats(static_cast<size_t>(n_tokens * n_embd), seed, 4.0f / std::sqrt(static_cast<float>(n_embd)));
+  if (n_tokens > 2) std::fill(x.begin() + 2 * n_embd, x.begin() + 3 * n_embd, 0.0f);
+  return x;
+}
+
+struct RouterStep {
+  int32_t n_tokens, n_experts, n_used, routing;
+};
+
+// Where the router's logits, ids and weights go on one backend.
+struct RouterOutputs {
+  strata_buffer *logits, *ids, *weights;
+};
+
+RouterOutputs router_outputs(Backend& backend, const RouterStep& step) {
+  return {backend.alloc_floats(static_cast<size_t>(step.n_tokens * step.n_experts)),
+          backend.alloc(static_cast<size_t>(step.n_tokens * step.n_used) * sizeof(int32_t)),
+          backend.alloc_floats(static_cast<size_t>(step.n_tokens * step.n_used))};
+}
+
+// Queues route_experts, or (fused false) matmul then route: what the core calls without the entry.
+void queue_router(Backend& backend, bool fused, strata_weight* router, strata_buffer* x, const RouterStep& step,
+                  const RouterOutputs& out) {
+  const auto& t = backend.table();
+  if (fused) {
+    backend.run("route_experts", [&](strata_backend* b, strata_error* e) {
+      return t.route_experts(b, x, router, step.n_tokens, step.n_experts, step.n_used, step.routing, out.logits,
+                             out.ids, out.weights, e);
+    });
+    return;
+  }
+  backend.run("matmul", [&](strata_backend* b, strata_error* e) {
+    return t.matmul(b, router, 0, x, step.n_tokens, nullptr, out.logits, e);
+  });
+  backend.run("route", [&](strata_backend* b, strata_error* e) {
+    return t.route(b, out.logits, step.n_tokens, step.n_experts, step.n_used, step.routing, out.ids, out.weights, e);
+  });
+}
+
+struct Routed {
+  std::vector<float> logits;
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+};
+
+Routed read_routed(Backend& backend, const RouterOutputs& out, const RouterStep& step) {
+  const auto n_chosen = static_cast<size_t>(step.n_tokens * step.n_used);
+  return {backend.read(out.logits, static_cast<size_t>(step.n_tokens * step.n_experts)),
+          backend.read<int32_t>(out.ids, n_chosen), backend.read(out.weights, n_chosen)};
+}
+
+// The CPU backend's matmul then route.
+Routed cpu_routed(const HostWeight& router, const std::vector<float>& x, const RouterStep& step) {
+  Backend cpu(strata::cpu::cpu_backend_table());
+  const RouterOutputs out = router_outputs(cpu, step);
+  queue_router(cpu, false, cpu.load(router), cpu.upload(x), step, out);
+  return read_routed(cpu, out, step);
+}
+
+void expect_same_routing(const Routed& actual, const Routed& expected, const std::string& what) {
+  EXPECT_EQ(actual.ids, expected.ids) << what;
+  expect_close(actual.weights, expected.weights, 1e-5, what + ": weights");
+  expect_close(actual.logits, expected.logits, 1e-5, what + ": logits");
+}
+
+// route_experts (ABI 1.3) against the CPU's matmul then route. One kernel for 1-8 tokens of an F32 router: a
+// 2048-wide router's rows held in registers whole, a 4104-wide one's rest loaded after the wait, 61 and 37
+// experts leaving warps of the last block without a row. The two ops for 40 tokens, and for more experts than
+// the kernel takes. One instance runs every step: each launch finds the block count back at 0.
+TEST(BackendCuda, RouteExpertsMatchesTheCpuBackendsMatmulThenRoute) {
+  SKIP_WITHOUT_CUDA();
+  struct Shape {
+    int64_t n_embd, n_experts;
+  };
+  for (const Shape shape : {Shape{2048, 128}, Shape{512, 61}, Shape{4104, 37}, Shape{64, 1040}}) {
+    const HostWeight router = router_with_tied_rows(shape.n_embd, shape.n_experts, 61);
+    for (const int32_t routing : {STRATA_ROUTING_SOFTMAX_TOPK, STRATA_ROUTING_SOFTMAX_TOPK_NORM}) {
+      Backend cuda(*cuda_plugin().table);
+      strata_weight* weight = cuda.load(router);
+      for (const int32_t n_tokens : {1, 3, 8, 40}) {
+        const RouterStep step{n_tokens, static_cast<int32_t>(shape.n_experts), 8, routing};
+        const auto x = router_inputs(n_tokens, shape.n_embd, 62 + n_tokens);
+        const RouterOutputs out = router_outputs(cuda, step);
+        queue_router(cuda, true, weight, cuda.upload(x), step, out);
+        expect_same_routing(read_routed(cuda, out, step), cpu_routed(router, x, step),
+                            std::to_string(shape.n_experts) + " experts x " + std::to_string(shape.n_embd) + ", " +
+                                std::to_string(n_tokens) + " tokens, routing " + std::to_string(routing));
+      }
+    }
+  }
+}
+
+// Two launches queued back to back (the second's blocks start while the first runs), then two in a concurrent
+// region (two streams, each with its own block count): each routes its own tokens.
+TEST(BackendCuda, RouteExpertsTwiceInARowAndSideBySide) {
+  SKIP_WITHOUT_CUDA();
+  const HostWeight router = router_with_tied_rows(2048, 128, 63);
+  const RouterStep step{3, 128, 8, STRATA_ROUTING_SOFTMAX_TOPK_NORM};
+  const std::vector<std::vector<float>> inputs = {router_inputs(3, 2048, 64), router_inputs(3, 2048, 65)};
+  Backend cuda(*cuda_plugin().table);
+  const auto& t = cuda.table();
+  strata_weight* weight = cuda.load(router);
+  for (const bool in_region : {false, true}) {
+    std::vector<strata_buffer*> xs;
+    std::vector<RouterOutputs> outs;
+    for (const auto& input : inputs) {
+      xs.push_back(cuda.upload(input));
+      outs.push_back(router_outputs(cuda, step));
+    }
+    if (in_region) {
+      cuda.run("concurrent_begin", [&](strata_backend* b, strata_error* e) { return t.concurrent_begin(b, e); });
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) queue_router(cuda, true, weight, xs[i], step, outs[i]);
+    if (in_region) {
+      cuda.run("concurrent_end", [&](strata_backend* b, strata_error* e) { return t.concurrent_end(b, e); });
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      expect_same_routing(read_routed(cuda, outs[i], step), cpu_routed(router, inputs[i], step),
+                          "launch " + std::to_string(i) + (in_region ? " in a region" : ""));
+    }
+  }
+}
+
+// A step graph records the kernel once and replays it: every replay must route (the block count back at 0 at
+// the end of each launch), each step on its own tokens.
+TEST(BackendCuda, RouteExpertsReplaysInAStepGraph) {
+  SKIP_WITHOUT_CUDA();
+  const HostWeight router = router_with_tied_rows(2048, 128, 66);
+  const RouterStep step{1, 128, 8, STRATA_ROUTING_SOFTMAX_TOPK};
+  Backend cuda(*cuda_plugin().table);
+  const auto& t = cuda.table();
+  strata_weight* weight = cuda.load(router);
+  strata_buffer* x = cuda.alloc_floats(2048);
+  const RouterOutputs out = router_outputs(cuda, step);
+  strata_graph* graph = nullptr;
+  ASSERT_EQ(t.graph_create(cuda.get(), &graph, cuda.error()), STRATA_OK);
+  const int32_t position = 0;
+  const std::vector<int32_t> modes = {STRATA_GRAPH_RUN, STRATA_GRAPH_RECORD, STRATA_GRAPH_REPLAY, STRATA_GRAPH_REPLAY};
+  for (size_t i = 0; i < modes.size(); ++i) {
+    const auto input = router_inputs(1, 2048, 67 + static_cast<uint32_t>(i));
+    cuda.write(x, input);
+    int32_t mode = -1;
+    ASSERT_EQ(t.graph_begin(cuda.get(), graph, &position, 1, &mode, cuda.error()), STRATA_OK) << cuda.message();
+    EXPECT_EQ(mode, modes[i]) << "step " << i;
+    if (mode != STRATA_GRAPH_REPLAY) queue_router(cuda, true, weight, x, step, out);
+    ASSERT_EQ(t.graph_end(cuda.get(), graph, cuda.error()), STRATA_OK) << cuda.message();
+    expect_same_routing(read_routed(cuda, out, step), cpu_routed(router, input, step), "step " + std::to_string(i));
+  }
+  t.graph_free(cuda.get(), graph);
 }
 
 std::vector<float> run_moe(Backend& backend, const HostWeight& gate, const HostWeight& up, const HostWeight& down,
@@ -825,6 +1014,57 @@ TEST(BackendCuda, StepGraphRecordingRefusesOtherPositionsAndCanBeDiscarded) {
   EXPECT_EQ(t.rope_neox(cuda.get(), x, other.data(), 1, 1, 64, 64, 1e4f, cuda.error()), STRATA_OK) << cuda.message();
   EXPECT_EQ(cuda.read(x, 64).size(), 64u);
   t.graph_free(cuda.get(), graph);
+}
+
+// Decode attention split over positions (a cache of 1100: chunks of 512, three splits) in a step graph: the
+// recording's launch shape replays at later positions, across the chunk boundary at 512, with the splits
+// reading their token's position on the device and the block holding it storing the new row. Each step
+// writes its q, k and v into the buffers the recording reads. Tolerance as for the long-cache test.
+TEST(BackendCuda, SplitDecodeAttentionReplaysInAStepGraphAcrossAChunkBoundary) {
+  SKIP_WITHOUT_CUDA();
+  const AttentionShape s{8, 2, 64};
+  const int32_t n_ctx = 1100, prompt = 505, last = 515;
+  const int64_t q_width = s.n_head * s.head_dim, kv_width = s.n_head_kv * s.head_dim;
+  const auto q = random_floats(static_cast<size_t>(n_ctx * q_width), 61);
+  const auto k = random_floats(static_cast<size_t>(n_ctx * kv_width), 62);
+  const auto v = random_floats(static_cast<size_t>(n_ctx * kv_width), 63);
+  Pair pair;
+  strata_kv_cache* cpu_cache = pair.cpu.kv(2, n_ctx, s.n_head_kv, s.head_dim, STRATA_KV_F16);
+  strata_kv_cache* cuda_cache = pair.cuda.kv(2, n_ctx, s.n_head_kv, s.head_dim, STRATA_KV_F16);
+  run_attention(pair.cuda, cuda_cache, s, 0, prompt, q, k, v);
+  run_attention(pair.cpu, cpu_cache, s, 0, prompt, q, k, v);
+  const auto& t = pair.cuda.table();
+  strata_graph* graph = nullptr;
+  ASSERT_EQ(t.graph_create(pair.cuda.get(), &graph, pair.cuda.error()), STRATA_OK);
+  strata_buffer* q_step = pair.cuda.alloc_floats(static_cast<size_t>(q_width));
+  strata_buffer* k_step = pair.cuda.alloc_floats(static_cast<size_t>(kv_width));
+  strata_buffer* v_step = pair.cuda.alloc_floats(static_cast<size_t>(kv_width));
+  strata_buffer* out = pair.cuda.alloc_floats(static_cast<size_t>(q_width));
+  const auto row = [](const std::vector<float>& all, int64_t width, int32_t position) {
+    return std::vector<float>(all.begin() + position * width, all.begin() + (position + 1) * width);
+  };
+  for (int32_t position = prompt; position <= last; ++position) {
+    pair.cuda.write(q_step, row(q, q_width, position));
+    pair.cuda.write(k_step, row(k, kv_width, position));
+    pair.cuda.write(v_step, row(v, kv_width, position));
+    const strata_attention_params params{sizeof(strata_attention_params), 1, 1, s.n_head, s.n_head_kv, s.head_dim,
+                                         1.0f / std::sqrt(static_cast<float>(s.head_dim)), &position};
+    int32_t mode = -1;
+    ASSERT_EQ(t.graph_begin(pair.cuda.get(), graph, &position, 1, &mode, pair.cuda.error()), STRATA_OK)
+        << pair.cuda.message();
+    EXPECT_EQ(mode, position == prompt       ? STRATA_GRAPH_RUN
+                    : position == prompt + 1 ? STRATA_GRAPH_RECORD
+                                             : STRATA_GRAPH_REPLAY);
+    if (mode != STRATA_GRAPH_REPLAY) {
+      pair.cuda.run("attention", [&](strata_backend* b, strata_error* e) {
+        return t.attention(b, cuda_cache, &params, q_step, k_step, v_step, out, e);
+      });
+    }
+    ASSERT_EQ(t.graph_end(pair.cuda.get(), graph, pair.cuda.error()), STRATA_OK) << pair.cuda.message();
+    expect_close(pair.cuda.read(out, static_cast<size_t>(q_width)), run_attention(pair.cpu, cpu_cache, s, position, 1, q, k, v),
+                 2e-5, "position " + std::to_string(position));
+  }
+  t.graph_free(pair.cuda.get(), graph);
 }
 
 TEST(BackendCuda, GetRowsMatchesTheCpuBackend) {

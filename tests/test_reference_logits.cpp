@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "core/engine/engine.hpp"
 #include "support/logit_metrics.hpp"
@@ -136,29 +137,35 @@ TEST_P(ReferenceLogits, ScalarKernelsMeetTheBarToo) {
   EXPECT_GE(distance.top1, bar_.top1);
 }
 
-// The tiny reference model on the CPU backend with 2 threads, for the tests that wrap its table.
-EngineOptions tiny_cpu_engine_options(const std::filesystem::path& model) {
-  EngineOptions options;
-  options.model = model;
-  options.manifest = test::default_manifest_path();
-  options.backend = "cpu";
-  options.threads = 2;
-  return options;
-}
+// The tests that wrap the CPU backend's table: the tiny reference model on the CPU backend with 2 threads.
+class BackendTable : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EngineOptions options;
+    options.model = test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
+    if (!std::filesystem::exists(options.model)) GTEST_SKIP() << "reference model missing";
+    options.manifest = test::default_manifest_path();
+    options.backend = "cpu";
+    options.threads = 2;
+    engine_.emplace(options);
+  }
+
+  std::optional<Engine> engine_;
+};
 
 // A backend built for ABI 1.1 hands over a shorter table (struct_size ends before attention_rope): the core
 // must not read the entries past it, whatever bytes lie there, and must run the separate ops instead.
-TEST(BackendTable, AnAbi11TableRunsTheSeparateOpsToTheSameLogits) {
-  const auto model = test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing";
-  const Engine engine(tiny_cpu_engine_options(model));
+TEST_F(BackendTable, AnAbi11TableRunsTheSeparateOpsToTheSameLogits) {
+  const Engine& engine = *engine_;
   ASSERT_TRUE(engine.backend().has_attention_rope());
   ASSERT_TRUE(engine.backend().has_add_rms_norm());
+  ASSERT_TRUE(engine.backend().has_route_experts());
   strata_backend_table older = engine.backend().table();  // its fused entries stay set past struct_size
   older.struct_size = offsetof(strata_backend_table, attention_rope);
   Backend older_backend("backend-cpu 1.1", older, engine.plugins().quants(), 2, "{}");
   EXPECT_FALSE(older_backend.has_attention_rope());
   EXPECT_FALSE(older_backend.has_add_rms_norm());
+  EXPECT_FALSE(older_backend.has_route_experts());
   const Model older_model(engine.file(), older_backend);
   const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
   Session current(engine.model(), {.n_ctx = 16, .execution = {}});
@@ -177,10 +184,8 @@ strata_status (*cpu_matmul)(strata_backend*, const strata_weight*, int32_t, cons
 
 // The core puts each layer's q, k and v projections (and nothing else) in a region, and none with
 // concurrent_ops off; the logits are the same either way.
-TEST(BackendTable, TheQkvProjectionsRunInAConcurrentRegion) {
-  const auto model = test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing";
-  const Engine engine(tiny_cpu_engine_options(model));
+TEST_F(BackendTable, TheQkvProjectionsRunInAConcurrentRegion) {
+  const Engine& engine = *engine_;
   EXPECT_FALSE(engine.backend().has_concurrency());
   strata_backend_table with_regions = engine.backend().table();
   cpu_matmul = with_regions.matmul;
@@ -215,6 +220,58 @@ TEST(BackendTable, TheQkvProjectionsRunInAConcurrentRegion) {
     EXPECT_EQ(region_log.ended, region_log.begun);
     EXPECT_EQ(region_log.nested, 0);
     EXPECT_EQ(region_log.matmuls_inside, 3 * region_log.begun);
+  }
+}
+
+// How the core routes: the CPU table with counting route and route_experts entries.
+struct RouterLog {
+  int fused = 0, routes = 0;
+};
+RouterLog router_log;
+decltype(strata_backend_table::route) cpu_route = nullptr;
+decltype(strata_backend_table::route_experts) cpu_route_experts = nullptr;
+
+// With fused_ops the core routes each layer by route_experts (ABI 1.3) where the table has it; without the
+// entry, or with fused_ops off, by matmul and route. The logits are the same to the bit every way.
+TEST_F(BackendTable, TheRouterRunsAsOneOpWhereTheBackendHasIt) {
+  const Engine& engine = *engine_;
+  ASSERT_TRUE(engine.backend().has_route_experts());
+  strata_backend_table counting = engine.backend().table();
+  cpu_route = counting.route;
+  cpu_route_experts = counting.route_experts;
+  counting.route = [](strata_backend* b, const strata_buffer* logits, int32_t n_tokens, int32_t n_experts,
+                      int32_t n_used, int32_t routing, strata_buffer* ids, strata_buffer* weights, strata_error* e) {
+    ++router_log.routes;
+    return cpu_route(b, logits, n_tokens, n_experts, n_used, routing, ids, weights, e);
+  };
+  counting.route_experts = [](strata_backend* b, const strata_buffer* x, const strata_weight* router,
+                              int32_t n_tokens, int32_t n_experts, int32_t n_used, int32_t routing,
+                              strata_buffer* logits, strata_buffer* ids, strata_buffer* weights, strata_error* e) {
+    ++router_log.fused;
+    return cpu_route_experts(b, x, router, n_tokens, n_experts, n_used, routing, logits, ids, weights, e);
+  };
+  strata_backend_table without_entry = counting;
+  without_entry.route_experts = nullptr;
+  Backend with_backend("backend-cpu counting", counting, engine.plugins().quants(), 2, "{}");
+  Backend without_backend("backend-cpu without route_experts", without_entry, engine.plugins().quants(), 2, "{}");
+  EXPECT_FALSE(without_backend.has_route_experts());
+  const Model with_model(engine.file(), with_backend), without_model(engine.file(), without_backend);
+  const int32_t n_layers = engine.model().config().n_layer;
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  Session plain(engine.model(), {.n_ctx = 16, .execution = {}});
+  const auto expected = plain.forward(tokens, true);
+  struct Case {
+    const Model& model;
+    bool fused_ops;
+    int fused, routes;
+  };
+  for (const Case& c : {Case{with_model, true, n_layers, 0}, Case{with_model, false, 0, n_layers},
+                        Case{without_model, true, 0, n_layers}}) {
+    router_log = {};
+    Session session(c.model, {.n_ctx = 16, .execution = {.fused_ops = c.fused_ops}});
+    EXPECT_EQ(session.forward(tokens, true), expected);
+    EXPECT_EQ(router_log.fused, c.fused) << "fused_ops " << c.fused_ops;
+    EXPECT_EQ(router_log.routes, c.routes) << "fused_ops " << c.fused_ops;
   }
 }
 

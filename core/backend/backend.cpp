@@ -113,6 +113,8 @@ bool Backend::has_concurrency() const {
          has_entry(table_, &strata_backend_table::concurrent_end);
 }
 
+bool Backend::has_route_experts() const { return has_entry(table_, &strata_backend_table::route_experts); }
+
 StepGraph::StepGraph(Backend& backend) : backend_(backend) {
   backend.run("graph create", [&](strata_error* e) { return backend.table().graph_create(backend.get(), &graph_, e); });
 }

@@ -106,6 +106,8 @@ class Backend {
   bool has_add_rms_norm() const;
   // Whether the backend may run independent ops at once (concurrent_begin/end, ABI 1.3).
   bool has_concurrency() const;
+  // Whether route_experts does the router's matmul and the route as one op (ABI 1.3).
+  bool has_route_experts() const;
   // Calls ops(), which calls independent ops (see concurrent_begin in strata/backend.h), inside a concurrent
   // region where the backend has them and concurrent is set; else plainly.
   template <class Ops>

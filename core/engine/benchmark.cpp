@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <span>
 
 #include "core/util/error.hpp"
 
@@ -28,29 +29,37 @@ double seconds_of(const std::function<void()>& work) {
 
 }  // namespace
 
-BenchmarkResult run_benchmark(const Model& model, int32_t n_prompt, int32_t n_decode, int32_t repetitions,
+BenchmarkResult run_benchmark(const Model& model, const BenchmarkTest& test, int32_t repetitions,
                               SessionOptions options) {
+  const int32_t n_prompt = test.n_prompt, n_decode = test.n_decode, n_depth = test.n_depth;
   if ((n_prompt > 0) == (n_decode > 0)) throw Error("a benchmark test is either a prompt or a decode test");
+  if (n_depth < 0) throw Error("a benchmark's depth must not be negative");
   if (repetitions < 1) throw Error("benchmark repetitions must be at least 1");
   const ModelConfig& config = model.config();
-  const auto tokens = bench_tokens(std::max(n_prompt, n_decode), config.n_vocab);
-  options.n_ctx = std::max(n_prompt, n_decode);
+  const int32_t n_tested = std::max(n_prompt, n_decode);
+  // The depth's tokens, then the test's.
+  const auto tokens = bench_tokens(n_depth + n_tested, config.n_vocab);
+  const auto depth_tokens = std::span(tokens).first(n_depth), test_tokens = std::span(tokens).subspan(n_depth);
+  options.n_ctx = n_depth + n_tested;
   options.max_batch = std::max(1, std::min(options.max_batch, options.n_ctx));
 
   auto run_once = [&] {
     Session session(model, options);
-    if (n_prompt > 0) return seconds_of([&] { session.forward(tokens, false); });
+    if (n_depth > 0) session.forward(depth_tokens, false);
+    if (n_prompt > 0) return seconds_of([&] { session.forward(test_tokens, false); });
     return seconds_of([&] {
-      for (int32_t i = 0; i < n_decode; ++i) session.forward(std::span(tokens).subspan(i, 1), false);
+      for (int32_t i = 0; i < n_decode; ++i) session.forward(test_tokens.subspan(i, 1), false);
     });
   };
 
   BenchmarkResult result;
   result.n_prompt = n_prompt;
   result.n_decode = n_decode;
+  result.n_depth = n_depth;
   result.test = n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_decode);
+  if (n_depth > 0) result.test += " @ d" + std::to_string(n_depth);
   run_once();  // warm-up: page in the weights, settle the threads
-  for (int32_t r = 0; r < repetitions; ++r) result.samples.push_back(std::max(n_prompt, n_decode) / run_once());
+  for (int32_t r = 0; r < repetitions; ++r) result.samples.push_back(n_tested / run_once());
   const double n = static_cast<double>(result.samples.size());
   result.tokens_per_second = std::accumulate(result.samples.begin(), result.samples.end(), 0.0) / n;
   double variance = 0.0;

@@ -237,13 +237,21 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
   Scratch& s = *scratch_;
 
   residual_then_norm(layer.ffn_norm.get(), n);
-  backend_.run("router", [&](strata_error* e) {
-    return t.matmul(b, layer.router.get(), 0, s.normed.get(), n, nullptr, s.router_logits.get(), e);
-  });
-  backend_.run("route", [&](strata_error* e) {
-    return t.route(b, s.router_logits.get(), n, c.n_expert, c.n_expert_used, c.architecture->routing,
-                   s.expert_ids.get(), s.expert_weights.get(), e);
-  });
+  if (options_.execution.fused_ops && backend_.has_route_experts()) {
+    backend_.run("router + route", [&](strata_error* e) {
+      return t.route_experts(b, s.normed.get(), layer.router.get(), n, c.n_expert, c.n_expert_used,
+                             c.architecture->routing, s.router_logits.get(), s.expert_ids.get(),
+                             s.expert_weights.get(), e);
+    });
+  } else {
+    backend_.run("router", [&](strata_error* e) {
+      return t.matmul(b, layer.router.get(), 0, s.normed.get(), n, nullptr, s.router_logits.get(), e);
+    });
+    backend_.run("route", [&](strata_error* e) {
+      return t.route(b, s.router_logits.get(), n, c.n_expert, c.n_expert_used, c.architecture->routing,
+                     s.expert_ids.get(), s.expert_weights.get(), e);
+    });
+  }
   backend_.run("moe_ffn", [&](strata_error* e) {
     return t.moe_ffn(b, s.normed.get(), n, c.n_expert_used, s.expert_ids.get(), s.expert_weights.get(),
                      layer.gate_exps.get(), layer.up_exps.get(), layer.down_exps.get(), s.projected.get(), e);

@@ -34,7 +34,7 @@ class Model {
 // compares paths (A/B) or rules one out when hunting a fault; results stay within rounding.
 struct ExecutionOptions {
   bool step_graphs = true;  // replay decode steps as recorded graphs where the backend can
-  bool fused_ops = true;    // the backend's fused entries (attention_rope, add_rms_norm) where it has them
+  bool fused_ops = true;    // fused entries where the backend has them (attention_rope, add_rms_norm, route_experts)
   bool concurrent_ops = true;  // independent ops (the q, k and v projections) at once where the backend can
 };
 

@@ -1,4 +1,4 @@
-// strata bench --model M [-p 512] [-n 128] [-t T] [--json]: prompt and decode tokens/s, one line per
+// strata bench --model M [-p 512] [-n 128] [-d 0] [-t T] [--json]: prompt and decode tokens/s, one line per
 // configuration in the style of llama-bench.
 #include <cstdio>
 #include <iostream>
@@ -16,6 +16,7 @@ struct BenchOptions {
   EngineOptions engine;
   std::vector<int32_t> prompt = {512};
   std::vector<int32_t> decode = {128};
+  std::vector<int32_t> depth = {0};
   std::vector<int32_t> threads;
   int32_t repetitions = 3;
   std::string kv = "f16";
@@ -43,6 +44,10 @@ void register_bench_command(CLI::App& app) {
   add_engine_options(command, options->engine);
   command->add_option("-p,--n-prompt", options->prompt, "Prompt lengths to test (0 skips)")->capture_default_str();
   command->add_option("-n,--n-gen", options->decode, "Decode lengths to test (0 skips)")->capture_default_str();
+  command->add_option("-d,--depth", options->depth,
+                      "Tokens already in the cache when each test starts (read untimed first), as llama-bench's -d")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   command->add_option("--thread-counts", options->threads, "Several thread counts to compare (overrides --threads)");
   command->add_option("-r,--repetitions", options->repetitions, "Timed runs per test, after one warm-up")->capture_default_str();
   command->add_option("--kv", options->kv, "KV cache type: f16 or int8")->capture_default_str();
@@ -58,11 +63,13 @@ void register_bench_command(CLI::App& app) {
       engine_options.threads = threads;
       const Engine engine(engine_options);
       const uint64_t bytes_per_token = weight_bytes_per_decoded_token(engine.file(), engine.model().config());
-      std::vector<std::pair<int32_t, int32_t>> tests;
-      for (const int32_t p : options->prompt) if (p > 0) tests.emplace_back(p, 0);
-      for (const int32_t n : options->decode) if (n > 0) tests.emplace_back(0, n);
-      for (const auto& [n_prompt, n_decode] : tests) {
-        const auto result = run_benchmark(engine.model(), n_prompt, n_decode, options->repetitions,
+      std::vector<BenchmarkTest> tests;
+      for (const int32_t d : options->depth) {
+        for (const int32_t p : options->prompt) if (p > 0) tests.push_back({.n_prompt = p, .n_depth = d});
+        for (const int32_t n : options->decode) if (n > 0) tests.push_back({.n_decode = n, .n_depth = d});
+      }
+      for (const BenchmarkTest& test : tests) {
+        const auto result = run_benchmark(engine.model(), test, options->repetitions,
                                           {.kv_type = parse_kv_type(options->kv),
                                            .max_batch = options->batch,
                                            .execution = options->engine.execution});
@@ -76,23 +83,25 @@ void register_bench_command(CLI::App& app) {
             {"kv", options->kv},
             {"graphs", options->engine.execution.step_graphs && engine.backend().has_graphs()},
             {"fused_ops", options->engine.execution.fused_ops &&
-                              (engine.backend().has_attention_rope() || engine.backend().has_add_rms_norm())},
+                              (engine.backend().has_attention_rope() || engine.backend().has_add_rms_norm() ||
+                               engine.backend().has_route_experts())},
             {"concurrent_ops", options->engine.execution.concurrent_ops && engine.backend().has_concurrency()},
             {"test", result.test},
             {"n_prompt", result.n_prompt},
             {"n_gen", result.n_decode},
+            {"n_depth", result.n_depth},
             {"avg_ts", result.tokens_per_second},
             {"stddev_ts", result.stddev},
             {"samples_ts", result.samples},
             {"weight_bytes_per_token", bytes_per_token}};
-        if (n_decode > 0) line["weight_gbps"] = result.tokens_per_second * static_cast<double>(bytes_per_token) / 1e9;
+        if (test.n_decode > 0) line["weight_gbps"] = result.tokens_per_second * static_cast<double>(bytes_per_token) / 1e9;
         if (options->json) {
           results.push_back(line);
         } else {
-          std::printf("%-32s %8.2f GiB  %-40s %-6s %8s  %10.2f ± %.2f t/s", line["model"].get<std::string>().c_str(),
+          std::printf("%-32s %8.2f GiB  %-40s %-6s %14s  %10.2f ± %.2f t/s", line["model"].get<std::string>().c_str(),
                       model_bytes(engine.file()) / 1073741824.0, engine.backend().describe().c_str(), options->kv.c_str(),
                       result.test.c_str(), result.tokens_per_second, result.stddev);
-          if (n_decode > 0) std::printf("  (%.1f MB weights/token, %.2f GB/s)", bytes_per_token / 1e6, line["weight_gbps"].get<double>());
+          if (test.n_decode > 0) std::printf("  (%.1f MB weights/token, %.2f GB/s)", bytes_per_token / 1e6, line["weight_gbps"].get<double>());
           std::printf("\n");
           std::fflush(stdout);
         }

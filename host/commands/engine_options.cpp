@@ -22,7 +22,7 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
                     "Run every decode step op by op instead of replaying it as a recorded graph (CUDA graphs)");
   command->add_flag("--no-fused-ops{false}", options.execution.fused_ops,
                     "Call the separate ops where the backend offers fused ones (q/k norms and rope inside attention, "
-                    "the residual add with the next norm)");
+                    "the residual add with the next norm, the router's product with the routing)");
   command->add_flag("--no-concurrent-ops{false}", options.execution.concurrent_ops,
                     "Run every op after the previous one where the backend could run independent ones at once (the "
                     "q, k and v projections on several CUDA streams)");

@@ -1,4 +1,4 @@
-// The router (softmax, top-k) and the grouped expert FFN.
+// The router (softmax, top-k; with its product: route_experts) and the grouped expert FFN.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -29,16 +29,13 @@ void softmax(const float* logits, int32_t n, float* probabilities) {
 void route(strata_backend* backend, const strata_buffer* logits, int32_t n_tokens, int32_t n_experts,
            int32_t n_used, int32_t routing, strata_buffer* ids, strata_buffer* weights) {
   auto& instance = deref(backend, "backend");
-  sdk::check_route_args(n_tokens, n_experts, n_used, routing);
-  const float* logit_values = floats(logits, int64_t{n_tokens} * n_experts, "route logits");
-  int32_t* id_values = elements<int32_t>(ids, int64_t{n_tokens} * n_used, "route ids");
-  float* weight_values = floats(weights, int64_t{n_tokens} * n_used, "route weights");
+  const sdk::RouteOperands operands = sdk::route_operands(logits, n_tokens, n_experts, n_used, routing, ids, weights);
 
   instance.pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int worker) {
     float* probabilities = instance.worker_floats(worker, static_cast<size_t>(n_experts));
     std::vector<int32_t> order(n_experts);  // expert indices being ranked
     for (int64_t t = begin; t < end; ++t) {
-      softmax(logit_values + t * n_experts, n_experts, probabilities);
+      softmax(operands.logits + t * n_experts, n_experts, probabilities);
       std::iota(order.begin(), order.end(), 0);
       // Best first; equal probabilities keep the lower expert index first.
       std::partial_sort(order.begin(), order.begin() + n_used, order.end(), [&](int32_t a, int32_t b) {
@@ -48,11 +45,20 @@ void route(strata_backend* backend, const strata_buffer* logits, int32_t n_token
       for (int32_t j = 0; j < n_used; ++j) chosen_sum += probabilities[order[j]];
       const float normalizer = routing == STRATA_ROUTING_SOFTMAX_TOPK_NORM ? 1.0f / chosen_sum : 1.0f;
       for (int32_t j = 0; j < n_used; ++j) {
-        id_values[t * n_used + j] = order[j];
-        weight_values[t * n_used + j] = probabilities[order[j]] * normalizer;
+        operands.ids[t * n_used + j] = order[j];
+        operands.weights[t * n_used + j] = probabilities[order[j]] * normalizer;
       }
     }
   });
+}
+
+// The router's product and the choice, as the two ops do them: the same floats as the core's fallback.
+void route_experts(strata_backend* backend, const strata_buffer* x, const strata_weight* router, int32_t n_tokens,
+                   int32_t n_experts, int32_t n_used, int32_t routing, strata_buffer* logits, strata_buffer* ids,
+                   strata_buffer* weights) {
+  sdk::check_router(deref(router, "route_experts router"), n_experts);
+  matmul(backend, router, 0, x, n_tokens, nullptr, logits);
+  route(backend, logits, n_tokens, n_experts, n_used, routing, ids, weights);
 }
 
 void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, int32_t n_used,

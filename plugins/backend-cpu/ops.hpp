@@ -1,7 +1,8 @@
 // The backend table's entries as C++ functions (strata/backend.hpp declares them); cpu_backend.cpp builds
 // the table from them. Defined in: backend_instance.cpp (create, destroy, describe), memory.cpp (buffers,
 // weights), kv_cache.cpp (kv_create, kv_free), attention.cpp (attention, attention_rope), matmul.cpp, moe.cpp
-// (route, moe_ffn) and elementwise.cpp (get_rows, rms_norm, add_rms_norm, rope_neox, add, mul, unary, scale_rows).
+// (route, route_experts, moe_ffn) and elementwise.cpp (get_rows, rms_norm, add_rms_norm, rope_neox, add,
+// mul, unary, scale_rows).
 #pragma once
 
 #include "strata/backend.hpp"
@@ -10,5 +11,6 @@ namespace strata::cpu {
 
 STRATA_DECLARE_BACKEND_FUNCTIONS();
 STRATA_DECLARE_FUSED_BACKEND_FUNCTIONS();
+STRATA_DECLARE_ROUTE_EXPERTS_FUNCTION();
 
 }  // namespace strata::cpu

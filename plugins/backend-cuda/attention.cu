@@ -3,6 +3,7 @@
 // 16 values (kInt8GroupSize) rounded the CPU backend's way, so both backends cache the same numbers.
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -28,6 +29,23 @@ using sdk::cuda::kWarp;
 constexpr int kAttentionWarps = 4;
 static_assert(kAttentionWarps >= 3, "the key, value and query jobs of a decode step take a warp each");
 constexpr int kMaxValuesPerLane = 8;  // head_dim up to 256
+
+// Flash decoding. One block per (token, head) is 32 blocks for 32 heads on a 132-SM GPU, and at 32k cached
+// positions each of its warps walks 256 runs of 32 one after another. With a long cache the positions of a
+// decode-sized step are therefore split into chunks, a block each, which leave their partial softmax states
+// in a scratch for a combine kernel to merge. A step graph replays one launch shape at every position, so
+// the split follows the cache's size, never the position: blocks whose chunk starts past their token's
+// position return at once, and the combine kernel reads only the chunks up to that position.
+// kMinSplitPositions: a chunk of 512 positions is 4 runs per warp, about what the combine kernel costs on the
+// step's critical path (a launch, ~1-2 us); a cache of at most one chunk keeps the single kernel as it was
+// (tg128 from an empty cache has 128 positions). kMaxSplits: 32 heads x 32 splits are 1024 blocks of 128
+// threads, one wave on 132 SMs (an SM holds 9 or 10 of them at their 48-56 registers); longer caches take
+// longer chunks (32k positions: 1024, 8 runs per warp). At a short position in a long cache the price is the
+// combine launch plus the empty blocks, each of which reads one position and returns.
+constexpr int kMinSplitPositions = 512;
+constexpr int kMaxSplits = 32;
+static_assert(kMaxSplits <= kWarp, "the combine kernel takes a split per lane of a warp");
+static_assert(kMinSplitPositions % (kAttentionWarps * kWarp) == 0, "chunks of whole runs for every warp");
 
 KvView view(const strata_kv_cache& cache, const DeviceAllocation& data, const DeviceAllocation& scales) {
   const bool is_int8 = cache.config.kv_type == STRATA_KV_INT8;
@@ -88,42 +106,84 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
               staging[0], staging[1]);
 }
 
-// One block per (token, head). The warps take turns at runs of 32 cache positions, a position per lane:
+// Where a decode-sized step's output rows go: the floats, and where levels is set also rounded to 8 bits for
+// the output projection's matvec (a level per value, a scale per 32 values).
+struct AttentionOutput {
+  float* floats;
+  int8_t* levels;
+  float* scales;
+};
+
+// Writes output value `index`; the threads of a warp write 32 consecutive values together (where levels is
+// set, head_dim a multiple of 32: a warp holds one group, rounded as the 8-bit matvecs round).
+__device__ void write_output(const AttentionOutput& out, int64_t index, float value) {
+  out.floats[index] = value;
+  if (out.levels != nullptr) {
+    const float group_scale = sdk::cuda::warp_max(fabsf(value)) / 127.0f;
+    out.levels[index] = static_cast<int8_t>(sdk::cuda::q8_level(value, group_scale));
+    if (threadIdx.x % kWarp == 0) out.scales[index / sdk::cuda::kQ8Group] = group_scale;
+  }
+}
+
+// The partial softmax states a split step's blocks leave for the combine kernel: for each (token, head) pair
+// and split, head_dim weighted sums of values (not yet divided by the sum of weights), the running max, and
+// the sum of weights.
+struct SplitStates {
+  float* rows;
+  int chunk;     // positions per split
+  int n_splits;  // splits per pair
+
+  static size_t floats(int64_t pairs, int n_splits, int head_dim) {
+    return static_cast<size_t>(pairs) * n_splits * (head_dim + 2);
+  }
+  __device__ float* state(int pair, int split, int head_dim) const {
+    return rows + (static_cast<int64_t>(pair) * n_splits + split) * (head_dim + 2);
+  }
+};
+
+// One block per (token, head), and with kSplit one per chunk of its positions too (blockIdx.y; the states'
+// chunk). The warps take turns at runs of 32 cache positions, a position per lane:
 // each lane scores its position against the scaled query in shared memory, then the warp updates its
 // online softmax state once per run (running max, running sum, rescaled accumulator) and adds the run's
 // values. A lane accumulates kRun consecutive dimensions where head_dim is 32 * kRun (1, 2, 4 or 8), a
 // vector load per position, all 32 positions of a run in flight together; else (kRun 0) dimensions lane,
-// lane + 32, ... a value at a time. The warps' states are merged at the end. Nothing is stored per
-// position, so any context fits. (Lanes splitting each score's dimensions instead, with a shuffle reduction
-// per position, measured 9% slower decoding on the H200.)
-// With store (one token): every block first writes its kv head's new key and value rows itself (two warps,
-// while a third prepares the query), so the step needs no store kernel. The blocks sharing a kv head write
-// the same bytes (each prepares the key from the same inputs with the same operations), so whichever write
-// lands last, each block reads back its own row after its barrier; formally a race of identical values,
-// which memcheck does not flag and racecheck (shared memory only) does not cover.
-template <int kRun>
+// lane + 32, ... a value at a time. The warps' states are merged at the end, into the output, or with kSplit
+// into the block's split state (a block whose chunk starts past the token's position returns first, leaving
+// none). Nothing is stored per position, so any context fits. (Lanes splitting each score's dimensions
+// instead, with a shuffle reduction per position, measured 9% slower decoding on the H200.)
+// With store (one token): the block whose positions include the token's first writes its kv head's new key
+// and value rows itself (two warps, while a third prepares the query), so the step needs no store kernel;
+// no other block of the pair reads that row. The blocks of the heads sharing a kv head write the same
+// bytes (each prepares the key from the same inputs with the same operations), so whichever write lands
+// last, each block reads back its own row after its barrier; formally a race of identical values, which
+// memcheck does not flag and racecheck (shared memory only) does not cover.
+template <int kRun, bool kSplit>
 __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     attention_kernel(KvView keys, KvView values, const float* q, const float* k, const float* v, HeadPrep prep,
-                     bool store, const int32_t* positions, float* out, int8_t* out_levels, float* out_scales, int layer,
+                     bool store, const int32_t* positions, AttentionOutput out, SplitStates states, int layer,
                      int n_head, int n_head_kv, int n_ctx, float scale) {
   sdk::cuda::start_after_previous_kernel();
   __shared__ float warp_max[kAttentionWarps], warp_sum_shared[kAttentionWarps];
   __shared__ float warp_acc[kAttentionWarps][kMaxValuesPerLane * kWarp];
   __shared__ float query[kMaxValuesPerLane * kWarp];
   const int token = blockIdx.x / n_head, head = blockIdx.x % n_head;
+  const int position = positions[token];
+  const int first_position = kSplit ? static_cast<int>(blockIdx.y) * states.chunk : 0;
+  if (kSplit && first_position > position) return;
+  const int last = kSplit ? min(position, first_position + states.chunk - 1) : position;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int head_dim = keys.head_dim;
   const int kv_head = head / (n_head / n_head_kv);
   const size_t first_row = (static_cast<size_t>(layer) * n_head_kv + kv_head) * n_ctx;
   // Three jobs side by side, a warp each, then one barrier: the key and value rows into the cache (store;
   // read back below by other threads of the block) and the query, prepared and scaled, into shared memory.
-  if (store) {
-    store_token(keys, values, k, v, prep, positions[token], first_row + positions[token],
+  if (store && last == position) {
+    store_token(keys, values, k, v, prep, position, first_row + position,
                 (int64_t{token} * n_head_kv + kv_head) * head_dim, warp_acc[0], warp_acc[1]);
   }
   if (warp == kAttentionWarps - 1) {
     load_head(query, q + (int64_t{token} * n_head + head) * head_dim, head_dim);
-    prepare_head(query, head_dim, prep.q_gain, prep.eps, prep.half, prep.theta_scale, positions[token]);
+    prepare_head(query, head_dim, prep.q_gain, prep.eps, prep.half, prep.theta_scale, position);
     for (int i = lane; i < head_dim; i += kWarp) query[i] *= scale;
   }
   __syncthreads();
@@ -131,8 +191,7 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
   constexpr int kAccumulated = kRun > 0 ? kRun : kMaxValuesPerLane;
   float acc[kAccumulated] = {};
   float running_max = -INFINITY, running_sum = 0.0f;
-  const int last = positions[token];
-  for (int base = warp * kWarp; base <= last; base += kAttentionWarps * kWarp) {
+  for (int base = first_position + warp * kWarp; base <= last; base += kAttentionWarps * kWarp) {
     const int j = base + lane;
     const float score = j <= last ? keys.dot(first_row + j, query) : -INFINITY;
     const float new_max = fmaxf(running_max, sdk::cuda::warp_max(score));
@@ -183,19 +242,56 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     factors[w] = warp_sum_shared[w] > 0.0f ? expf(warp_max[w] - total_max) : 0.0f;  // a warp that saw nothing adds 0
     total_sum += warp_sum_shared[w] * factors[w];
   }
-  const int64_t first = (int64_t{token} * n_head + head) * head_dim;
+  float* state = kSplit ? states.state(blockIdx.x, blockIdx.y, head_dim) : nullptr;
   for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
     float value = 0.0f;
     for (int w = 0; w < kAttentionWarps; ++w) value += warp_acc[w][i] * factors[w];
-    value /= total_sum;
-    out[first + i] = value;
-    if (out_levels != nullptr) {
-      // A warp holds one group of 32 (head_dim a multiple of 32): rounded as the 8-bit matvecs round.
-      const float group_scale = sdk::cuda::warp_max(fabsf(value)) / 127.0f;
-      out_levels[first + i] = static_cast<int8_t>(sdk::cuda::q8_level(value, group_scale));
-      if (lane == 0) out_scales[(first + i) / sdk::cuda::kQ8Group] = group_scale;
+    if constexpr (kSplit) {
+      state[i] = value;
+    } else {
+      write_output(out, int64_t{blockIdx.x} * head_dim + i, value / total_sum);
     }
   }
+  if (kSplit && threadIdx.x == 0) {
+    state[head_dim] = total_max;
+    state[head_dim + 1] = total_sum;
+  }
+}
+
+// One block per (token, head) of a split step: merges the states of the splits that hold positions (those up
+// to the token's; the later ones' blocks left none) as the attention kernel merges its warps, a split per
+// lane of the first warp, and writes the output row.
+__global__ void __launch_bounds__(kWarp* kAttentionWarps)
+    combine_splits_kernel(SplitStates states, const int32_t* positions, AttentionOutput out, int n_head,
+                          int head_dim) {
+  sdk::cuda::start_after_previous_kernel();
+  __shared__ float factors[kMaxSplits];
+  __shared__ float total_sum;
+  const int pair = blockIdx.x, used = positions[pair / n_head] / states.chunk + 1;
+  if (threadIdx.x < kWarp) {
+    const int split = threadIdx.x;
+    const float* state = states.state(pair, min(split, used - 1), head_dim);
+    const float max = split < used ? state[head_dim] : -INFINITY;
+    const float total_max = sdk::cuda::warp_max(max);
+    const float factor = split < used ? expf(max - total_max) : 0.0f;
+    const float sum = sdk::cuda::warp_sum(split < used ? state[head_dim + 1] * factor : 0.0f);
+    factors[split] = factor;
+    if (split == 0) total_sum = sum;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+    float value = 0.0f;
+    for (int split = 0; split < used; ++split) value += states.state(pair, split, head_dim)[i] * factors[split];
+    write_output(out, int64_t{pair} * head_dim + i, value / total_sum);
+  }
+}
+
+// The attention kernel for a head size: kRun values per lane where head_dim is 32 * kRun, else a value at a time.
+template <bool kSplit>
+auto attention_kernel_for(int head_dim) {
+  const int run = head_dim % kWarp != 0 ? 0 : head_dim / kWarp;
+  return run == 8 ? attention_kernel<8, kSplit> : run == 4 ? attention_kernel<4, kSplit>
+       : run == 2 ? attention_kernel<2, kSplit> : run == 1 ? attention_kernel<1, kSplit> : attention_kernel<0, kSplit>;
 }
 
 }  // namespace
@@ -233,9 +329,25 @@ void kv_free(strata_backend* backend, strata_kv_cache* cache) {
 
 namespace {
 
+// How a decode-sized step over a cache of n_ctx positions splits them (see kMinSplitPositions): one split up
+// to kMinSplitPositions, else at most kMaxSplits chunks of whole runs for every warp.
+SplitStates position_splits(int n_ctx) {
+  constexpr int kRunsOfBlock = kAttentionWarps * kWarp;
+  const int spread = (n_ctx + kMaxSplits - 1) / kMaxSplits;
+  const int chunk = std::max(kMinSplitPositions, (spread + kRunsOfBlock - 1) / kRunsOfBlock * kRunsOfBlock);
+  return {nullptr, chunk, (n_ctx + chunk - 1) / chunk};
+}
+
+// The scratch for a split step's states, sized for the largest step the per-token kernel takes and the most
+// splits: it then never grows between steps.
+float* split_state_rows(strata_backend& instance, const strata_attention_params& p) {
+  const size_t floats = SplitStates::floats(int64_t{kPromptAttentionMinTokens - 1} * p.n_head, kMaxSplits, p.head_dim);
+  return instance.lane().attention_splits.get<float>(instance.budget, floats);
+}
+
 // Store and attend: one kernel for a single token (the decode step), else a store kernel first, then the
 // tiled prompt kernel for steps of kPromptAttentionMinTokens or more where it takes the shape, else the
-// per-token kernel.
+// per-token kernel; for fewer tokens over a long cache, split over positions, then the combine kernel.
 void launch_attention(strata_backend& instance, strata_kv_cache& kv, const strata_attention_params& p,
                       const sdk::AttentionOperands& operands, const HeadPrep& prep, strata_buffer& out) {
   const int64_t n_tokens = p.n_tokens;
@@ -258,15 +370,26 @@ void launch_attention(strata_backend& instance, strata_kv_cache& kv, const strat
   // A decode step's output also rounded to 8 bits, for the output projection's matvec.
   const bool round = n_tokens <= sdk::cuda::kMaxMatvecTokens && p.head_dim % sdk::cuda::kQ8Group == 0;
   if (round) out.allocate_rounded(instance.budget);
-  const int run = p.head_dim % kWarp != 0 ? 0 : p.head_dim / kWarp;
-  const auto kernel = run == 8 ? attention_kernel<8> : run == 4 ? attention_kernel<4> : run == 2 ? attention_kernel<2>
-                    : run == 1 ? attention_kernel<1> : attention_kernel<0>;
-  sdk::cuda::launch_after_previous(kernel, static_cast<unsigned>(n_tokens * p.n_head),
-                                   kWarp * kAttentionWarps, 0, instance.stream, keys, values, operands.q, operands.k,
-                                   operands.v, prep, store_in_attention, positions, operands.out,
-                                   round ? out.rounded_levels() : nullptr, round ? out.rounded_scales() : nullptr,
-                                   p.layer, p.n_head, p.n_head_kv, kv.config.n_ctx, p.scale);
-  check_launch("attention");
+  const AttentionOutput output{operands.out, round ? out.rounded_levels() : nullptr,
+                               round ? out.rounded_scales() : nullptr};
+  const auto pairs = static_cast<unsigned>(n_tokens * p.n_head);
+  const auto attend = [&](auto kernel, dim3 grid, const SplitStates& states) {
+    sdk::cuda::launch_after_previous(kernel, grid, kWarp * kAttentionWarps, 0, instance.stream, keys, values,
+                                     operands.q, operands.k, operands.v, prep, store_in_attention, positions, output,
+                                     states, p.layer, p.n_head, p.n_head_kv, kv.config.n_ctx, p.scale);
+    check_launch("attention");
+  };
+  // Larger steps (prompts the tiled kernel refused) have blocks enough, and their states would not fit.
+  SplitStates states = position_splits(kv.config.n_ctx);
+  if (n_tokens >= kPromptAttentionMinTokens || states.n_splits == 1) {
+    attend(attention_kernel_for<false>(p.head_dim), dim3(pairs), SplitStates{});
+  } else {
+    states.rows = split_state_rows(instance, p);
+    attend(attention_kernel_for<true>(p.head_dim), dim3(pairs, static_cast<unsigned>(states.n_splits)), states);
+    sdk::cuda::launch_after_previous(combine_splits_kernel, pairs, kWarp * kAttentionWarps, 0, instance.stream, states,
+                                     positions, output, p.n_head, p.head_dim);
+    check_launch("attention split combine");
+  }
   if (round) out.mark_rounded(n_tokens, int64_t{p.n_head} * p.head_dim);
 }
 

@@ -1,9 +1,9 @@
 // The objects behind the backend ABI's opaque handles, and checked access to them for the ops.
 // A backend instance is driven by one host thread at a time; its ops are queued in call order on one
 // stream, and only buffer_read (and the ops that need device results on the host) wait for it. Inside a
-// concurrent region (ABI 1.3) the matmuls take turns over a few streams (lanes) that fork from the first and
-// join it again at the region's end; every op queues on the current lane with that lane's cuBLAS handle and
-// scratches, so ops running at once share no scratch.
+// concurrent region (ABI 1.3) the matmuls (and route_experts) take turns over a few streams (lanes) that fork
+// from the first and join it again at the region's end; every op queues on the current lane with that lane's
+// cuBLAS handle and scratches, so ops running at once share no scratch.
 #pragma once
 
 #include <cublas_v2.h>
@@ -86,6 +86,10 @@ struct StreamLane {
   DeviceScratch moe_slots{"moe slot scratch"};
   DeviceScratch moe_floats{"moe activation scratch"};
   DeviceScratch gemm_tiles{"gemm tile list scratch"};
+  DeviceScratch attention_splits{"attention split state scratch"};
+  // route_experts' count of its blocks that are done (one unsigned, 0 between launches): the last one routes.
+  // A lane's own, so that launches on two lanes at once do not count into one.
+  DeviceAllocation router_blocks_done;
 };
 
 // Matmuls of a q/k/v region run at once on this many streams.

@@ -1,7 +1,7 @@
-// Concurrent regions (strata/backend.h, ABI 1.3): the ops of a region are independent, so the matmuls take
-// turns over the lanes' streams. A lane joins the region when its first op comes (it waits for what the
-// first lane had queued at concurrent_begin), and the first lane waits for every joined lane at
-// concurrent_end. Inside a step graph's capture the same calls become the graph's fork and join edges.
+// Concurrent regions (strata/backend.h, ABI 1.3): the ops of a region are independent, so the matmuls (and
+// route_experts) take turns over the lanes' streams. A lane joins the region when its first op comes (it
+// waits for what the first lane had queued at concurrent_begin), and the first lane waits for every joined
+// lane at concurrent_end. Inside a step graph's capture the same calls become the graph's fork and join edges.
 #include <algorithm>
 
 #include "backend_objects.hpp"

@@ -206,6 +206,15 @@ typedef struct strata_backend_table {
    * are not called inside one. */
   strata_status (*concurrent_begin)(strata_backend* backend, strata_error* error);
   strata_status (*concurrent_end)(strata_backend* backend, strata_error* error);
+
+  /* ABI 1.3, optional (NULL: the core calls matmul, then route). The router of a mixture of experts in one
+   * op, so that a backend can fuse the product and the choice: logits = matmul(router, x) over n_tokens rows
+   * (no bias), then route(logits) into ids and weights as route does. router is one matrix (ne2 == 1) of
+   * n_experts rows (ne1 == n_experts); logits ([n_tokens][n_experts]) must not be x. */
+  strata_status (*route_experts)(strata_backend* backend, const strata_buffer* x, const strata_weight* router,
+                                 int32_t n_tokens, int32_t n_experts, int32_t n_used, int32_t routing,
+                                 strata_buffer* logits, strata_buffer* ids, strata_buffer* weights,
+                                 strata_error* error);
 } strata_backend_table;
 
 enum { STRATA_GRAPH_RUN = 0, STRATA_GRAPH_RECORD = 1, STRATA_GRAPH_REPLAY = 2 };

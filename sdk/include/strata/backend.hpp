@@ -47,6 +47,13 @@ constexpr strata_backend_table with_concurrency(strata_backend_table table) {
   return table;
 }
 
+// A table with the fused router (ABI 1.3) filled in: route_experts (see STRATA_DECLARE_ROUTE_EXPERTS_FUNCTION).
+template <auto RouteExperts>
+constexpr strata_backend_table with_route_experts(strata_backend_table table) {
+  table.route_experts = &BackendEntry<RouteExperts>::call;
+  return table;
+}
+
 }  // namespace strata::sdk
 
 // The C++ functions a backend namespace defines for STRATA_BACKEND_TABLE: every entry of the table,
@@ -92,11 +99,17 @@ constexpr strata_backend_table with_concurrency(strata_backend_table table) {
   void add_rms_norm(strata_backend* backend, strata_buffer* x, const strata_buffer* y, const strata_weight* weight, \
                     int32_t rows, int32_t width, float eps, strata_buffer* out)
 
+// The optional fused router of ABI 1.3, for a backend namespace that has it (see with_route_experts).
+#define STRATA_DECLARE_ROUTE_EXPERTS_FUNCTION()                                                                \
+  void route_experts(strata_backend* backend, const strata_buffer* x, const strata_weight* router, int32_t n_tokens, \
+                     int32_t n_experts, int32_t n_used, int32_t routing, strata_buffer* logits, strata_buffer* ids, \
+                     strata_buffer* weights)
+
 // A strata_backend_table from the functions of namespace NS: create, destroy, describe, buffer_alloc,
 // buffer_free, buffer_write, buffer_read, weight_load, weight_free, kv_create, kv_free and every op of
 // backend.h under its table name. Release functions (destroy, *_free) cannot fail and are used as they
-// are; describe(NULL) answers NAME. The optional entries, step graphs, fused ops and concurrent regions,
-// are left NULL (see with_graphs, with_fused_ops, with_concurrency).
+// are; describe(NULL) answers NAME. The optional entries, step graphs, fused ops, concurrent regions and the
+// fused router, are left NULL (see with_graphs, with_fused_ops, with_concurrency, with_route_experts).
 #define STRATA_BACKEND_TABLE(NS, NAME)                                                                     \
   strata_backend_table {                                                                                   \
     sizeof(strata_backend_table), &::strata::sdk::BackendEntry<NS::create>::call, &NS::destroy,            \
@@ -111,7 +124,7 @@ constexpr strata_backend_table with_concurrency(strata_backend_table table) {
         &::strata::sdk::BackendEntry<NS::moe_ffn>::call, &::strata::sdk::BackendEntry<NS::add>::call,      \
         &::strata::sdk::BackendEntry<NS::mul>::call, &::strata::sdk::BackendEntry<NS::unary>::call,        \
         &::strata::sdk::BackendEntry<NS::scale_rows>::call, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, \
-        nullptr, nullptr, nullptr                                                                           \
+        nullptr, nullptr, nullptr, nullptr                                                                  \
   }
 
 // STRATA_BACKEND_TABLE(NS, NAME) with NS's step graph entries.

@@ -130,6 +130,22 @@ inline void check_route_args(int32_t n_tokens, int32_t n_experts, int32_t n_used
   }
 }
 
+// The route op's logits and its outputs, ids and weights: n_used of each per token.
+struct RouteOperands {
+  const float* logits;
+  int32_t* ids;
+  float* weights;
+};
+
+template <class Buffer>
+RouteOperands route_operands(const Buffer* logits, int32_t n_tokens, int32_t n_experts, int32_t n_used, int32_t routing,
+                             Buffer* ids, Buffer* weights) {
+  check_route_args(n_tokens, n_experts, n_used, routing);
+  return {floats(logits, int64_t{n_tokens} * n_experts, "route logits"),
+          elements<int32_t>(ids, int64_t{n_tokens} * n_used, "route ids"),
+          floats(weights, int64_t{n_tokens} * n_used, "route weights")};
+}
+
 // "name 2048x768x128", for messages.
 template <class Weight>
 std::string shape_text(const Weight& weight) {
@@ -202,6 +218,15 @@ MatmulOperands matmul_operands(const Weight& weight, int32_t expert, const Buffe
   if (n_tokens < 0) invalid_argument("matmul: negative n_tokens");
   if (x == out) invalid_argument("matmul " + weight.name + ": out must not be x");
   return {floats(x, n_tokens * weight.ne0, "matmul x"), floats(out, n_tokens * weight.ne1, "matmul out")};
+}
+
+// route_experts' router: one matrix with a row per expert, so that its product is the route's logits.
+template <class Weight>
+void check_router(const Weight& router, int32_t n_experts) {
+  if (router.ne2 != 1 || router.ne1 != n_experts) {
+    invalid_argument("route_experts: router " + shape_text(router) + " is not one matrix of " +
+                     std::to_string(n_experts) + " expert rows");
+  }
 }
 
 // The moe_ffn op's operands: gate and up map width -> ffn, down ffn -> width, all with the same number

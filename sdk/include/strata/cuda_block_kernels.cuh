@@ -335,7 +335,7 @@ strata_status launch_expert_matvec(const strata_cuda_expert_matvec* args, void* 
     const auto kernel = swiglu ? swiglu_of(rows) : expert_weighted_sum_q8_kernel<Decoder>;
     if (fits_shared_memory(reinterpret_cast<const void*>(kernel), shared)) {
       const dim3 grid(static_cast<unsigned>((a.n_rows + kQ8Warps * rows - 1) / (kQ8Warps * rows)), grid_y);
-      launch_after_previous(kernel, grid, kWarp * kQ8Warps, shared, cuda_stream, a);
+      launch_after_previous(kernel, grid, kWarp * (swiglu ? kQ8Warps : kWeightedSumWarps), shared, cuda_stream, a);
       return launch_status(error, "expert_matvec launch");
     }
   }

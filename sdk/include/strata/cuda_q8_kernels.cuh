@@ -236,29 +236,34 @@ __global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 4 : 3) expert_sw
   }
 }
 
+// Warps per output row of the weighted sum, which split the row's run of k x groups between them: with one
+// warp per row a decode step's grid (2048 rows) left ~15 warps resident per SM, too few to hide the weight
+// loads (ncu on the H200: 38% of the cycles between issues stalled on L1TEX, 23% achieved occupancy).
+inline constexpr int kWeightedSumWarpsPerRow = 2;
+inline constexpr int kWeightedSumWarps = kQ8Warps * kWeightedSumWarpsPerRow;  // kQ8Warps rows per block
+
 // strata_cuda_expert_matvec WEIGHTED_SUM with 8-bit activations: blockIdx.y is the token (its k slots' rows
-// are rounded), one output row per warp; a lane's groups run over all k experts, enough in flight already.
+// are rounded), kWeightedSumWarpsPerRow warps per output row, whose lanes' groups run over all k experts.
 template <class Decoder>
-__global__ void __launch_bounds__(kWarp* kQ8Warps) expert_weighted_sum_q8_kernel(strata_cuda_expert_matvec args) {
+__global__ void __launch_bounds__(kWarp* kWeightedSumWarps) expert_weighted_sum_q8_kernel(strata_cuda_expert_matvec args) {
   let_next_kernel_launch();
   load_decoder_tables<Decoder>();
   wait_for_previous_kernel();
   const int n = static_cast<int>(args.n), k = args.slots_per_token, groups = n / kQ8Group;
   const int first_slot = static_cast<int>(blockIdx.y) * k;
   const Q8Rows q = activations_to_shared(args.x, args.x_levels, args.x_scales, first_slot, k, n);
-  const int lane = threadIdx.x % kWarp;
-  const int64_t row = blockIdx.x * int64_t{kQ8Warps} + threadIdx.x / kWarp;
-  if (row >= args.n_rows) return;
-  const auto* weight = static_cast<const uint8_t*>(args.weight) + static_cast<size_t>(row) * args.row_bytes;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, part = warp % kWeightedSumWarpsPerRow;
+  const int64_t row = blockIdx.x * int64_t{kQ8Warps} + warp / kWeightedSumWarpsPerRow;
   const int32_t* ids = args.expert_ids + first_slot;
   bool bad_id = false;
   for (int j = 0; j < k; ++j) bad_id = bad_id || ids[j] < 0 || ids[j] >= args.n_experts;
   float result = 0.0f;
-  if (!bad_id) {
-    // Unrolled by 2, not more: with 6 groups per lane (8 experts of 768 values) a deeper unroll measured
-    // slower on the H200 (its remainder runs alone).
+  if (row < args.n_rows && !bad_id) {
+    const auto* weight = static_cast<const uint8_t*>(args.weight) + static_cast<size_t>(row) * args.row_bytes;
+    // Unrolled by 2, not more: with 6 groups per lane (8 experts of 768 values, one warp per row) a deeper
+    // unroll measured slower on the H200 (its remainder runs alone).
 #pragma unroll 2
-    for (int flat = lane; flat < k * groups; flat += kWarp) {
+    for (int flat = part * kWarp + lane; flat < k * groups; flat += kWeightedSumWarpsPerRow * kWarp) {
       const int j = flat / groups, g = flat - j * groups;
       int32_t levels[8];
       float d[2], m = 0.0f;
@@ -266,8 +271,15 @@ __global__ void __launch_bounds__(kWarp* kQ8Warps) expert_weighted_sum_q8_kernel
       result += args.slot_weights[first_slot + j] * q.scale(j, g) * group_dot<Decoder>(levels, d, m, q.group(j, g));
     }
   }
+  __shared__ float partial[kWeightedSumWarps];
   result = warp_sum(result);
-  if (lane == 0) args.out[static_cast<int64_t>(blockIdx.y) * args.n_rows + row] = expert_result(bad_id, result);
+  if (lane == 0) partial[warp] = result;
+  __syncthreads();  // every warp gets here: none returns early
+  if (part != 0 || lane != 0 || row >= args.n_rows) return;
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWeightedSumWarpsPerRow; ++w) total += partial[warp + w];
+  args.out[static_cast<int64_t>(blockIdx.y) * args.n_rows + row] = expert_result(bad_id, total);
 }
 
 }  // namespace strata::sdk::cuda
