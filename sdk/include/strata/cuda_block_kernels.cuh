@@ -363,13 +363,20 @@ strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* st
   if (const strata_status status = prepare<Decoder>(error); status != STRATA_OK) return status;
   const dim3 grid(static_cast<unsigned>((a.n_rows + kGemmRows - 1) / kGemmRows), static_cast<unsigned>(a.max_tiles));
   auto* cuda_stream = static_cast<cudaStream_t>(stream);
-  if constexpr (HasQ8Unpack<Decoder> && kStagedFits<Decoder>) {
-    if (a.n % kStagedUnitValues<Decoder> == 0 && reinterpret_cast<uintptr_t>(a.weight) % 16 == 0) {
-      launch_after_previous(grouped_gemm_kernel<Decoder, true>, grid, kGemmThreads, 0, cuda_stream, a);
-      return launch_status(error, "grouped_gemm launch");
+  if constexpr (HasQ8Unpack<Decoder>) {
+    const auto aligned = [](const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; };
+    if (a.n % kStagedUnitValues<Decoder> == 0 && aligned(a.weight) && aligned(a.x)) {
+      // Beyond 48 KiB a kernel must opt in; a device that gives a block less takes decode8 below.
+      const auto kernel = grouped_gemm_staged_kernel<Decoder>;
+      constexpr size_t kBytes = StagedGemmLayout<Decoder>::kBytes;
+      if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes)) == cudaSuccess) {
+        launch_after_previous(kernel, grid, kGemmThreads, kBytes, cuda_stream, a);
+        return launch_status(error, "grouped_gemm launch");
+      }
+      (void)cudaGetLastError();
     }
   }
-  launch_after_previous(grouped_gemm_kernel<Decoder, false>, grid, kGemmThreads, 0, cuda_stream, a);
+  launch_after_previous(grouped_gemm_kernel<Decoder>, grid, kGemmThreads, 0, cuda_stream, a);
   return launch_status(error, "grouped_gemm launch");
 }
 
