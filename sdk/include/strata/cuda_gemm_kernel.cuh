@@ -134,11 +134,16 @@ struct GemmTile {
 
 using GemmAccumulators = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float>[kGemmRows / 16];
 
-// One step's product on the tensor cores: warp w multiplies its 16 tokens' kStep values by all 64 rows'.
+// One step's product on the tensor cores: warp w multiplies its 16 tokens' kStep values by all 64 rows'. A
+// warp whose tokens are all past the tile's count skips it: a prompt's experts fill their tiles about half
+// (32 tokens each for 512 x 8 choices over 128 experts), and the fragment loads are what fills the shared
+// memory's bandwidth.
 template <int kStep, int kLd>
-__device__ inline void multiply_step(const __half (*tokens)[kLd], const __half (*weights)[kLd], GemmAccumulators& acc) {
+__device__ inline void multiply_step(const __half (*tokens)[kLd], const __half (*weights)[kLd], int count,
+                                     GemmAccumulators& acc) {
   using namespace nvcuda;
   const int warp = threadIdx.x / kWarp;
+  if (warp * 16 >= count) return;
 #pragma unroll
   for (int kk = 0; kk < kStep; kk += 16) {
     wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
@@ -210,7 +215,7 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_kernel(strata_cuda_
       *reinterpret_cast<uint4*>(&tokens[t][c * kChunkValues]) = token_values;
     }
     __syncthreads();
-    multiply_step<kStep, kLd>(tokens, weights, acc);
+    multiply_step<kStep, kLd>(tokens, weights, tile.count, acc);
     __syncthreads();
   }
   write_tile(args, tile, acc, results);
@@ -265,9 +270,10 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_staged_kernel(strat
       copy16_async(&raw[u % 2][r][16 * piece], bytes > 0 ? source : aligned, bytes);
     }
   };
-  // Tokens past the tile's count are zeros (their copies read nothing).
+  // Tokens past the tile's count are zeros (their copies read nothing), up to the last warp that multiplies.
+  const int staged_tokens = (tile.count + 15) / 16 * 16;
   const auto stage_tokens = [&](int step) {
-    for (int item = threadIdx.x; item < kGemmTokens * kChunksPerRow; item += kGemmThreads) {
+    for (int item = threadIdx.x; item < staged_tokens * kChunksPerRow; item += kGemmThreads) {
       const int t = item / kChunksPerRow, c = item % kChunksPerRow;
       const __half* source = x + (tile.first + (t < tile.count ? t : 0)) * args.n + int64_t{step} * kStep + c * kChunkValues;
       copy16_async(&tokens[step % 2][t][c * kChunkValues], source, t < tile.count ? 16 : 0);
@@ -295,7 +301,7 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_staged_kernel(strat
     if (step + 1 < steps) stage_tokens(step + 1);
     if (const int u = step / kStepsPerUnit; step % kStepsPerUnit == 0 && (u + 1) * kUnitValues < args.n) stage_unit(u + 1);
     commit_async_copies();
-    multiply_step<kStep, kLd>(tokens[step % 2], weights[step % 2], acc);
+    multiply_step<kStep, kLd>(tokens[step % 2], weights[step % 2], tile.count, acc);
     if (step + 1 < steps) unpack_step(step + 1);
   }
   __syncthreads();
