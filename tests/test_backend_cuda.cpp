@@ -790,6 +790,50 @@ TEST(BackendCuda, MoeFfnMatchesTheCpuBackend) {
   }
 }
 
+// The device grouping of many experts: 300 (a prefix sum over several warps of the grouping block), 1600
+// slots (more than its threads), expert 0 chosen by every token (four tiles, the last of 8), others by few
+// or none; each token's row goes to its 8 choices' positions.
+TEST(BackendCuda, MoeFfnGroupsManyExpertsOnTheDevice) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t width = 256, ffn = 256, n_experts = 300;
+  const int32_t n_tokens = 200, n_used = 8;
+  const HostWeight gate = make_weight(kQ8_0, width, ffn, n_experts, 51);
+  const HostWeight up = make_weight(kQ8_0, width, ffn, n_experts, 52);
+  const HostWeight down = make_weight(kQ8_0, ffn, width, n_experts, 53);
+  std::vector<int32_t> ids;
+  for (int32_t t = 0; t < n_tokens; ++t) {
+    ids.push_back(0);
+    for (int32_t j = 1; j < n_used; ++j) ids.push_back(1 + (7 * t + 31 * j) % (n_experts - 1));
+  }
+  const auto weights = random_floats(ids.size(), 54);
+  const auto x = random_floats(static_cast<size_t>(n_tokens * width), 55);
+  Backend cpu(strata::cpu::cpu_backend_table());
+  Backend cuda(*cuda_plugin().table);
+  expect_close(run_moe(cuda, gate, up, down, x, ids, weights, n_tokens, n_used),
+               run_moe(cpu, gate, up, down, x, ids, weights, n_tokens, n_used), 6e-3, "300 experts");
+}
+
+// The grouped path cannot stop either: a bad id gives NaN for its token only.
+TEST(BackendCuda, MoeFfnPromptPathMarksABadExpertIdWithNaN) {
+  SKIP_WITHOUT_CUDA();
+  const HostWeight gate = make_weight(kIQ3_S, 256, 256, 4, 56);
+  const HostWeight down = make_weight(kIQ3_S, 256, 256, 4, 57);
+  const int32_t n_tokens = 20, bad_token = 13;
+  std::vector<int32_t> ids;
+  for (int32_t t = 0; t < n_tokens; ++t) ids.insert(ids.end(), {t % 4, t == bad_token ? 99 : (t + 1) % 4});
+  Backend cuda(*cuda_plugin().table);
+  const auto out = run_moe(cuda, gate, gate, down, random_floats(n_tokens * 256, 58), ids,
+                           std::vector<float>(ids.size(), 0.5f), n_tokens, 2);
+  for (int32_t t = 0; t < n_tokens; ++t) {
+    const auto row = out.begin() + t * 256;
+    if (t == bad_token) {
+      EXPECT_TRUE(std::all_of(row, row + 256, [](float v) { return std::isnan(v); }));
+    } else {
+      EXPECT_TRUE(std::all_of(row, row + 256, [](float v) { return std::isfinite(v); })) << "token " << t;
+    }
+  }
+}
+
 // Beyond 8 tokens the grouped GEMM of every type (ABI 1.1) and the f16 tiles for cuBLAS (ABI 1.0 types)
 // agree with the CPU, with tiles of 64 tokens cut at odd counts.
 // A short matrix with a few token tiles, and a tall one with many (10 token tiles x 32 row tiles).

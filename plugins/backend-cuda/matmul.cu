@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda_status.hpp"
+#include "f16_packing.cuh"
 #include "matmul.hpp"
 #include "ops.hpp"
 #include "strata/cuda_launch.cuh"
@@ -21,10 +22,13 @@ namespace {
 constexpr size_t kTileBytes = size_t{64} << 20;
 constexpr int kThreads = 256;
 
-__global__ void to_f16_kernel(const float* x, __half* out, int64_t n) {
+// 8 values per thread (a multiple of 8 values, 16-byte aligned).
+__global__ void to_f16_kernel(const float* x, __half* out, int64_t n_eights) {
   sdk::cuda::start_after_previous_kernel();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i < n) out[i] = __float2half_rn(x[i]);
+  if (i >= n_eights) return;
+  const auto* values = reinterpret_cast<const float4*>(x) + 2 * i;
+  reinterpret_cast<uint4*>(out)[i] = eight_halves(values[0], values[1]);
 }
 
 __global__ void add_bias_kernel(float* out, const float* bias, int64_t n_tokens, int64_t width) {
@@ -63,8 +67,9 @@ void multiply_batch(strata_backend& backend, const strata_weight& weight, int64_
     return;
   }
   __half* x16 = backend.lane().activations_f16.get<__half>(backend.budget, static_cast<size_t>(n_tokens * ne0));
-  sdk::cuda::launch_after_previous(to_f16_kernel, blocks_for(n_tokens * ne0, kThreads), kThreads, 0, backend.stream, x,
-                                   x16, n_tokens * ne0);
+  if (reinterpret_cast<uintptr_t>(x) % alignof(float4) != 0) invalid_argument("matmul: input rows not 16-byte aligned");
+  sdk::cuda::launch_after_previous(to_f16_kernel, blocks_for(n_tokens * ne0 / 8, kThreads), kThreads, 0,
+                                   backend.stream, x, x16, n_tokens * ne0 / 8);
   check_launch("to_f16");
   if (weight.type->type_id == kTypeF16) {
     gemm_f16(backend, reinterpret_cast<const __half*>(matrix), x16, ne0, ne1, 0, ne1, n_tokens, out);

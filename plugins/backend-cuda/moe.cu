@@ -8,6 +8,7 @@
 // each used expert multiplies its tokens' rows with the backend's matmul.
 #include <cuda_fp16.h>
 
+#include <cub/block/block_scan.cuh>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "activation_functions.cuh"
 #include "backend_objects.hpp"
 #include "cuda_status.hpp"
+#include "f16_packing.cuh"
 #include "matmul.hpp"
 #include "ops.hpp"
 #include "strata/cuda_launch.cuh"
@@ -41,21 +43,43 @@ __global__ void swiglu_kernel(float* gate, const float* up, int64_t n) {
   if (i < n) gate[i] = silu(gate[i]) * up[i];
 }
 
-// out[t] = sum over j in choice order of weights[t][j] * down_out[position of slot t * n_used + j].
+// out[t] = sum over j in choice order of weights[t][j] * down_out[position of slot t * n_used + j], 4 columns
+// per thread (rows of a multiple of 4 values, 16-byte aligned: the multiplies before it need 8).
 __global__ void combine_kernel(const float* down_out, const int32_t* position_of, const float* weights, int n_used,
-                               int64_t width, float* out, int64_t n) {
+                               int width, float* out, int n_quads) {
   sdk::cuda::start_after_previous_kernel();
-  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i >= n) return;
-  const int64_t token = i / width, column = i % width;
-  float sum = 0.0f;
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n_quads) return;
+  const int quads_per_row = width / 4, token = i / quads_per_row, quad = i - token * quads_per_row;
+  float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   for (int j = 0; j < n_used; ++j) {
-    const int64_t slot = token * n_used + j;
+    const int slot = token * n_used + j;
     const int32_t position = position_of[slot];
-    // A slot without a position had an expert id out of range (device grouping): NaN, not a wrong read.
-    sum += position >= 0 ? weights[slot] * down_out[position * width + column] : __int_as_float(0x7fc00000);
+    if (position < 0) {
+      // An expert id out of range (device grouping) has no position: NaN, not a wrong read.
+      const float nan = __int_as_float(0x7fc00000);
+      sum = make_float4(nan, nan, nan, nan);
+      continue;
+    }
+    const float weight = weights[slot];
+    const auto* row = reinterpret_cast<const float4*>(down_out) + static_cast<int64_t>(position) * quads_per_row;
+    const float4 value = row[quad];
+    sum.x += weight * value.x;
+    sum.y += weight * value.y;
+    sum.z += weight * value.z;
+    sum.w += weight * value.w;
   }
-  out[i] = sum;
+  reinterpret_cast<float4*>(out)[i] = sum;
+}
+
+void combine(strata_backend& backend, const float* down_out, const int32_t* position_of, const float* weights,
+             int32_t n_tokens, int32_t n_used, int64_t width, float* out) {
+  const auto aligned = [](const void* rows) { return reinterpret_cast<uintptr_t>(rows) % alignof(float4) == 0; };
+  if (!aligned(down_out) || !aligned(out)) invalid_argument("moe_ffn: rows of the weighted sum not 16-byte aligned");
+  const auto n_quads = static_cast<int>(n_tokens * width / 4);
+  sdk::cuda::launch_after_previous(combine_kernel, blocks_for(n_quads, kThreads), kThreads, 0, backend.stream, down_out,
+                                   position_of, weights, n_used, static_cast<int>(width), out, n_quads);
+  check_launch("moe combine");
 }
 
 // The slots grouped by expert: slot_at[position], position_of[slot], and each expert's first position.
@@ -97,69 +121,93 @@ void multiply_groups(strata_backend& backend, const strata_weight& weight, const
   }
 }
 
-// Slots grouped by expert on the device: position_of[slot], slot_at[position] (-1 for the positions of
-// slots whose id is out of range, which get position -1), and tiles of up to 64 positions of one expert.
-// The order of slots within an expert is arbitrary: a slot's products do not depend on its position.
-__global__ void group_kernel(const int32_t* ids, int n_slots, int n_experts, int32_t* slot_at, int32_t* position_of,
-                             int32_t* tiles, int32_t* tile_count) {
+// Slots grouped by expert on the device: position_of[slot] (-1 for a slot whose id is out of range) and
+// tiles of up to 64 positions of one expert, in expert order. The order of slots within an expert is
+// arbitrary: a slot's products do not depend on its position. One block: counts by shared-memory atomics,
+// then each thread takes kExpertsPerGroupThread consecutive experts, and two block-wide prefix sums give
+// their first positions and first tiles (one thread walking every expert made this the longest of the glue
+// kernels around the GEMMs).
+constexpr int kGroupThreads = 1024;
+constexpr int kExpertsPerGroupThread = static_cast<int>(kMaxGroupedExperts / kGroupThreads);
+static_assert(kMaxGroupedExperts % kGroupThreads == 0);
+
+__global__ void __launch_bounds__(kGroupThreads)
+    group_kernel(const int32_t* ids, int n_slots, int n_experts, int32_t* position_of, int32_t* tiles,
+                 int32_t* tile_count) {
   sdk::cuda::start_after_previous_kernel();
-  extern __shared__ int32_t per_expert[];  // counts, then the next free position
-  int32_t* counts = per_expert;
-  int32_t* next = per_expert + n_experts;
-  for (int e = threadIdx.x; e < n_experts; e += blockDim.x) counts[e] = 0;
-  for (int s = threadIdx.x; s < n_slots; s += blockDim.x) slot_at[s] = -1;
+  using Scan = cub::BlockScan<int, kGroupThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ int32_t next[kMaxGroupedExperts];  // each expert's count, then its next free position
+  for (int e = threadIdx.x; e < n_experts; e += blockDim.x) next[e] = 0;
   __syncthreads();
   for (int s = threadIdx.x; s < n_slots; s += blockDim.x) {
     const int e = ids[s];
-    if (e >= 0 && e < n_experts) atomicAdd(&counts[e], 1);
+    if (e >= 0 && e < n_experts) atomicAdd(&next[e], 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int position = 0, n_tiles = 0;
-    for (int e = 0; e < n_experts; ++e) {
-      next[e] = position;
-      for (int p = 0; p < counts[e]; p += STRATA_GEMM_TILE_TOKENS, ++n_tiles) {
-        tiles[3 * n_tiles] = e;
-        tiles[3 * n_tiles + 1] = position + p;
-        tiles[3 * n_tiles + 2] = min(STRATA_GEMM_TILE_TOKENS, counts[e] - p);
-      }
-      position += counts[e];
+
+  const int first_expert = threadIdx.x * kExpertsPerGroupThread;
+  int counts[kExpertsPerGroupThread], my_slots = 0, my_tiles = 0;
+#pragma unroll
+  for (int k = 0; k < kExpertsPerGroupThread; ++k) {
+    counts[k] = first_expert + k < n_experts ? next[first_expert + k] : 0;
+    my_slots += counts[k];
+    my_tiles += (counts[k] + STRATA_GEMM_TILE_TOKENS - 1) / STRATA_GEMM_TILE_TOKENS;
+  }
+  int position = 0, tile = 0, n_tiles = 0;
+  Scan(scan_storage).ExclusiveSum(my_slots, position);
+  __syncthreads();  // the scans share their storage
+  Scan(scan_storage).ExclusiveSum(my_tiles, tile, n_tiles);
+#pragma unroll
+  for (int k = 0; k < kExpertsPerGroupThread; ++k) {
+    if (first_expert + k >= n_experts) break;
+    next[first_expert + k] = position;
+    for (int p = 0; p < counts[k]; p += STRATA_GEMM_TILE_TOKENS, ++tile) {
+      tiles[3 * tile] = first_expert + k;
+      tiles[3 * tile + 1] = position + p;
+      tiles[3 * tile + 2] = min(STRATA_GEMM_TILE_TOKENS, counts[k] - p);
     }
-    *tile_count = n_tiles;
+    position += counts[k];
   }
+  if (threadIdx.x == 0) *tile_count = n_tiles;
   __syncthreads();
   for (int s = threadIdx.x; s < n_slots; s += blockDim.x) {
     const int e = ids[s];
-    const int position = e >= 0 && e < n_experts ? atomicAdd(&next[e], 1) : -1;
-    if (position >= 0) slot_at[position] = s;
-    position_of[s] = position;
+    position_of[s] = e >= 0 && e < n_experts ? atomicAdd(&next[e], 1) : -1;
   }
 }
 
-// grouped[position] = x[token of the slot at position] as f16 (zeros where no slot), 8 values per thread
-// (rows of a multiple of 8 values, 16-byte aligned): one 64-bit division per element made this kernel 4x
-// slower than the copy it is.
-__global__ void gather_f16_kernel(const float* x, const int32_t* slot_at, int n_used, int width, __half* grouped,
+// grouped[position of each of a token's slots] = x[token] as f16, 8 values per thread (rows of a multiple of
+// 8 values, 16-byte aligned): each token's row is read and rounded once for all its choices. Positions
+// without a slot (those of out-of-range ids, at the end) are left as they are: no tile covers them. 32-bit
+// indices: one 64-bit division per element made a gather like this 4x slower than the copy it is.
+__global__ void gather_f16_kernel(const float* x, const int32_t* position_of, int n_used, int width, __half* grouped,
                                   int n_eights) {
   sdk::cuda::start_after_previous_kernel();
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= n_eights) return;
-  const int eights_per_row = width / 8, position = i / eights_per_row, column = 8 * (i - position * eights_per_row);
-  const int slot = slot_at[position];
-  __align__(16) __half2 halves[4] = {};
-  if (slot >= 0) {
-    const auto* values = reinterpret_cast<const float4*>(x + static_cast<int64_t>(slot / n_used) * width + column);
-    const float4 a = values[0], b = values[1];
-    halves[0] = __floats2half2_rn(a.x, a.y), halves[1] = __floats2half2_rn(a.z, a.w);
-    halves[2] = __floats2half2_rn(b.x, b.y), halves[3] = __floats2half2_rn(b.z, b.w);
+  const int eights_per_row = width / 8, token = i / eights_per_row, eight = i - token * eights_per_row;
+  const auto* values = reinterpret_cast<const float4*>(x) + 2 * static_cast<int64_t>(i);
+  const uint4 halves = eight_halves(values[0], values[1]);
+  for (int j = 0; j < n_used; ++j) {
+    const int position = position_of[token * n_used + j];
+    if (position >= 0) {
+      reinterpret_cast<uint4*>(grouped)[static_cast<int64_t>(position) * eights_per_row + eight] = halves;
+    }
   }
-  reinterpret_cast<uint4*>(grouped)[i] = *reinterpret_cast<const uint4*>(halves);
 }
 
-__global__ void swiglu_f16_kernel(const float* gate, const float* up, __half* out, int64_t n) {
+// out = silu(gate) * up as f16, 8 values per thread (a multiple of 8 values, 16-byte aligned).
+__global__ void swiglu_f16_kernel(const float* gate, const float* up, __half* out, int64_t n_eights) {
   sdk::cuda::start_after_previous_kernel();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i < n) out[i] = __float2half_rn(silu(gate[i]) * up[i]);
+  if (i >= n_eights) return;
+  const auto* gates = reinterpret_cast<const float4*>(gate) + 2 * i;
+  const auto* ups = reinterpret_cast<const float4*>(up) + 2 * i;
+  const float4 g0 = gates[0], g1 = gates[1], u0 = ups[0], u1 = ups[1];
+  reinterpret_cast<uint4*>(out)[i] =
+      eight_halves(make_float4(silu(g0.x) * u0.x, silu(g0.y) * u0.y, silu(g0.z) * u0.z, silu(g0.w) * u0.w),
+                   make_float4(silu(g1.x) * u1.x, silu(g1.y) * u1.y, silu(g1.z) * u1.z, silu(g1.w) * u1.w));
 }
 
 bool fits_grouped_gemm(const strata_weight& gate, const strata_weight& up, const strata_weight& down) {
@@ -174,14 +222,11 @@ void device_grouped(strata_backend& backend, const strata_weight& gate, const st
   const int64_t n_slots = int64_t{n_tokens} * n_used, width = gate.ne0, ffn = gate.ne1;
   const auto n_experts = static_cast<int32_t>(gate.ne2);
   const auto max_tiles = static_cast<int32_t>(n_experts + (n_slots + STRATA_GEMM_TILE_TOKENS - 1) / STRATA_GEMM_TILE_TOKENS);
-  int32_t* indices = backend.lane().moe_slots.get<int32_t>(backend.budget, 2 * n_slots + 3 * max_tiles + 1);
-  int32_t* slot_at = indices;
-  int32_t* position_of = indices + n_slots;
+  int32_t* position_of = backend.lane().moe_slots.get<int32_t>(backend.budget, n_slots + 3 * max_tiles + 1);
   int32_t* tiles = position_of + n_slots;
   int32_t* tile_count = tiles + 3 * max_tiles;
-  const size_t shared_bytes = 2 * static_cast<size_t>(n_experts) * sizeof(int32_t);
-  sdk::cuda::launch_after_previous(group_kernel, 1, 1024, shared_bytes, backend.stream, ids, static_cast<int>(n_slots),
-                                   n_experts, slot_at, position_of, tiles, tile_count);
+  sdk::cuda::launch_after_previous(group_kernel, 1, kGroupThreads, 0, backend.stream, ids, static_cast<int>(n_slots),
+                                   n_experts, position_of, tiles, tile_count);
   check_launch("moe group");
 
   // Scratch: f16 inputs, gate and up results, the f16 SwiGLU product, down results.
@@ -194,19 +239,17 @@ void device_grouped(strata_backend& backend, const strata_weight& gate, const st
   float* down_out = up_out + n_slots * ffn;
 
   if (reinterpret_cast<uintptr_t>(x) % alignof(float4) != 0) invalid_argument("moe_ffn: input rows not 16-byte aligned");
-  sdk::cuda::launch_after_previous(gather_f16_kernel, blocks_for(n_slots * width / 8, kThreads), kThreads, 0,
-                                   backend.stream, x, slot_at, n_used, static_cast<int>(width), grouped_x,
-                                   static_cast<int>(n_slots * width / 8));
+  sdk::cuda::launch_after_previous(gather_f16_kernel, blocks_for(n_tokens * width / 8, kThreads), kThreads, 0,
+                                   backend.stream, x, position_of, n_used, static_cast<int>(width), grouped_x,
+                                   static_cast<int>(n_tokens * width / 8));
   check_launch("moe gather");
   grouped_gemm(backend, gate, tiles, tile_count, max_tiles, grouped_x, gate_out);
   grouped_gemm(backend, up, tiles, tile_count, max_tiles, grouped_x, up_out);
-  sdk::cuda::launch_after_previous(swiglu_f16_kernel, blocks_for(n_slots * ffn, kThreads), kThreads, 0, backend.stream,
-                                   gate_out, up_out, product, n_slots * ffn);
+  sdk::cuda::launch_after_previous(swiglu_f16_kernel, blocks_for(n_slots * ffn / 8, kThreads), kThreads, 0,
+                                   backend.stream, gate_out, up_out, product, n_slots * ffn / 8);
   check_launch("moe swiglu");
   grouped_gemm(backend, down, tiles, tile_count, max_tiles, product, down_out);
-  sdk::cuda::launch_after_previous(combine_kernel, blocks_for(n_tokens * width, kThreads), kThreads, 0, backend.stream,
-                                   down_out, position_of, weights, n_used, width, out, n_tokens * width);
-  check_launch("moe combine");
+  combine(backend, down_out, position_of, weights, n_tokens, n_used, width, out);
 }
 
 bool fits_expert_launches(const strata_weight& gate, const strata_weight& up, const strata_weight& down,
@@ -321,9 +364,7 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
                                    gate_out, up_out, n_slots * ffn);
   check_launch("moe swiglu");
   multiply_groups(instance, down_weight, grouping, gate_out, down_out);
-  sdk::cuda::launch_after_previous(combine_kernel, blocks_for(n_tokens * width, kThreads), kThreads, 0, instance.stream,
-                                   down_out, position_of, weight_values, n_used, width, out_values, n_tokens * width);
-  check_launch("moe combine");
+  combine(instance, down_out, position_of, weight_values, n_tokens, n_used, width, out_values);
 }
 
 }  // namespace strata::cuda
