@@ -742,19 +742,27 @@ std::vector<float> q8_reference_moe(const HostWeight& gate, const HostWeight& up
   return out;
 }
 
+// A MoE FFN's stacked expert weights: gate and up from width to ffn values, down back (seeds seed .. seed + 2).
+struct ExpertTypes {
+  uint32_t gate, up, down;
+};
+struct ExpertWeights {
+  HostWeight gate, up, down;
+  ExpertWeights(ExpertTypes types, int64_t width, int64_t ffn, int64_t n_experts, uint32_t seed)
+      : gate(make_weight(types.gate, width, ffn, n_experts, seed)),
+        up(make_weight(types.up, width, ffn, n_experts, seed + 1)),
+        down(make_weight(types.down, ffn, width, n_experts, seed + 2)) {}
+};
+
 // Gate and up of one type take the expert launches for up to 8 tokens, mixed types the grouped GEMM path,
 // as do more tokens (200: several tiles of one expert); quant types of ABI 1.0 plugins the host-grouped
 // path (one expert at a time: the matvec kernel up to 8 tokens, f16 tiles and cuBLAS beyond).
 TEST(BackendCuda, MoeFfnMatchesTheCpuBackend) {
   SKIP_WITHOUT_CUDA();
   const int64_t width = 256, ffn = 512, n_experts = 6;
-  struct Types {
-    uint32_t gate, up, down;
-  };
-  for (const Types types : {Types{kIQ3_S, kIQ3_S, kQ4_K}, Types{kIQ3_XXS, kIQ3_XXS, kQ6_K}, Types{kIQ3_S, kQ4_K, kQ8_0}}) {
-    const HostWeight gate = make_weight(types.gate, width, ffn, n_experts, 41);
-    const HostWeight up = make_weight(types.up, width, ffn, n_experts, 42);
-    const HostWeight down = make_weight(types.down, ffn, width, n_experts, 43);
+  for (const ExpertTypes types :
+       {ExpertTypes{kIQ3_S, kIQ3_S, kQ4_K}, ExpertTypes{kIQ3_XXS, kIQ3_XXS, kQ6_K}, ExpertTypes{kIQ3_S, kQ4_K, kQ8_0}}) {
+    const auto& [gate, up, down] = ExpertWeights(types, width, ffn, n_experts, 41);
     for (const int32_t n_tokens : {1, 3, 8, 30, 200}) {
       const int32_t n_used = 2;
       std::vector<int32_t> ids;
@@ -797,9 +805,7 @@ TEST(BackendCuda, MoeFfnGroupsManyExpertsOnTheDevice) {
   SKIP_WITHOUT_CUDA();
   const int64_t width = 256, ffn = 256, n_experts = 300;
   const int32_t n_tokens = 200, n_used = 8;
-  const HostWeight gate = make_weight(kQ8_0, width, ffn, n_experts, 51);
-  const HostWeight up = make_weight(kQ8_0, width, ffn, n_experts, 52);
-  const HostWeight down = make_weight(kQ8_0, ffn, width, n_experts, 53);
+  const auto& [gate, up, down] = ExpertWeights({kQ8_0, kQ8_0, kQ8_0}, width, ffn, n_experts, 51);
   std::vector<int32_t> ids;
   for (int32_t t = 0; t < n_tokens; ++t) {
     ids.push_back(0);
@@ -982,9 +988,7 @@ TEST(BackendCuda, AStepGraphSurvivesTheScratchGrowingAfterIt) {
   SKIP_WITHOUT_CUDA();
   const int64_t width = 256, ffn = 512, n_experts = 4;
   const int32_t n_used = 2, n_prompt = 200;
-  const HostWeight gate = make_weight(kIQ3_S, width, ffn, n_experts, 81);
-  const HostWeight up = make_weight(kIQ3_S, width, ffn, n_experts, 82);
-  const HostWeight down = make_weight(kIQ3_S, ffn, width, n_experts, 83);
+  const auto& [gate, up, down] = ExpertWeights({kIQ3_S, kIQ3_S, kIQ3_S}, width, ffn, n_experts, 81);
   Backend cuda(*cuda_plugin().table);
   const auto& t = cuda.table();
   strata_weight* gate_weight = cuda.load(gate);
