@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -633,6 +634,41 @@ TEST(BackendCuda, RouteExpertsMatchesTheCpuBackendsMatmulThenRoute) {
                             std::to_string(shape.n_experts) + " experts x " + std::to_string(shape.n_embd) + ", " +
                                 std::to_string(n_tokens) + " tokens, routing " + std::to_string(routing));
       }
+    }
+  }
+}
+
+// A token whose logits are NaN (a bad expert id upstream leaves its row NaN) ranks no expert: its ids are
+// n_experts, which the expert launches turn into NaN for it alone. The other tokens, routed by the neighbouring
+// warps of the same block (whose probability rows sit next to its row in shared memory), keep the CPU's
+// choice; token 2 lies along expert 0's row, so expert 0, the value just past the NaN token's row, is its first.
+TEST(BackendCuda, RoutingANaNTokenLeavesTheOtherTokensAlone) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t n_embd = 2048, n_experts = 128;
+  const HostWeight router = router_with_tied_rows(n_embd, n_experts, 68);
+  const RouterStep step{4, static_cast<int32_t>(n_experts), 8, STRATA_ROUTING_SOFTMAX_TOPK_NORM};
+  auto x = router_inputs(step.n_tokens, n_embd, 69);
+  double row_norm = 0.0;
+  for (int64_t i = 0; i < n_embd; ++i) row_norm += double{router.decoded[i]} * router.decoded[i];
+  for (int64_t i = 0; i < n_embd; ++i) x[2 * n_embd + i] = static_cast<float>(8.0 * router.decoded[i] / row_norm);
+  auto finite = x;
+  std::fill(x.begin() + n_embd, x.begin() + 2 * n_embd, std::numeric_limits<float>::quiet_NaN());
+  std::fill(finite.begin() + n_embd, finite.begin() + 2 * n_embd, 0.0f);
+  const Routed expected = cpu_routed(router, finite, step);
+  ASSERT_EQ(expected.ids[2 * step.n_used], 0);
+  const auto token = [&](const auto& values, int32_t t) {
+    return std::vector(values.begin() + t * step.n_used, values.begin() + (t + 1) * step.n_used);
+  };
+  for (const bool fused : {true, false}) {
+    Backend cuda(*cuda_plugin().table);
+    const RouterOutputs out = router_outputs(cuda, step);
+    queue_router(cuda, fused, cuda.load(router), cuda.upload(x), step, out);
+    const Routed actual = read_routed(cuda, out, step);
+    const std::string what = fused ? "route_experts" : "matmul then route";
+    EXPECT_EQ(token(actual.ids, 1), std::vector<int32_t>(step.n_used, step.n_experts)) << what;
+    for (const int32_t t : {0, 2, 3}) {
+      EXPECT_EQ(token(actual.ids, t), token(expected.ids, t)) << what << ", token " << t;
+      expect_close(token(actual.weights, t), token(expected.weights, t), 1e-5, what + ", token " + std::to_string(t));
     }
   }
 }

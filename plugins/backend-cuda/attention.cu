@@ -311,12 +311,18 @@ void kv_create(strata_backend* backend, const strata_kv_config* config, strata_k
   cache->groups_per_row = (checked.head_dim + kInt8GroupSize - 1) / kInt8GroupSize;
   const size_t n_rows = static_cast<size_t>(checked.n_layers) * checked.n_head_kv * checked.n_ctx;
   const size_t value_bytes = checked.kv_type == STRATA_KV_INT8 ? 1 : 2;
+  // Zeroed: the prompt kernel multiplies a masked position's value row by a weight of 0, which a row never
+  // written (a gap in a step's positions) must not turn into NaN.
+  const auto zeroed = [&](size_t bytes, const std::string& what) {
+    DeviceAllocation memory = instance.budget.allocate(bytes, what);
+    check(cudaMemsetAsync(memory.get(), 0, bytes, instance.stream), "zeroing the " + what);
+    return memory;
+  };
   for (auto [data, scales, what] : {std::tuple{&cache->keys, &cache->key_scales, "keys"},
                                     std::tuple{&cache->values, &cache->value_scales, "values"}}) {
-    *data = instance.budget.allocate(n_rows * checked.head_dim * value_bytes, std::string("KV cache ") + what);
+    *data = zeroed(n_rows * checked.head_dim * value_bytes, std::string("KV cache ") + what);
     if (checked.kv_type == STRATA_KV_INT8) {
-      *scales = instance.budget.allocate(n_rows * cache->groups_per_row * sizeof(float),
-                                         std::string("KV cache ") + what + " scales");
+      *scales = zeroed(n_rows * cache->groups_per_row * sizeof(float), std::string("KV cache ") + what + " scales");
     }
   }
   *out = cache.release();

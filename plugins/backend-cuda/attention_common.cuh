@@ -120,8 +120,8 @@ __device__ inline void prepare_head(float* head, int head_dim, const float* gain
 inline constexpr int kPromptAttentionMinTokens = 16;
 
 // Launches the prompt attention kernel (prompt_attention.cu) for a step whose K/V rows are already in the
-// cache, or returns false where it cannot take the shape (head_dim not a multiple of 16, or more shared
-// memory than the device gives a block), leaving the step to the per-token kernel.
+// cache, or returns false where it cannot take the shape (head_dim not a multiple of 16 or above 256, or more
+// shared memory than the device gives a block), leaving the step to the per-token kernel.
 bool launch_prompt_attention(cudaStream_t stream, const KvView& keys, const KvView& values, const float* q,
                              const HeadPrep& prep, const int32_t* positions, float* out, int n_tokens, int layer,
                              int n_head, int n_head_kv, int n_ctx, float scale);

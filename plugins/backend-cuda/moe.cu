@@ -25,7 +25,7 @@ namespace strata::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxGroupedExperts = 4096;  // two counters each in the grouping kernel's shared memory
+constexpr int64_t kMaxGroupedExperts = 4096;  // a counter each in the grouping kernel's shared memory
 
 // grouped[position] = x[token of the slot at position]; slot = token * n_used + choice.
 __global__ void gather_kernel(const float* x, const int32_t* slot_at, int n_used, int64_t width, float* grouped,
@@ -72,10 +72,12 @@ __global__ void combine_kernel(const float* down_out, const int32_t* position_of
   reinterpret_cast<float4*>(out)[i] = sum;
 }
 
-void combine(strata_backend& backend, const float* down_out, const int32_t* position_of, const float* weights,
-             int32_t n_tokens, int32_t n_used, int64_t width, float* out) {
+void weighted_sum_of_choices(strata_backend& backend, const float* down_out, const int32_t* position_of,
+                             const float* weights, int32_t n_tokens, int32_t n_used, int64_t width, float* out) {
   const auto aligned = [](const void* rows) { return reinterpret_cast<uintptr_t>(rows) % alignof(float4) == 0; };
-  if (!aligned(down_out) || !aligned(out)) invalid_argument("moe_ffn: rows of the weighted sum not 16-byte aligned");
+  if (width % 4 != 0 || !aligned(down_out) || !aligned(out)) {
+    invalid_argument("moe_ffn: rows of the weighted sum not whole, 16-byte aligned float4s");
+  }
   const auto n_quads = static_cast<int>(n_tokens * width / 4);
   sdk::cuda::launch_after_previous(combine_kernel, blocks_for(n_quads, kThreads), kThreads, 0, backend.stream, down_out,
                                    position_of, weights, n_used, static_cast<int>(width), out, n_quads);
@@ -249,7 +251,7 @@ void device_grouped(strata_backend& backend, const strata_weight& gate, const st
                                    backend.stream, gate_out, up_out, product, n_slots * ffn / 8);
   check_launch("moe swiglu");
   grouped_gemm(backend, down, tiles, tile_count, max_tiles, product, down_out);
-  combine(backend, down_out, position_of, weights, n_tokens, n_used, width, out);
+  weighted_sum_of_choices(backend, down_out, position_of, weights, n_tokens, n_used, width, out);
 }
 
 bool fits_expert_launches(const strata_weight& gate, const strata_weight& up, const strata_weight& down,
@@ -364,7 +366,7 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
                                    gate_out, up_out, n_slots * ffn);
   check_launch("moe swiglu");
   multiply_groups(instance, down_weight, grouping, gate_out, down_out);
-  combine(instance, down_out, position_of, weight_values, n_tokens, n_used, width, out_values);
+  weighted_sum_of_choices(instance, down_out, position_of, weight_values, n_tokens, n_used, width, out_values);
 }
 
 }  // namespace strata::cuda

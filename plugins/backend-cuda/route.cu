@@ -67,7 +67,8 @@ __device__ void route_token(const float* row, int n_experts, int n_used, bool re
     if (lane == 0) {
       token_ids[j] = best_id;
       token_weights[j] = best;
-      probabilities[best_id] = -1.0f;
+      // No expert ranks where the logits hold NaN (best_id stays n_experts, past this warp's probabilities).
+      if (best_id < n_experts) probabilities[best_id] = -1.0f;
     }
     chosen_sum += best;
     __syncwarp();
@@ -164,10 +165,11 @@ __global__ void __launch_bounds__(kRouterWarps* kWarp)
   if (threadIdx.x == 0) *blocks_done = 0;
 }
 
-// Whether route_experts' one kernel takes this router and step.
-bool fits_one_kernel(const strata_weight& router, int32_t n_tokens, int32_t n_experts) {
+// Whether route_experts' one kernel takes this router and step (it reads rows as float4).
+bool fits_one_kernel(const strata_weight& router, const float* x, int32_t n_tokens, int32_t n_experts) {
+  const auto aligned = [](const void* rows) { return reinterpret_cast<uintptr_t>(rows) % alignof(float4) == 0; };
   return n_tokens >= 1 && n_tokens <= kMaxMatvecTokens && router.type->type_id == kTypeF32 && router.ne0 % 4 == 0 &&
-         n_experts <= kMaxRouterExperts;
+         n_experts <= kMaxRouterExperts && aligned(router.matrix(0)) && aligned(x);
 }
 
 }  // namespace
@@ -205,13 +207,13 @@ void route_experts(strata_backend* backend, const strata_buffer* x, const strata
   auto& instance = deref(backend, "backend");
   const auto& weight = deref(router, "route_experts router");
   sdk::check_router(weight, n_experts);
-  if (!fits_one_kernel(weight, n_tokens, n_experts)) {
+  const sdk::MatmulOperands product = sdk::matmul_operands(weight, 0, x, n_tokens, logits);
+  if (!fits_one_kernel(weight, product.x, n_tokens, n_experts)) {
     matmul(backend, router, 0, x, n_tokens, nullptr, logits);
     route(backend, logits, n_tokens, n_experts, n_used, routing, ids, weights);
     return;
   }
   instance.take_next_lane();
-  const sdk::MatmulOperands product = sdk::matmul_operands(weight, 0, x, n_tokens, logits);
   const sdk::RouteOperands choice = sdk::route_operands(logits, n_tokens, n_experts, n_used, routing, ids, weights);
   sdk::cuda::launch_after_previous(route_experts_kernel, blocks_for(n_experts, kRouterWarps), kRouterWarps * kWarp,
                                    kRouterWarps * n_experts * sizeof(float), instance.stream,

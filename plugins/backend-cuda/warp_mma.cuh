@@ -45,7 +45,7 @@ __device__ inline void load_matrices(const __half* row, uint32_t (&matrices)[4])
 // d += a b on the tensor cores, 16 x 8 x 16. sm_75 lacks the k16 shape: there the same product is two
 // m16n8k8 steps, columns 0..7 of a (a[0], a[1]) against rows 0..7 of b (b[0]), then the upper halves.
 __device__ inline void multiply_accumulate(Accumulator& d, const FragmentA& a, uint32_t b0, uint32_t b1) {
-#if __CUDA_ARCH__ >= 800
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])

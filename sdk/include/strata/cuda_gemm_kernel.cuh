@@ -226,9 +226,9 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_kernel(strata_cuda_
 template <class Decoder>
 struct StagedGemmLayout {
   static constexpr int kStep = 2 * kQ8Group, kLd = kStep + kGemmPad;
-  static constexpr size_t kTokens = size_t{2} * kGemmRows * kLd * sizeof(__half);
-  static constexpr size_t kRaw = kTokens + size_t{2} * kGemmTokens * kLd * sizeof(__half);
-  static constexpr size_t kLoopBytes = kRaw + size_t{2} * kGemmRows * kStagedSlotBytes<Decoder>;
+  static constexpr size_t kTokensOffset = size_t{2} * kGemmRows * kLd * sizeof(__half);
+  static constexpr size_t kRawOffset = kTokensOffset + size_t{2} * kGemmTokens * kLd * sizeof(__half);
+  static constexpr size_t kLoopBytes = kRawOffset + size_t{2} * kGemmRows * kStagedSlotBytes<Decoder>;
   static constexpr size_t kBytes = kLoopBytes > kGemmResultBytes ? kLoopBytes : kGemmResultBytes;
 };
 
@@ -246,8 +246,8 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_staged_kernel(strat
   static_assert(kStepsPerUnit >= 2, "a unit's copy gets a whole step to land");
   extern __shared__ __align__(16) unsigned char shared[];
   auto& weights = *reinterpret_cast<__half (*)[2][kGemmRows][kLd]>(shared);
-  auto& tokens = *reinterpret_cast<__half (*)[2][kGemmTokens][kLd]>(shared + Layout::kTokens);
-  auto& raw = *reinterpret_cast<uint8_t (*)[2][kGemmRows][kSlot]>(shared + Layout::kRaw);
+  auto& tokens = *reinterpret_cast<__half (*)[2][kGemmTokens][kLd]>(shared + Layout::kTokensOffset);
+  auto& raw = *reinterpret_cast<uint8_t (*)[2][kGemmRows][kSlot]>(shared + Layout::kRawOffset);
   let_next_kernel_launch();
   load_decoder_tables<Decoder>();
   wait_for_previous_kernel();

@@ -260,8 +260,8 @@ __global__ void __launch_bounds__(kWarp* kWeightedSumWarps) expert_weighted_sum_
   float result = 0.0f;
   if (row < args.n_rows && !bad_id) {
     const auto* weight = static_cast<const uint8_t*>(args.weight) + static_cast<size_t>(row) * args.row_bytes;
-    // Unrolled by 2, not more: with 6 groups per lane (8 experts of 768 values, one warp per row) a deeper
-    // unroll measured slower on the H200 (its remainder runs alone).
+    // Unrolled by 2, not more: with 6 groups per lane (8 experts of 768 values, when one warp took a row) a
+    // deeper unroll measured slower on the H200 (its remainder runs alone); not re-measured at two warps.
 #pragma unroll 2
     for (int flat = part * kWarp + lane; flat < k * groups; flat += kWeightedSumWarpsPerRow * kWarp) {
       const int j = flat / groups, g = flat - j * groups;
