@@ -97,7 +97,7 @@ __global__ void rms_norm_kernel(const float* x, const float* y, float* x_sum, co
       const float amax = sdk::cuda::group_amax<8>(
           fmaxf(fmaxf(fabsf(normed.x), fabsf(normed.y)), fmaxf(fabsf(normed.z), fabsf(normed.w))));
       if (!active) continue;
-      const float level_scale = amax / 127.0f;
+      const float level_scale = sdk::cuda::q8_scale(amax);
       reinterpret_cast<int32_t*>(levels + offset)[i] = sdk::cuda::q8_pack4(normed, level_scale);
       if (i % 8 == 0) level_scales[blockIdx.x * int64_t{width / 32} + i / 8] = level_scale;
     }
@@ -152,8 +152,9 @@ void launch_rms_norm(strata_backend& backend, const sdk::NormOperands& rows_of, 
                      int32_t width, float eps, strata_buffer& out_buffer) {
   if (rows == 0) return;
   const auto [x, x_sum, y, out] = rows_of;
-  const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % alignof(float4) == 0; };
-  const bool vector = width % 4 == 0 && aligned(x) && aligned(gain) && aligned(out) && (y == nullptr || aligned(y));
+  using sdk::cuda::is_16_byte_aligned;
+  const bool vector = width % 4 == 0 && is_16_byte_aligned(x) && is_16_byte_aligned(gain) && is_16_byte_aligned(out) &&
+                      (y == nullptr || is_16_byte_aligned(y));
   const bool round = vector && width % 32 == 0 && rows <= sdk::cuda::kMaxMatvecTokens;
   if (round) out_buffer.allocate_rounded(backend.budget);
   const auto kernel = y == nullptr ? (vector ? rms_norm_kernel<true, false> : rms_norm_kernel<false, false>)

@@ -67,7 +67,7 @@ void multiply_batch(strata_backend& backend, const strata_weight& weight, int64_
     return;
   }
   __half* x16 = backend.lane().activations_f16.get<__half>(backend.budget, static_cast<size_t>(n_tokens * ne0));
-  if (reinterpret_cast<uintptr_t>(x) % alignof(float4) != 0) invalid_argument("matmul: input rows not 16-byte aligned");
+  if (!sdk::cuda::is_16_byte_aligned(x)) invalid_argument("matmul: input rows not 16-byte aligned");
   sdk::cuda::launch_after_previous(to_f16_kernel, blocks_for(n_tokens * ne0 / 8, kThreads), kThreads, 0,
                                    backend.stream, x, x16, n_tokens * ne0 / 8);
   check_launch("to_f16");

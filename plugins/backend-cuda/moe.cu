@@ -74,8 +74,7 @@ __global__ void combine_kernel(const float* down_out, const int32_t* position_of
 
 void weighted_sum_of_choices(strata_backend& backend, const float* down_out, const int32_t* position_of,
                              const float* weights, int32_t n_tokens, int32_t n_used, int64_t width, float* out) {
-  const auto aligned = [](const void* rows) { return reinterpret_cast<uintptr_t>(rows) % alignof(float4) == 0; };
-  if (width % 4 != 0 || !aligned(down_out) || !aligned(out)) {
+  if (width % 4 != 0 || !sdk::cuda::is_16_byte_aligned(down_out) || !sdk::cuda::is_16_byte_aligned(out)) {
     invalid_argument("moe_ffn: rows of the weighted sum not whole, 16-byte aligned float4s");
   }
   const auto n_quads = static_cast<int>(n_tokens * width / 4);
@@ -240,7 +239,7 @@ void device_grouped(strata_backend& backend, const strata_weight& gate, const st
   float* up_out = gate_out + n_slots * ffn;
   float* down_out = up_out + n_slots * ffn;
 
-  if (reinterpret_cast<uintptr_t>(x) % alignof(float4) != 0) invalid_argument("moe_ffn: input rows not 16-byte aligned");
+  if (!sdk::cuda::is_16_byte_aligned(x)) invalid_argument("moe_ffn: input rows not 16-byte aligned");
   sdk::cuda::launch_after_previous(gather_f16_kernel, blocks_for(n_tokens * width / 8, kThreads), kThreads, 0,
                                    backend.stream, x, position_of, n_used, static_cast<int>(width), grouped_x,
                                    static_cast<int>(n_tokens * width / 8));

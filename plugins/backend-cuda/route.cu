@@ -167,9 +167,9 @@ __global__ void __launch_bounds__(kRouterWarps* kWarp)
 
 // Whether route_experts' one kernel takes this router and step (it reads rows as float4).
 bool fits_one_kernel(const strata_weight& router, const float* x, int32_t n_tokens, int32_t n_experts) {
-  const auto aligned = [](const void* rows) { return reinterpret_cast<uintptr_t>(rows) % alignof(float4) == 0; };
   return n_tokens >= 1 && n_tokens <= kMaxMatvecTokens && router.type->type_id == kTypeF32 && router.ne0 % 4 == 0 &&
-         n_experts <= kMaxRouterExperts && aligned(router.matrix(0)) && aligned(x);
+         n_experts <= kMaxRouterExperts && sdk::cuda::is_16_byte_aligned(router.matrix(0)) &&
+         sdk::cuda::is_16_byte_aligned(x);
 }
 
 }  // namespace

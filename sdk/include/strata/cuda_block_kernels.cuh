@@ -364,8 +364,7 @@ strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* st
   const dim3 grid(static_cast<unsigned>((a.n_rows + kGemmRows - 1) / kGemmRows), static_cast<unsigned>(a.max_tiles));
   auto* cuda_stream = static_cast<cudaStream_t>(stream);
   if constexpr (HasQ8Unpack<Decoder>) {
-    const auto aligned = [](const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; };
-    if (a.n % kStagedUnitValues<Decoder> == 0 && aligned(a.weight) && aligned(a.x)) {
+    if (a.n % kStagedUnitValues<Decoder> == 0 && is_16_byte_aligned(a.weight) && is_16_byte_aligned(a.x)) {
       // Beyond 48 KiB a kernel must opt in; a device that gives a block less takes decode8 below.
       const auto kernel = grouped_gemm_staged_kernel<Decoder>;
       constexpr size_t kBytes = StagedGemmLayout<Decoder>::kBytes;

@@ -33,6 +33,10 @@ __device__ inline void wait_for_previous_kernel() {
 #endif
 }
 
+// Whether memory may be read or written 16 bytes at a time (float4, uint4, cp.async): the launchers check
+// their rows before taking a vectorized kernel.
+inline bool is_16_byte_aligned(const void* memory) { return reinterpret_cast<uintptr_t>(memory) % 16 == 0; }
+
 // The start of a kernel with nothing to do before its inputs are ready.
 __device__ inline void start_after_previous_kernel() {
   let_next_kernel_launch();

@@ -64,7 +64,10 @@ struct Q8Rows {
   __device__ float scale(int row, int g) const { return scales[row * (n / kQ8Group) + g]; }
 };
 
-// The rounding of 8 values sharing a scale (amax / 127 of their group of 32), as two words of 4 levels.
+// The scale of a group of 32 activations rounded to 8 bits (quant.h): its largest magnitude maps to 127.
+__device__ inline float q8_scale(float amax) { return amax / 127.0f; }
+
+// The rounding of values sharing a scale (q8_scale of their group of 32); q8_pack4: four as one word.
 __device__ inline int32_t q8_level(float value, float scale) {
   return scale > 0.0f ? __float2int_rn(value / scale) & 0xff : 0;
 }
@@ -116,7 +119,7 @@ __device__ inline Q8Rows activations_to_shared(const float* x, const int8_t* x_l
     const float amax = group_amax<4>(fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
                                            fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w)))));
     if (!active) continue;
-    const float scale = amax / 127.0f;
+    const float scale = q8_scale(amax);
     int32_t* out = reinterpret_cast<int32_t*>(levels + static_cast<int64_t>(row) * n + 8 * eight);
     out[0] = q8_pack4(a, scale);
     out[1] = q8_pack4(b, scale);
