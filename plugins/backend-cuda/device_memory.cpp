@@ -66,4 +66,18 @@ void* DeviceScratch::get(VramBudget& budget, size_t bytes) {
   return memory_.get();
 }
 
+PinnedHostBuffer::~PinnedHostBuffer() {
+  if (memory_ != nullptr) cudaFreeHost(memory_);
+}
+
+void* PinnedHostBuffer::get(size_t bytes) {
+  if (bytes > bytes_) {
+    if (memory_ != nullptr) cudaFreeHost(std::exchange(memory_, nullptr));
+    bytes_ = 0;
+    check(cudaMallocHost(&memory_, bytes), "page-locked host memory of " + mib_text(bytes) + " for reading results");
+    bytes_ = bytes;
+  }
+  return memory_;
+}
+
 }  // namespace strata::cuda

@@ -1,4 +1,5 @@
 // Activation buffers and weights in device memory, and the embedding lookup.
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,12 +40,14 @@ void buffer_write(strata_backend* backend, strata_buffer* buffer, size_t offset,
 void buffer_read(strata_backend* backend, strata_buffer* buffer, size_t offset, void* dst, size_t bytes) {
   auto& instance = deref(backend, "backend");
   sdk::check_buffer_range(deref(buffer, "buffer"), offset, bytes, "buffer_read");
+  auto* destination = bytes > 0 ? &deref(static_cast<std::byte*>(dst), "dst") : nullptr;
+  void* staging = bytes > 0 ? instance.read_staging.get(bytes) : nullptr;
   if (bytes > 0) {
-    check(cudaMemcpyAsync(&deref(static_cast<std::byte*>(dst), "dst"), buffer->memory.as<std::byte>() + offset, bytes,
-                          cudaMemcpyDeviceToHost, instance.stream),
+    check(cudaMemcpyAsync(staging, buffer->memory.as<std::byte>() + offset, bytes, cudaMemcpyDeviceToHost, instance.stream),
           "buffer_read");
   }
   check(cudaStreamSynchronize(instance.stream), "buffer_read: waiting for the queued ops");
+  if (bytes > 0) std::memcpy(destination, staging, bytes);
 }
 
 void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out) {
