@@ -10,6 +10,9 @@
 #   --profile    with --bench: kernel times of a decode step (warm caches, own clocks), ncu's
 #                throughput/stall sections for a few decode kernels, and a prompt step's kernels under ncu
 #                (scripts/kernel-profile.py sums them by kernel)
+#   --trace      with --bench: when each kernel of 16 decode steps ran, graphs and overlapped launches as they
+#                are (scripts/kernel-trace.cpp, a CUPTI injection library), summed per kernel by
+#                scripts/kernel-trace.py: each kernel's share of a step's critical path
 # The reference data (models, logits, tokens) is read from $STRATA_REFERENCE_DIR, default .ref/ in the
 # checkout (a copy of ../shared/reference/{models,logits,dequant,tokens-a.txt}; the folder is ignored).
 # Environment: STRATA_CUDA_ARCHS (default 90), STRATA_BUILD_JOBS (default: all cores), STRATA_DEVICE_BUILD
@@ -17,13 +20,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-sanitize=0 bench=0 profile=0
+sanitize=0 bench=0 profile=0 trace=0
 for argument in "$@"; do
   case "$argument" in
     --sanitize) sanitize=1 ;;
     --bench) bench=1 ;;
     --profile) profile=1 ;;
-    *) echo "usage: $0 [--sanitize] [--bench [--profile]]" >&2; exit 2 ;;
+    --trace) trace=1 ;;
+    *) echo "usage: $0 [--sanitize] [--bench [--profile] [--trace]]" >&2; exit 2 ;;
   esac
 done
 
@@ -63,6 +67,15 @@ if [ "$bench" = 1 ]; then
   "$build/bin/strata" bench --model "$model" --backend cuda 2>&1 | tee "$logs/bench.txt"
   "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 2>&1 | tee -a "$logs/bench.txt"
   "$build/bin/strata" bench --model "$model" --backend cuda -p 0 -d 4096 16384 2>&1 | tee -a "$logs/bench.txt"
+  if [ "$trace" = 1 ]; then
+    cuda=$(dirname "$(dirname "$(command -v nvcc)")")
+    g++ -std=c++20 -O2 -shared -fPIC -I"$cuda/include" -I"$cuda/extras/CUPTI/include" scripts/kernel-trace.cpp \
+      -o "$build/libkernel-trace.so" -L"$cuda/lib64" -L"$cuda/extras/CUPTI/lib64" -L"$cuda/lib" -lcupti \
+      -Wl,-rpath,"$cuda/lib64:$cuda/extras/CUPTI/lib64:$cuda/lib"
+    CUDA_INJECTION64_PATH="$PWD/$build/libkernel-trace.so" STRATA_KERNEL_TRACE="$logs/trace-decode.csv" \
+      "$build/bin/strata" bench --model "$model" --backend cuda -p 0 -n 16 -r 1 2>&1 | tee -a "$logs/bench.txt"
+    python3 scripts/kernel-trace.py "$logs/trace-decode.csv" | tee "$logs/trace-decode.txt"
+  fi
   if [ "$profile" = 1 ]; then
     # Kernel times of about one decode step, op by op, with warm caches and the card's own clocks (ncu by
     # default flushes caches and locks base clocks, which suits comparisons but not a time budget).

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Reads the CSV of scripts/kernel-trace.cpp (kernels as they ran, graphs and overlap included) and prints,
+for the decode steps of the run (runs of kernels separated by idle gaps of the GPU, the host's sampling
+between steps; the first steps, before the step graph exists, are skipped): the step's time, and per kernel
+(name and grid) its launches per step, its own time, and its share of the step's critical path: the kernels
+are taken in order of their ends, and each is given the time by which it moved the latest end so far (its
+part not hidden under kernels before it; idle time goes to the kernel after it). The shares sum to the step.
+Then what happened between those steps, while the GPU ran no kernel: the host's CUDA runtime calls and the
+copies, by time spent inside the gap.
+Usage: kernel-trace.py trace.csv [steps to skip, default 4]"""
+import collections
+import csv
+import re
+import statistics
+import sys
+
+GAP_NS = 15_000  # the GPU idle this long ends a step
+
+
+def short(name):
+    name = re.sub(r"\(anonymous namespace\)::|strata::|sdk::cuda::|cuda::|iq3::|quant_k::", "", name)
+    name = re.sub(r"^void ", "", name)
+    depth, result = 0, ""
+    for c in name:  # drop the parameter list: the first parenthesis outside template arguments
+        depth += {"<": 1, ">": -1}.get(c, 0)
+        if c == "(" and depth == 0:
+            break
+        result += c
+    return result[:90]
+
+
+def steps_of(kernels):
+    steps, current, latest_end = [], [], None
+    for kernel in kernels:
+        if current and kernel["start"] - latest_end > GAP_NS:
+            steps.append(current)
+            current = []
+        latest_end = kernel["end"] if not current else max(latest_end, kernel["end"])
+        current.append(kernel)
+    if current:
+        steps.append(current)
+    return steps
+
+
+def main():
+    kernels, others = [], []
+    for row in csv.DictReader(open(sys.argv[1])):
+        event = {"start": int(row["start_ns"]), "end": int(row["end_ns"]), "graph": int(row["graph"])}
+        if row["kind"] == "kernel":
+            kernels.append(dict(event, key=f"{short(row['name'])} [{row['grid']}]"))
+        else:
+            others.append(dict(event, key=f"{row['kind']} {row['name']}"))
+    kernels.sort(key=lambda k: k["start"])
+    skip = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+    steps = steps_of(kernels)
+    graph_steps = [s for s in steps if all(k["graph"] for k in s)]
+    if not graph_steps:
+        graph_steps = steps
+    sizes = collections.Counter(len(s) for s in graph_steps)
+    size = sizes.most_common(1)[0][0]
+    chosen = [s for s in graph_steps if len(s) == size][skip:] or [s for s in graph_steps if len(s) == size]
+    walls, own, share, launches = [], collections.defaultdict(float), collections.defaultdict(float), collections.Counter()
+    for step in chosen:
+        walls.append(max(k["end"] for k in step) - step[0]["start"])
+        frontier = step[0]["start"]
+        for kernel in sorted(step, key=lambda k: k["end"]):
+            share[kernel["key"]] += max(0, kernel["end"] - frontier)
+            frontier = max(frontier, kernel["end"])
+            own[kernel["key"]] += kernel["end"] - kernel["start"]
+            launches[kernel["key"]] += 1
+    n = len(chosen)
+    print(f"{n} steps of {size} kernels: {statistics.mean(walls) / 1e3:.1f} us per step (median "
+          f"{statistics.median(walls) / 1e3:.1f}), kernels' own time {sum(own.values()) / n / 1e3:.1f} us per step")
+    print(f"{'share us':>9} {'own us':>8} {'x/step':>6} {'own/launch':>10}  kernel [grid]")
+    for key in sorted(share, key=lambda k: -share[k]):
+        print(f"{share[key] / n / 1e3:9.1f} {own[key] / n / 1e3:8.1f} {launches[key] / n:6.0f} "
+              f"{own[key] / launches[key] / 1e3:10.2f}  {key}")
+    gaps = [(max(k["end"] for k in a), b[0]["start"]) for a, b in zip(chosen, chosen[1:]) if a[-1]["end"] < b[0]["start"]]
+    if not gaps:
+        return
+    inside = collections.defaultdict(float)
+    for event in others:
+        for first, last in gaps:
+            overlap = min(event["end"], last) - max(event["start"], first)
+            if overlap > 0:
+                inside[event["key"]] += overlap
+    print(f"between steps: {statistics.mean(last - first for first, last in gaps) / 1e3:.1f} us without a kernel "
+          f"(over {len(gaps)} gaps); inside it, per gap:")
+    for key in sorted(inside, key=lambda k: -inside[k])[:15]:
+        print(f"{inside[key] / len(gaps) / 1e3:9.1f} us  {key}")
+
+
+main()
