@@ -162,11 +162,13 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     attention_kernel(KvView keys, KvView values, const float* q, const float* k, const float* v, HeadPrep prep,
                      bool store, const int32_t* positions, AttentionOutput out, SplitStates states, int layer,
                      int n_head, int n_head_kv, int n_ctx, float scale) {
-  sdk::cuda::start_after_previous_kernel();
+  sdk::cuda::let_next_kernel_launch();
   __shared__ float warp_max[kAttentionWarps], warp_sum_shared[kAttentionWarps];
   __shared__ float warp_acc[kAttentionWarps][kMaxValuesPerLane * kWarp];
   __shared__ float query[kMaxValuesPerLane * kWarp];
   const int token = blockIdx.x / n_head, head = blockIdx.x % n_head;
+  // The positions are ready before the previous kernel ends: a copy (the step graph's first node, or the
+  // upload queued before this launch) wrote them, and copies start only when the kernels before them end.
   const int position = positions[token];
   const int first_position = kSplit ? static_cast<int>(blockIdx.y) * states.chunk : 0;
   if (kSplit && first_position > position) return;
@@ -175,6 +177,11 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
   const int head_dim = keys.head_dim;
   const int kv_head = head / (n_head / n_head_kv);
   const size_t first_row = (static_cast<size_t>(layer) * n_head_kv + kv_head) * n_ctx;
+  // The cache rows this block reads, on their way to L2 while the query is prepared (their loads below would
+  // each wait for DRAM: a step streams ~1.5 GB of weights through L2, so last step's rows are gone).
+  keys.prefetch_rows(first_row + first_position, last - first_position + 1, threadIdx.x, blockDim.x);
+  values.prefetch_rows(first_row + first_position, last - first_position + 1, threadIdx.x, blockDim.x);
+  sdk::cuda::wait_for_previous_kernel();
   // Three jobs side by side, a warp each, then one barrier: the key and value rows into the cache (store;
   // read back below by other threads of the block) and the query, prepared and scaled, into shared memory.
   if (store && last == position) {

@@ -71,6 +71,20 @@ struct KvView {
     for (int i = 0; i < head_dim; ++i) sum += load(row, i) * x[i];
     return sum;
   }
+  // Asks L2 for rows [first, first + rows), the team's threads (thread of threads) taking a line at a time.
+  // Only L2, the level all SMs share: rows a kernel before this one is still writing may be asked for too.
+  __device__ void prefetch_rows(size_t first, int rows, int thread, int threads) const {
+    const auto bytes_of = [&](const auto* data, int per_row) {
+      sdk::cuda::prefetch_lines(reinterpret_cast<const uint8_t*>(data + first * per_row),
+                                static_cast<size_t>(rows) * per_row * sizeof(*data), thread, threads);
+    };
+    if (halves != nullptr) {
+      bytes_of(halves, head_dim);
+    } else {
+      bytes_of(levels, head_dim);
+      bytes_of(scales, groups_per_row);
+    }
+  }
   // Values i..i + 7 of a row as f16 (i a multiple of 8, head_dim too): int8 levels times their group's
   // scale (as load), rounded to f16.
   __device__ uint4 halves8(size_t row, int i) const {

@@ -51,7 +51,20 @@ struct Sigmoid {
 template <bool kVector, bool kAdd>
 __global__ void rms_norm_kernel(const float* x, const float* y, float* x_sum, const float* gain, float* out, int width,
                                 float eps, int8_t* levels, float* level_scales) {
-  sdk::cuda::start_after_previous_kernel();
+  sdk::cuda::let_next_kernel_launch();
+  // The gain is a weight, which no kernel writes: a thread's first float4s of it come in while the kernel
+  // before still runs (a decode step's 2048-wide norm needs 2 per thread), not after the row's sum.
+  constexpr int kEarlyGains = 4;
+  const auto* gains = reinterpret_cast<const float4*>(gain);
+  float4 early_gains[kEarlyGains];
+  if constexpr (kVector) {
+#pragma unroll
+    for (int u = 0; u < kEarlyGains; ++u) {
+      const int i = threadIdx.x + u * static_cast<int>(blockDim.x);
+      early_gains[u] = i < width / 4 ? gains[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  }
+  sdk::cuda::wait_for_previous_kernel();
   __shared__ float warp_sums[kThreads / sdk::cuda::kWarp];
   const int64_t offset = blockIdx.x * int64_t{width};
   const float* row = x + offset;
@@ -80,26 +93,32 @@ __global__ void rms_norm_kernel(const float* x, const float* y, float* x_sum, co
   float* result = out + offset;
   if constexpr (kVector) {
     const auto* quads = reinterpret_cast<const float4*>(row);
-    const auto* gains = reinterpret_cast<const float4*>(gain);
     const int n_quads = width / 4;
     // Whole warps go round when rounding, for the shuffles of group_amax (width / 4 is a multiple of 8).
     const int end = levels != nullptr ? (n_quads + sdk::cuda::kWarp - 1) / sdk::cuda::kWarp * sdk::cuda::kWarp : n_quads;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < end; i += blockDim.x) {
+    const auto normalize = [&](int i, float4 g) {
       const bool active = i < n_quads;
       float4 normed = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       if (active) {
-        const float4 v = quads[i], g = gains[i];
+        const float4 v = quads[i];
         normed = make_float4(v.x * scale * g.x, v.y * scale * g.y, v.z * scale * g.z, v.w * scale * g.w);
         reinterpret_cast<float4*>(result)[i] = normed;
       }
-      if (levels == nullptr) continue;
+      if (levels == nullptr) return;
       const float amax = sdk::cuda::group_amax<8>(
           fmaxf(fmaxf(fabsf(normed.x), fabsf(normed.y)), fmaxf(fabsf(normed.z), fabsf(normed.w))));
-      if (!active) continue;
+      if (!active) return;
       const float level_scale = sdk::cuda::q8_scale(amax);
       reinterpret_cast<int32_t*>(levels + offset)[i] = sdk::cuda::q8_pack4(normed, level_scale);
       if (i % 8 == 0) level_scales[blockIdx.x * int64_t{width / 32} + i / 8] = level_scale;
+    };
+    const int stride = static_cast<int>(blockDim.x);
+#pragma unroll
+    for (int u = 0; u < kEarlyGains; ++u) {
+      if (const int i = threadIdx.x + u * stride; i < end) normalize(i, early_gains[u]);
+    }
+    for (int i = threadIdx.x + kEarlyGains * stride; i < end; i += stride) {
+      normalize(i, i < n_quads ? gains[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f));
     }
   } else {
     for (int i = threadIdx.x; i < width; i += blockDim.x) result[i] = row[i] * scale * gain[i];
