@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 
+#include "core/engine/benchmark.hpp"
 #include "core/engine/engine.hpp"
 #include "support/logit_metrics.hpp"
 #include "support/reference.hpp"
@@ -273,6 +274,36 @@ TEST_F(BackendTable, TheRouterRunsAsOneOpWhereTheBackendHasIt) {
     EXPECT_EQ(router_log.fused, c.fused) << "fused_ops " << c.fused_ops;
     EXPECT_EQ(router_log.routes, c.routes) << "fused_ops " << c.fused_ops;
   }
+}
+
+// How many step graphs a backend is asked for: the CPU table with graph entries that always answer RUN.
+int graphs_created = 0;
+
+// strata bench times its runs in the session of its warm-up, the cache emptied before each (as llama-bench
+// does): a decode test's step graph is made once, not once per run, and each run decodes from position 0.
+TEST_F(BackendTable, BenchmarkRunsShareOneSessionAndItsStepGraphs) {
+  const Engine& engine = *engine_;
+  strata_backend_table with_graphs = engine.backend().table();
+  with_graphs.graph_create = [](strata_backend*, strata_graph** out, strata_error*) -> strata_status {
+    ++graphs_created;
+    *out = reinterpret_cast<strata_graph*>(new int(0));
+    return STRATA_OK;
+  };
+  with_graphs.graph_free = [](strata_backend*, strata_graph* graph) { delete reinterpret_cast<int*>(graph); };
+  with_graphs.graph_begin = [](strata_backend*, strata_graph*, const int32_t*, int32_t, int32_t* mode,
+                               strata_error*) -> strata_status {
+    *mode = STRATA_GRAPH_RUN;
+    return STRATA_OK;
+  };
+  with_graphs.graph_end = [](strata_backend*, strata_graph*, strata_error*) -> strata_status { return STRATA_OK; };
+  with_graphs.graph_discard = [](strata_backend*, strata_graph*) {};
+  Backend backend("backend-cpu with graphs", with_graphs, engine.plugins().quants(), 2, "{}");
+  ASSERT_TRUE(backend.has_graphs());
+  const Model graphs_model(engine.file(), backend);
+  graphs_created = 0;
+  const BenchmarkResult result = run_benchmark(graphs_model, {.n_decode = 3}, 3, {});
+  EXPECT_EQ(result.samples.size(), 3u);
+  EXPECT_EQ(graphs_created, 1);
 }
 
 TEST(LogitsCli, WritesTheSameLogitsAsTheLibrary) {

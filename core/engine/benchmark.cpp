@@ -43,8 +43,12 @@ BenchmarkResult run_benchmark(const Model& model, const BenchmarkTest& test, int
   options.n_ctx = n_depth + n_tested;
   options.max_batch = std::max(1, std::min(options.max_batch, options.n_ctx));
 
+  // One session for the warm-up and the timed runs, its cache emptied before each (rewound to position 0), as
+  // llama-bench clears its context's cache between runs: what a session sets up once (its step graphs,
+  // recorded in the warm-up's second decode step; its scratch sizes) is not timed again in every run.
+  Session session(model, options);
   auto run_once = [&] {
-    Session session(model, options);
+    session.rewind(0);
     if (n_depth > 0) session.forward(depth_tokens, false);
     if (n_prompt > 0) return seconds_of([&] { session.forward(test_tokens, false); });
     return seconds_of([&] {
@@ -58,7 +62,7 @@ BenchmarkResult run_benchmark(const Model& model, const BenchmarkTest& test, int
   result.n_depth = n_depth;
   result.test = n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_decode);
   if (n_depth > 0) result.test += " @ d" + std::to_string(n_depth);
-  run_once();  // warm-up: page in the weights, settle the threads
+  run_once();  // warm-up: page in the weights, settle the threads, record the step graphs
   for (int32_t r = 0; r < repetitions; ++r) result.samples.push_back(n_tested / run_once());
   const double n = static_cast<double>(result.samples.size());
   result.tokens_per_second = std::accumulate(result.samples.begin(), result.samples.end(), 0.0) / n;
