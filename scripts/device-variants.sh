@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# A/B on a GPU machine in one call: builds the checkout (as scripts/device-test.sh, build-device), synthesizes
+# the qwen3-30b-a3b IQ3_S model once, then measures the tree as it is and with each patch applied alone
+# (patches made with `git diff main my-branch > .variants/name.patch` in an ignored folder named in the
+# call's carry): tg128 twice, and a traced 16-token decode (scripts/kernel-trace.cpp) summed by
+# scripts/kernel-trace.py. Each patch is reverted before the next; a patch touching an SDK header rebuilds
+# every plugin twice (applied, then reverted): ~1.5 min each on 16 cores, so keep such variants few.
+#   --prompt      also pp512 for each
+#   TESTS=filter  also runs strata_tests --gtest_filter=filter for each patch (the CUDA suite: ~90 s)
+# Per variant: $OUT/<name>.txt (bench lines, the trace summary, the tests' verdict; a call brings back 8 files
+# at most) with its trace in /tmp/variants/<name>.csv; a table of them last. Each command runs under a
+# timeout, so a hung variant costs its own minutes only: a call should still leave a minute per variant.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+prompt=0
+[ "${1:-}" = --prompt ] && { prompt=1; shift; }
+build=${STRATA_DEVICE_BUILD:-build-device}
+out=${OUT:-$build/variants}
+model=/tmp/strata-qwen3-30b-a3b-iq3_s.gguf
+traces=/tmp/variants
+mkdir -p "$out" "$traces"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_CUDA=ON \
+  -DSTRATA_CUDA_ARCHS="${STRATA_CUDA_ARCHS:-90}" -DSTRATA_REFERENCE_DIR="$PWD/.ref" >/tmp/variants-configure.log 2>&1
+timeout 300 ninja -C "$build" -j "$(nproc)" >/tmp/variants-build.log 2>&1 || { tail -n 30 /tmp/variants-build.log; exit 1; }
+cuda=$(dirname "$(dirname "$(command -v nvcc)")")
+g++ -std=c++20 -O2 -shared -fPIC -I"$cuda/include" -I"$cuda/extras/CUPTI/include" scripts/kernel-trace.cpp \
+  -o "$build/libkernel-trace.so" -L"$cuda/lib64" -L"$cuda/extras/CUPTI/lib64" -L"$cuda/lib" -lcupti \
+  -Wl,-rpath,"$cuda/lib64:$cuda/extras/CUPTI/lib64:$cuda/lib"
+[ -f "$model" ] || timeout 240 "$build/bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --type iq3_s \
+  --threads "$(nproc)" --exact-max-values 1048576 --output "$model" >/tmp/variants-synth.log 2>&1
+
+measure() {
+  local name=$1 bench=("$build/bin/strata" bench --model "$model" --backend cuda)
+  {
+    [ "$prompt" = 1 ] && timeout 60 "${bench[@]}" -n 0 2>&1 | grep pp512
+    for _ in 1 2; do timeout 30 "${bench[@]}" -p 0 2>&1 | grep tg128; done
+    CUDA_INJECTION64_PATH="$PWD/$build/libkernel-trace.so" STRATA_KERNEL_TRACE="$traces/$name.csv" \
+      timeout 30 "${bench[@]}" -p 0 -n 16 -r 1 2>&1 | grep tg16
+    python3 scripts/kernel-trace.py "$traces/$name.csv"
+  } >"$out/$name.txt" 2>&1
+}
+
+measure base
+for patch in "$@"; do
+  name=$(basename "$patch" .patch)
+  if ! patch -p1 --dry-run <"$patch" >/dev/null; then echo "$name: does not apply" >"$out/$name.txt"; continue; fi
+  patch -p1 <"$patch" >/dev/null
+  if timeout 300 ninja -C "$build" -j "$(nproc)" >"/tmp/variants-build-$name.log" 2>&1; then
+    measure "$name"
+    if [ -n "${TESTS:-}" ]; then
+      timeout 200 "$build/bin/strata_tests" --gtest_filter="$TESTS" 2>&1 | grep -E '^\[  (PASSED|FAILED) ' >>"$out/$name.txt"
+    fi
+  else
+    tail -n 30 "/tmp/variants-build-$name.log" >"$out/$name.txt"
+  fi
+  patch -R -p1 <"$patch" >/dev/null
+done
+for name in base "$@"; do
+  name=$(basename "$name" .patch)
+  echo "== $name"
+  grep -E 'pp512|tg128|steps of|PASSED|FAILED|does not apply|error' "$out/$name.txt" | sed 's/.*reserved f16 *//'
+done
