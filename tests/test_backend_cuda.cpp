@@ -288,6 +288,24 @@ TEST(BackendCuda, BuffersRoundTripAndRejectOutOfRangeAccess) {
             STRATA_E_INVALID_ARGUMENT);
 }
 
+// Reads go through 16 MiB of page-locked memory a piece at a time: a 40 MiB buffer comes back whole, and so
+// does a range starting mid-buffer that spans pieces.
+TEST(BackendCuda, AReadLargerThanItsStagingComesBackWhole) {
+  SKIP_WITHOUT_CUDA();
+  Backend backend(*cuda_plugin().table);
+  std::vector<float> values(10 << 20);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 1000003);
+  strata_buffer* buffer = backend.upload(values);
+  EXPECT_EQ(backend.read(buffer, values.size()), values);
+  const size_t first = 3 << 20, count = 6 << 20;  // floats: 12 MiB in, 24 MiB long
+  std::vector<float> part(count);
+  ASSERT_EQ(backend.table().buffer_read(backend.get(), buffer, first * sizeof(float), part.data(),
+                                        count * sizeof(float), backend.error()),
+            STRATA_OK)
+      << backend.message();
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), values.begin() + static_cast<std::ptrdiff_t>(first)));
+}
+
 // Runs attention on layer 1 for the tokens at positions [first, first + n) of a sequence (in token order,
 // or shuffled among the step's tokens).
 struct AttentionShape {

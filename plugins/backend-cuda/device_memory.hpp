@@ -74,7 +74,8 @@ class DeviceScratch {
 // Page-locked host memory that grows on demand: buffer_read lands device results here and copies them on,
 // since a copy into pageable memory goes through the driver's small staging buffers in turns (a decode
 // step's 600 KB of logits kept the host ~180 us that way, ~60 us here with the memcpy; tg128 296.6 -> 304.4
-// t/s on the H200).
+// t/s on the H200). Larger reads go through it in pieces of kReadStagingBytes.
+inline constexpr size_t kReadStagingBytes = size_t{16} << 20;
 class PinnedHostBuffer {
  public:
   PinnedHostBuffer() = default;

@@ -1,4 +1,5 @@
 // Activation buffers and weights in device memory, and the embedding lookup.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -41,13 +42,22 @@ void buffer_read(strata_backend* backend, strata_buffer* buffer, size_t offset, 
   auto& instance = deref(backend, "backend");
   sdk::check_buffer_range(deref(buffer, "buffer"), offset, bytes, "buffer_read");
   auto* destination = bytes > 0 ? &deref(static_cast<std::byte*>(dst), "dst") : nullptr;
-  void* staging = bytes > 0 ? instance.read_staging.get(bytes) : nullptr;
-  if (bytes > 0) {
-    check(cudaMemcpyAsync(staging, buffer->memory.as<std::byte>() + offset, bytes, cudaMemcpyDeviceToHost, instance.stream),
-          "buffer_read");
-  }
-  check(cudaStreamSynchronize(instance.stream), "buffer_read: waiting for the queued ops");
-  if (bytes > 0) std::memcpy(destination, staging, bytes);
+  // Through page-locked memory of at most kReadStagingBytes, a piece at a time: a prompt's logits for every
+  // token (hundreds of MB) need not stay pinned for the backend's life.
+  const size_t staging_bytes = std::min(bytes, kReadStagingBytes);
+  void* staging = bytes > 0 ? instance.read_staging.get(staging_bytes) : nullptr;
+  size_t done = 0;
+  do {
+    const size_t piece = std::min(bytes - done, staging_bytes);
+    if (piece > 0) {
+      check(cudaMemcpyAsync(staging, buffer->memory.as<std::byte>() + offset + done, piece, cudaMemcpyDeviceToHost,
+                            instance.stream),
+            "buffer_read");
+    }
+    check(cudaStreamSynchronize(instance.stream), "buffer_read: waiting for the queued ops");
+    if (piece > 0) std::memcpy(destination + done, staging, piece);
+    done += piece;
+  } while (done < bytes);
 }
 
 void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out) {
