@@ -59,8 +59,9 @@ fi
 
 if [ "$bench" = 1 ]; then
   model=/tmp/strata-qwen3-30b-a3b-iq3_s.gguf
-  [ -f "$model" ] || "$build/bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --type iq3_s \
-    --threads "$(nproc)" --exact-max-values 1048576 --output "$model" >"$logs/synth.log" 2>&1
+  [ -f "$model" ] || { "$build/bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --type iq3_s \
+    --threads "$(nproc)" --exact-max-values 1048576 --output "$model.partial" >"$logs/synth.log" 2>&1 &&
+    mv "$model.partial" "$model"; }  # a synth cut short leaves no model for the next run to trust
   STRATA_TEST_LARGE_MODEL="$model" "$build/bin/strata_tests" --gtest_filter='*LargeModel*' 2>&1 |
     tee "$logs/large-model.log" | grep -E '^\[  (FAILED|PASSED|SKIPPED) |mean KL|Failure' || true
   grep -q '^\[  PASSED  \]' "$logs/large-model.log" && ! grep -q '^\[  FAILED  \]' "$logs/large-model.log" || status=1
@@ -72,7 +73,7 @@ if [ "$bench" = 1 ]; then
     g++ -std=c++20 -O2 -shared -fPIC -I"$cuda/include" -I"$cuda/extras/CUPTI/include" scripts/kernel-trace.cpp \
       -o "$build/libkernel-trace.so" -L"$cuda/lib64" -L"$cuda/extras/CUPTI/lib64" -L"$cuda/lib" -lcupti \
       -Wl,-rpath,"$cuda/lib64:$cuda/extras/CUPTI/lib64:$cuda/lib"
-    CUDA_INJECTION64_PATH="$PWD/$build/libkernel-trace.so" STRATA_KERNEL_TRACE="$logs/trace-decode.csv" \
+    CUDA_INJECTION64_PATH="$(realpath "$build")/libkernel-trace.so" STRATA_KERNEL_TRACE="$logs/trace-decode.csv" \
       "$build/bin/strata" bench --model "$model" --backend cuda -p 0 -n 16 -r 1 2>&1 | tee -a "$logs/bench.txt"
     python3 scripts/kernel-trace.py "$logs/trace-decode.csv" | tee "$logs/trace-decode.txt"
   fi

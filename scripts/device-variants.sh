@@ -26,15 +26,16 @@ cuda=$(dirname "$(dirname "$(command -v nvcc)")")
 g++ -std=c++20 -O2 -shared -fPIC -I"$cuda/include" -I"$cuda/extras/CUPTI/include" scripts/kernel-trace.cpp \
   -o "$build/libkernel-trace.so" -L"$cuda/lib64" -L"$cuda/extras/CUPTI/lib64" -L"$cuda/lib" -lcupti \
   -Wl,-rpath,"$cuda/lib64:$cuda/extras/CUPTI/lib64:$cuda/lib"
-[ -f "$model" ] || timeout 240 "$build/bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --type iq3_s \
-  --threads "$(nproc)" --exact-max-values 1048576 --output "$model" >/tmp/variants-synth.log 2>&1
+[ -f "$model" ] || { timeout 240 "$build/bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --type iq3_s \
+  --threads "$(nproc)" --exact-max-values 1048576 --output "$model.partial" >/tmp/variants-synth.log 2>&1 &&
+  mv "$model.partial" "$model"; }  # a synth cut short leaves no model for the next run to trust
 
 measure() {
   local name=$1 bench=("$build/bin/strata" bench --model "$model" --backend cuda)
   {
     [ "$prompt" = 1 ] && timeout 60 "${bench[@]}" -n 0 2>&1 | grep pp512
     for _ in 1 2; do timeout 30 "${bench[@]}" -p 0 2>&1 | grep tg128; done
-    CUDA_INJECTION64_PATH="$PWD/$build/libkernel-trace.so" STRATA_KERNEL_TRACE="$traces/$name.csv" \
+    CUDA_INJECTION64_PATH="$(realpath "$build")/libkernel-trace.so" STRATA_KERNEL_TRACE="$traces/$name.csv" \
       timeout 30 "${bench[@]}" -p 0 -n 16 -r 1 2>&1 | grep tg16
     python3 scripts/kernel-trace.py "$traces/$name.csv"
   } >"$out/$name.txt" 2>&1

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -34,13 +35,14 @@ void CUPTIAPI give_buffer(uint8_t** buffer, size_t* size, size_t* max_records) {
 
 void CUPTIAPI take_buffer(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid_bytes) {
   CUpti_Activity* record = nullptr;
-  while (cuptiActivityGetNextRecord(buffer, valid_bytes, &record) == CUPTI_SUCCESS) {
+  // After the flush at exit the file is closed: a buffer CUPTI hands over later (context teardown) is dropped.
+  while (trace_file != nullptr && cuptiActivityGetNextRecord(buffer, valid_bytes, &record) == CUPTI_SUCCESS) {
     if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
       const auto* kernel = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
       std::fprintf(trace_file, "kernel,%llu,%llu,%u,%u,%dx%dx%d,%dx%dx%d,%s\n",
                    static_cast<unsigned long long>(kernel->start), static_cast<unsigned long long>(kernel->end),
                    kernel->streamId, kernel->graphId, kernel->gridX, kernel->gridY, kernel->gridZ, kernel->blockX,
-                   kernel->blockY, kernel->blockZ, readable(kernel->name).c_str());
+                   kernel->blockY, kernel->blockZ, kernel->name != nullptr ? readable(kernel->name).c_str() : "?");
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       const auto* copy = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
       std::fprintf(trace_file, "copy,%llu,%llu,%u,%u,,,%llu bytes kind %u\n",
@@ -58,8 +60,11 @@ void CUPTIAPI take_buffer(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t v
 }
 
 void flush_at_exit() {
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  std::fclose(trace_file);
+  std::fclose(std::exchange(trace_file, nullptr));
 }
 
 }  // namespace

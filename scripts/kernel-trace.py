@@ -52,6 +52,8 @@ def main():
             kernels.append(dict(event, key=f"{short(row['name'])} [{row['grid']}]"))
         else:
             others.append(dict(event, key=f"{row['kind']} {row['name']}"))
+    if not kernels:
+        sys.exit(f"{sys.argv[1]}: no kernels traced")
     kernels.sort(key=lambda k: k["start"])
     skip = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     steps = steps_of(kernels)
@@ -80,7 +82,7 @@ def main():
     gaps = [(max(k["end"] for k in a), b[0]["start"]) for a, b in zip(chosen, chosen[1:]) if a[-1]["end"] < b[0]["start"]]
     if not gaps:
         return
-    # A gap far longer than most is the host starting another run (a new session), not a step's turn.
+    # A gap far longer than most is the host starting another run (or the warm-up's end), not a step's turn.
     typical = statistics.median(last - first for first, last in gaps)
     gaps = [(first, last) for first, last in gaps if last - first < 3 * typical]
     inside = collections.defaultdict(float)
