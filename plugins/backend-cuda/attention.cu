@@ -171,6 +171,8 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
   // upload queued before this launch) wrote them, and copies start only when the kernels before them end.
   const int position = positions[token];
   const int first_position = kSplit ? static_cast<int>(blockIdx.y) * states.chunk : 0;
+  // Leaving before the wait is fine: the blocks of split 0 always wait, so the kernel still ends after the
+  // one before it (the combine kernel relies on that).
   if (kSplit && first_position > position) return;
   const int last = kSplit ? min(position, first_position + states.chunk - 1) : position;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;

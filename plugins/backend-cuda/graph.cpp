@@ -144,6 +144,8 @@ void graph_discard(strata_backend* backend, strata_graph* graph) {
   graph->mode = STRATA_GRAPH_RUN;
 }
 
+// Only copies write positions, never a kernel: kernels may read them before their programmatic-launch wait
+// (attention does), since a copy starts only when the kernels queued before it have ended.
 const int32_t* device_positions(strata_backend& backend, const int32_t* positions, int32_t n) {
   const strata_graph* graph = backend.recording;
   if (graph == nullptr) return backend.upload(backend.lane().positions, positions, static_cast<size_t>(n));
