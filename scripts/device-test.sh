@@ -19,6 +19,7 @@
 # (the build folder, default build-device), OUT (a folder for logs, when set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/device-common.sh
 
 sanitize=0 bench=0 profile=0 trace=0
 for argument in "$@"; do
@@ -37,9 +38,7 @@ logs=${OUT:-$build/logs}
 mkdir -p "$logs"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_CUDA=ON \
-  -DSTRATA_CUDA_ARCHS="${STRATA_CUDA_ARCHS:-90}" -DSTRATA_REFERENCE_DIR="$reference" >"$logs/configure.log"
-ninja -C "$build" -j "${STRATA_BUILD_JOBS:-$(nproc)}" >"$logs/build.log" || { tail -n 40 "$logs/build.log"; exit 1; }
+configure_and_build "$build" "$reference" "$logs" || exit 1
 
 status=0
 "$build/bin/strata" plugins | tee "$logs/plugins.txt"
@@ -59,9 +58,7 @@ fi
 
 if [ "$bench" = 1 ]; then
   model=/tmp/strata-qwen3-30b-a3b-iq3_s.gguf
-  [ -f "$model" ] || { "$build/bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --type iq3_s \
-    --threads "$(nproc)" --exact-max-values 1048576 --output "$model.partial" >"$logs/synth.log" 2>&1 &&
-    mv "$model.partial" "$model"; }  # a synth cut short leaves no model for the next run to trust
+  synth_bench_model "$build" "$model" "$logs/synth.log"
   STRATA_TEST_LARGE_MODEL="$model" "$build/bin/strata_tests" --gtest_filter='*LargeModel*' 2>&1 |
     tee "$logs/large-model.log" | grep -E '^\[  (FAILED|PASSED|SKIPPED) |mean KL|Failure' || true
   grep -q '^\[  PASSED  \]' "$logs/large-model.log" && ! grep -q '^\[  FAILED  \]' "$logs/large-model.log" || status=1
@@ -69,12 +66,9 @@ if [ "$bench" = 1 ]; then
   "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 2>&1 | tee -a "$logs/bench.txt"
   "$build/bin/strata" bench --model "$model" --backend cuda -p 0 -d 4096 16384 2>&1 | tee -a "$logs/bench.txt"
   if [ "$trace" = 1 ]; then
-    cuda=$(dirname "$(dirname "$(command -v nvcc)")")
-    g++ -std=c++20 -O2 -shared -fPIC -I"$cuda/include" -I"$cuda/extras/CUPTI/include" scripts/kernel-trace.cpp \
-      -o "$build/libkernel-trace.so" -L"$cuda/lib64" -L"$cuda/extras/CUPTI/lib64" -L"$cuda/lib" -lcupti \
-      -Wl,-rpath,"$cuda/lib64:$cuda/extras/CUPTI/lib64:$cuda/lib"
-    CUDA_INJECTION64_PATH="$(realpath "$build")/libkernel-trace.so" STRATA_KERNEL_TRACE="$logs/trace-decode.csv" \
-      "$build/bin/strata" bench --model "$model" --backend cuda -p 0 -n 16 -r 1 2>&1 | tee -a "$logs/bench.txt"
+    build_kernel_tracer "$build"
+    traced "$build" "$logs/trace-decode.csv" "$build/bin/strata" bench --model "$model" --backend cuda -p 0 -n 16 \
+      -r 1 2>&1 | tee -a "$logs/bench.txt"
     python3 scripts/kernel-trace.py "$logs/trace-decode.csv" | tee "$logs/trace-decode.txt"
   fi
   if [ "$profile" = 1 ]; then

@@ -9,9 +9,11 @@
 #   TESTS=filter  also runs strata_tests --gtest_filter=filter for each patch (the CUDA suite: ~90 s)
 # Per variant: $OUT/<name>.txt (bench lines, the trace summary, the tests' verdict; a call brings back 8 files
 # at most) with its trace in /tmp/variants/<name>.csv; a table of them last. Each command runs under a
-# timeout, so a hung variant costs its own minutes only: a call should still leave a minute per variant.
+# timeout (the first build and the synth excepted), so a hung variant costs its own minutes only: a call
+# should still leave a minute per variant.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/device-common.sh
 prompt=0
 [ "${1:-}" = --prompt ] && { prompt=1; shift; }
 build=${STRATA_DEVICE_BUILD:-build-device}
@@ -19,24 +21,17 @@ out=${OUT:-$build/variants}
 model=/tmp/strata-qwen3-30b-a3b-iq3_s.gguf
 traces=/tmp/variants
 mkdir -p "$out" "$traces"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_CUDA=ON \
-  -DSTRATA_CUDA_ARCHS="${STRATA_CUDA_ARCHS:-90}" -DSTRATA_REFERENCE_DIR="$PWD/.ref" >/tmp/variants-configure.log 2>&1
-timeout 300 ninja -C "$build" -j "$(nproc)" >/tmp/variants-build.log 2>&1 || { tail -n 30 /tmp/variants-build.log; exit 1; }
-cuda=$(dirname "$(dirname "$(command -v nvcc)")")
-g++ -std=c++20 -O2 -shared -fPIC -I"$cuda/include" -I"$cuda/extras/CUPTI/include" scripts/kernel-trace.cpp \
-  -o "$build/libkernel-trace.so" -L"$cuda/lib64" -L"$cuda/extras/CUPTI/lib64" -L"$cuda/lib" -lcupti \
-  -Wl,-rpath,"$cuda/lib64:$cuda/extras/CUPTI/lib64:$cuda/lib"
-[ -f "$model" ] || { timeout 240 "$build/bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --type iq3_s \
-  --threads "$(nproc)" --exact-max-values 1048576 --output "$model.partial" >/tmp/variants-synth.log 2>&1 &&
-  mv "$model.partial" "$model"; }  # a synth cut short leaves no model for the next run to trust
+mkdir -p /tmp/variants-logs
+configure_and_build "$build" "$PWD/.ref" /tmp/variants-logs || exit 1
+build_kernel_tracer "$build"
+synth_bench_model "$build" "$model" /tmp/variants-logs/synth.log
 
 measure() {
   local name=$1 bench=("$build/bin/strata" bench --model "$model" --backend cuda)
   {
     [ "$prompt" = 1 ] && timeout 60 "${bench[@]}" -n 0 2>&1 | grep pp512
     for _ in 1 2; do timeout 30 "${bench[@]}" -p 0 2>&1 | grep tg128; done
-    CUDA_INJECTION64_PATH="$(realpath "$build")/libkernel-trace.so" STRATA_KERNEL_TRACE="$traces/$name.csv" \
-      timeout 30 "${bench[@]}" -p 0 -n 16 -r 1 2>&1 | grep tg16
+    traced "$build" "$traces/$name.csv" timeout 30 "${bench[@]}" -p 0 -n 16 -r 1 2>&1 | grep tg16
     python3 scripts/kernel-trace.py "$traces/$name.csv"
   } >"$out/$name.txt" 2>&1
 }

@@ -127,7 +127,7 @@ struct strata_backend {
   cudaStream_t stream = nullptr;   // lane().stream
   cublasHandle_t cublas = nullptr;  // lane().cublas
   std::string description;
-  strata::cuda::PinnedHostBuffer read_staging;  // buffer_read's landing place
+  strata::cuda::PinnedHostBuffer read_staging{"buffer_read staging"};
   strata_graph* recording = nullptr;  // the step graph being captured on the first lane's stream, if any
 
  private:

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <string>
 #include <utility>
 
 #include "cuda_status.hpp"
@@ -74,7 +75,7 @@ void* PinnedHostBuffer::get(size_t bytes) {
   if (bytes > bytes_) {
     if (memory_ != nullptr) cudaFreeHost(std::exchange(memory_, nullptr));
     bytes_ = 0;
-    check(cudaMallocHost(&memory_, bytes), "page-locked host memory of " + mib_text(bytes) + " for reading results");
+    check(cudaMallocHost(&memory_, bytes), std::string(what_) + ": page-locked host memory of " + mib_text(bytes));
     bytes_ = bytes;
   }
   return memory_;

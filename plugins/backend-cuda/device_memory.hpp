@@ -71,21 +71,23 @@ class DeviceScratch {
   std::vector<DeviceAllocation> outgrown_;
 };
 
-// Page-locked host memory that grows on demand: buffer_read lands device results here and copies them on,
-// since a copy into pageable memory goes through the driver's small staging buffers in turns (a decode
-// step's 600 KB of logits kept the host ~180 us that way, ~60 us here with the memcpy; tg128 296.6 -> 304.4
-// t/s on the H200). Larger reads go through it in pieces of kReadStagingBytes.
+// Page-locked host memory that grows on demand (its earlier contents are not kept): a step graph's positions,
+// and buffer_read's landing place, since a copy into pageable memory goes through the driver's small
+// staging buffers in turns (a decode step's 600 KB of logits kept the host ~180 us that way, ~60 us here
+// with the memcpy; tg128 296.6 -> 304.4 t/s on the H200). Larger reads go through it in pieces of
+// kReadStagingBytes.
 inline constexpr size_t kReadStagingBytes = size_t{16} << 20;
 class PinnedHostBuffer {
  public:
-  PinnedHostBuffer() = default;
+  explicit PinnedHostBuffer(const char* what) : what_(what) {}
   ~PinnedHostBuffer();
   PinnedHostBuffer(const PinnedHostBuffer&) = delete;
   PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
-  // At least bytes of page-locked memory (its earlier contents are not kept).
+  // At least bytes of page-locked memory: the same memory while bytes stays within what it holds.
   void* get(size_t bytes);
 
  private:
+  const char* what_;
   void* memory_ = nullptr;
   size_t bytes_ = 0;
 };

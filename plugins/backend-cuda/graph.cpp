@@ -16,7 +16,8 @@ struct strata_graph {
   State state = State::fresh;
   int32_t mode = STRATA_GRAPH_RUN;  // of the step in progress
   std::vector<int32_t> positions;   // the step's, to check the ops' against while recording
-  int32_t* pinned_positions = nullptr;
+  // What the graph's first node copies to device_positions (its size never changes: the recording keeps it).
+  strata::cuda::PinnedHostBuffer pinned_positions{"step graph positions"};
   strata::cuda::DeviceAllocation device_positions;
   cudaGraphExec_t exec = nullptr;
   cudaEvent_t launched = nullptr;  // the last launch, which reads pinned_positions
@@ -24,7 +25,6 @@ struct strata_graph {
   ~strata_graph() {
     if (exec != nullptr) cudaGraphExecDestroy(exec);
     if (launched != nullptr) cudaEventDestroy(launched);
-    if (pinned_positions != nullptr) cudaFreeHost(pinned_positions);
   }
 };
 
@@ -32,9 +32,9 @@ namespace strata::cuda {
 namespace {
 
 void prepare_recording(strata_backend& backend, strata_graph& graph, int32_t n_positions) {
-  if (graph.pinned_positions != nullptr) return;
+  if (graph.device_positions.get() != nullptr) return;
   const size_t bytes = static_cast<size_t>(n_positions) * sizeof(int32_t);
-  check(cudaMallocHost(reinterpret_cast<void**>(&graph.pinned_positions), bytes), "step graph: pinned positions");
+  graph.pinned_positions.get(bytes);
   graph.device_positions = backend.budget.allocate(bytes, "step graph positions");
   check(cudaEventCreateWithFlags(&graph.launched, cudaEventDisableTiming), "step graph: creating an event");
 }
@@ -90,16 +90,16 @@ void graph_begin(strata_backend* backend, strata_graph* graph, const int32_t* po
     case strata_graph::State::recorded:
       // The previous launch must have read the pinned positions before they are overwritten.
       check(cudaEventSynchronize(g.launched), "step graph: waiting for its last launch");
-      std::memcpy(g.pinned_positions, positions, bytes);
+      std::memcpy(g.pinned_positions.get(bytes), positions, bytes);
       g.mode = STRATA_GRAPH_REPLAY;
       break;
     case strata_graph::State::warm:
       prepare_recording(instance, g, n_positions);
-      std::memcpy(g.pinned_positions, positions, bytes);
+      std::memcpy(g.pinned_positions.get(bytes), positions, bytes);
       check(cudaStreamBeginCapture(instance.stream, cudaStreamCaptureModeRelaxed), "starting a step graph capture");
       instance.recording = &g;
       try {
-        check(cudaMemcpyAsync(g.device_positions.get(), g.pinned_positions, bytes, cudaMemcpyHostToDevice,
+        check(cudaMemcpyAsync(g.device_positions.get(), g.pinned_positions.get(bytes), bytes, cudaMemcpyHostToDevice,
                               instance.stream),
               "step graph: copying its positions");
       } catch (...) {

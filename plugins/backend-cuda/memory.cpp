@@ -41,23 +41,22 @@ void buffer_write(strata_backend* backend, strata_buffer* buffer, size_t offset,
 void buffer_read(strata_backend* backend, strata_buffer* buffer, size_t offset, void* dst, size_t bytes) {
   auto& instance = deref(backend, "backend");
   sdk::check_buffer_range(deref(buffer, "buffer"), offset, bytes, "buffer_read");
-  auto* destination = bytes > 0 ? &deref(static_cast<std::byte*>(dst), "dst") : nullptr;
+  if (bytes == 0) {
+    check(cudaStreamSynchronize(instance.stream), "buffer_read: waiting for the queued ops");
+    return;
+  }
+  auto* destination = &deref(static_cast<std::byte*>(dst), "dst");
   // Through page-locked memory of at most kReadStagingBytes, a piece at a time: a prompt's logits for every
   // token (hundreds of MB) need not stay pinned for the backend's life.
-  const size_t staging_bytes = std::min(bytes, kReadStagingBytes);
-  void* staging = bytes > 0 ? instance.read_staging.get(staging_bytes) : nullptr;
-  size_t done = 0;
-  do {
-    const size_t piece = std::min(bytes - done, staging_bytes);
-    if (piece > 0) {
-      check(cudaMemcpyAsync(staging, buffer->memory.as<std::byte>() + offset + done, piece, cudaMemcpyDeviceToHost,
-                            instance.stream),
-            "buffer_read");
-    }
+  void* staging = instance.read_staging.get(std::min(bytes, kReadStagingBytes));
+  for (size_t done = 0; done < bytes; done += kReadStagingBytes) {
+    const size_t piece = std::min(bytes - done, kReadStagingBytes);
+    check(cudaMemcpyAsync(staging, buffer->memory.as<std::byte>() + offset + done, piece, cudaMemcpyDeviceToHost,
+                          instance.stream),
+          "buffer_read");
     check(cudaStreamSynchronize(instance.stream), "buffer_read: waiting for the queued ops");
-    if (piece > 0) std::memcpy(destination + done, staging, piece);
-    done += piece;
-  } while (done < bytes);
+    std::memcpy(destination + done, staging, piece);
+  }
 }
 
 void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out) {

@@ -1,0 +1,36 @@
+# Steps shared by scripts/device-test.sh and scripts/device-variants.sh (sourced, not run).
+
+# configure_and_build BUILD REFERENCE_DIR LOG_DIR: CMake with CUDA for STRATA_CUDA_ARCHS (default 90), then
+# ninja with STRATA_BUILD_JOBS (default all cores); on a failed build, its last lines and status 1.
+configure_and_build() {
+  local build=$1 reference=$2 logs=$3
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_CUDA=ON \
+    -DSTRATA_CUDA_ARCHS="${STRATA_CUDA_ARCHS:-90}" -DSTRATA_REFERENCE_DIR="$reference" >"$logs/configure.log" 2>&1
+  ninja -C "$build" -j "${STRATA_BUILD_JOBS:-$(nproc)}" >"$logs/build.log" 2>&1 || { tail -n 40 "$logs/build.log"; return 1; }
+}
+
+# synth_bench_model BUILD MODEL LOG: the qwen3-30b-a3b IQ3_S model the benchmarks run, made once per machine;
+# it is moved into place only when complete, so a synth cut short leaves no model for a later run to trust.
+synth_bench_model() {
+  local build=$1 model=$2 log=$3
+  [ -f "$model" ] && return 0
+  "$build/bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --type iq3_s --threads "$(nproc)" \
+    --exact-max-values 1048576 --output "$model.partial" >"$log" 2>&1 && mv "$model.partial" "$model"
+}
+
+# build_kernel_tracer BUILD: scripts/kernel-trace.cpp as BUILD/libkernel-trace.so, against the CUPTI of the
+# CUDA that nvcc belongs to.
+build_kernel_tracer() {
+  local build=$1 cuda
+  cuda=$(dirname "$(dirname "$(command -v nvcc)")")
+  g++ -std=c++20 -O2 -shared -fPIC -I"$cuda/include" -I"$cuda/extras/CUPTI/include" scripts/kernel-trace.cpp \
+    -o "$build/libkernel-trace.so" -L"$cuda/lib64" -L"$cuda/extras/CUPTI/lib64" -L"$cuda/lib" -lcupti \
+    -Wl,-rpath,"$cuda/lib64:$cuda/extras/CUPTI/lib64:$cuda/lib"
+}
+
+# traced BUILD CSV COMMAND...: runs COMMAND with the tracer loaded, its trace written to CSV.
+traced() {
+  local build=$1 csv=$2
+  shift 2
+  CUDA_INJECTION64_PATH="$(realpath "$build")/libkernel-trace.so" STRATA_KERNEL_TRACE="$csv" "$@"
+}
