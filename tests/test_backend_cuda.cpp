@@ -647,13 +647,17 @@ void expect_same_routing(const Routed& actual, const Routed& expected, const std
 // route_experts (ABI 1.3) against the CPU's matmul then route. One kernel for 1-8 tokens of an F32 router: a
 // 2048-wide router's rows held in registers whole, a 4104-wide one's rest loaded after the wait, 61 and 37
 // experts leaving warps of the last block without a row. The two ops for 40 tokens, and for more experts than
-// the kernel takes. One instance runs every step: each launch finds the block count back at 0.
+// the kernel takes. One instance runs every step: each launch finds the block count back at 0. On Hopper the
+// cluster kernel takes the steps whose x and logits fit 48 KiB (1 and 3 tokens of 2048; all of 512 x 61 and
+// 64 x 1024, whose warps take 8 rows each; 8 tokens of 1408 x 128 fill it exactly), the last-block kernel
+// the rest (8 tokens of 2048, 3 and 8 of 4104).
 TEST(BackendCuda, RouteExpertsMatchesTheCpuBackendsMatmulThenRoute) {
   SKIP_WITHOUT_CUDA();
   struct Shape {
     int64_t n_embd, n_experts;
   };
-  for (const Shape shape : {Shape{2048, 128}, Shape{512, 61}, Shape{4104, 37}, Shape{64, 1040}}) {
+  for (const Shape shape : {Shape{2048, 128}, Shape{512, 61}, Shape{4104, 37}, Shape{64, 1024}, Shape{1408, 128},
+                            Shape{64, 1040}}) {
     const HostWeight router = router_with_tied_rows(shape.n_embd, shape.n_experts, 61);
     for (const int32_t routing : {STRATA_ROUTING_SOFTMAX_TOPK, STRATA_ROUTING_SOFTMAX_TOPK_NORM}) {
       Backend cuda(*cuda_plugin().table);

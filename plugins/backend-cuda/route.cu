@@ -2,7 +2,10 @@
 // keeping the lower expert index first (the CPU backend's order), optionally renormalized. route starts from
 // logits; route_experts computes them too, and for a decode step does both in one kernel: the product and
 // the choice are two short kernels on the critical path of every layer, and their fixed latency is the cost.
+#include <cooperative_groups.h>
+
 #include <string>
+#include <utility>
 
 #include "backend_objects.hpp"
 #include "cuda_status.hpp"
@@ -31,19 +34,24 @@ constexpr int kRouterVectorsInFlight = 8;
 // Does (p, i) rank before (q, j)? Higher probability first; ties go to the lower index.
 __device__ inline bool ranks_before(float p, int i, float q, int j) { return p > q || (p == q && i < j); }
 
-// One token's choice by one warp: softmax of its n_experts logits into probabilities (shared memory of this
-// warp, a chosen expert's marked by -1), then n_used rounds of a warp-wide best, then the renormalization.
-// The logits are read from L2 (ld.cg): route_experts' last block reads what other blocks of its kernel
-// wrote, which this SM's L1 (not coherent with other SMs) may hold stale.
-__device__ void route_token(const float* row, int n_experts, int n_used, bool renormalize, float* probabilities,
-                            int32_t* token_ids, float* token_weights) {
+// A token's n_experts logits into shared memory of one warp, read from L2 (ld.cg): route_experts' last block
+// reads what other blocks of its kernel wrote, which this SM's L1 (not coherent with other SMs) may hold stale.
+__device__ void logits_to_shared(const float* row, int n_experts, float* to) {
+  for (int e = threadIdx.x % kWarp; e < n_experts; e += kWarp) to[e] = __ldcg(row + e);
+  __syncwarp();
+}
+
+// One token's choice by one warp, in place on its logits in shared memory: softmax into probabilities (a
+// chosen expert's then marked by -1), n_used rounds of a warp-wide best, then the renormalization.
+__device__ void route_token(float* probabilities, int n_experts, int n_used, bool renormalize, int32_t* token_ids,
+                            float* token_weights) {
   const int lane = threadIdx.x % kWarp;
   float max_logit = -INFINITY;
-  for (int e = lane; e < n_experts; e += kWarp) max_logit = fmaxf(max_logit, __ldcg(row + e));
+  for (int e = lane; e < n_experts; e += kWarp) max_logit = fmaxf(max_logit, probabilities[e]);
   max_logit = warp_max(max_logit);
   float sum = 0.0f;
   for (int e = lane; e < n_experts; e += kWarp) {
-    probabilities[e] = expf(__ldcg(row + e) - max_logit);
+    probabilities[e] = expf(probabilities[e] - max_logit);
     sum += probabilities[e];
   }
   sum = sdk::cuda::warp_sum(sum);
@@ -84,8 +92,9 @@ __global__ void route_kernel(const float* logits, int n_experts, int n_used, boo
   sdk::cuda::start_after_previous_kernel();
   extern __shared__ float probabilities[];
   const int token = blockIdx.x;
-  route_token(logits + int64_t{token} * n_experts, n_experts, n_used, renormalize, probabilities,
-              ids + int64_t{token} * n_used, weights + int64_t{token} * n_used);
+  logits_to_shared(logits + int64_t{token} * n_experts, n_experts, probabilities);
+  route_token(probabilities, n_experts, n_used, renormalize, ids + int64_t{token} * n_used,
+              weights + int64_t{token} * n_used);
 }
 
 // sums[t] += w . (float4 i of token t's row of x), for the step's tokens.
@@ -100,52 +109,77 @@ __device__ inline void add_products(float4 w, const float4* x, int row_vectors, 
   }
 }
 
-// logits = router x (an F32 router of n values per row, n a multiple of 4), a warp per expert row and all
-// tokens; then the block that finishes last routes every token, a warp per token. blocks_done counts the
-// finished blocks and is 0 again when the kernel ends, for the next launch (a step graph replays this one).
-__global__ void __launch_bounds__(kRouterWarps* kWarp)
-    route_experts_kernel(const float* router, int n, int n_experts, const float* x, int n_tokens, int n_used,
-                         bool renormalize, float* logits, int32_t* ids, float* weights, unsigned* blocks_done) {
-  sdk::cuda::let_next_kernel_launch();
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int expert = blockIdx.x * kRouterWarps + warp;
-  const bool has_row = expert < n_experts;
-  const int row_vectors = n / 4;
-  const float4* row = reinterpret_cast<const float4*>(router) + int64_t{expert} * row_vectors;
-  // Weights only until the wait (no kernel writes them): the row's first part into registers, the rest into L2.
-  float4 early[kRouterVectorsEarly];
+constexpr int kEarlyVectors = kRouterVectorsEarly * kWarp;
+
+// A warp's router row (row_vectors float4s) as far as a kernel may take it before it waits for the previous
+// kernel (no kernel writes weights): its first part into registers (early), the rest into L2.
+__device__ inline void start_router_row(const float4* row, int row_vectors, bool has_row,
+                                        float4 (&early)[kRouterVectorsEarly]) {
+  const int lane = threadIdx.x % kWarp;
 #pragma unroll
   for (int u = 0; u < kRouterVectorsEarly; ++u) {
     const int i = lane + u * kWarp;
     early[u] = has_row && i < row_vectors ? row[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
-  constexpr int kEarlyVectors = kRouterVectorsEarly * kWarp;
   if (has_row && row_vectors > kEarlyVectors) {
     sdk::cuda::prefetch_lines(reinterpret_cast<const uint8_t*>(row + kEarlyVectors),
                               (row_vectors - kEarlyVectors) * sizeof(float4), lane, kWarp);
   }
-  sdk::cuda::wait_for_previous_kernel();
+}
 
+// A warp's logits of its router row for the step's tokens (x: their rows of row_vectors float4s), stored at
+// (token, expert) of each out (one or two of them, the other nullptr), a row of n_experts per token.
+__device__ inline void router_row_logits(const float4* row, int row_vectors, const float4 (&early)[kRouterVectorsEarly],
+                                         const float4* x, int n_tokens, int n_experts, int expert, float* out,
+                                         float* out2) {
+  const int lane = threadIdx.x % kWarp;
+  float sums[kMaxMatvecTokens] = {};
+#pragma unroll
+  for (int u = 0; u < kRouterVectorsEarly; ++u) {
+    const int i = lane + u * kWarp;
+    if (i < row_vectors) add_products(early[u], x, row_vectors, i, n_tokens, sums);
+  }
+  for (int base = kEarlyVectors + lane; base < row_vectors; base += kRouterVectorsInFlight * kWarp) {
+    float4 w[kRouterVectorsInFlight];
+#pragma unroll
+    for (int u = 0; u < kRouterVectorsInFlight; ++u) w[u] = row[min(base + u * kWarp, row_vectors - 1)];
+#pragma unroll
+    for (int u = 0; u < kRouterVectorsInFlight; ++u) {
+      const int i = base + u * kWarp;
+      if (i >= row_vectors) break;
+      add_products(w[u], x, row_vectors, i, n_tokens, sums);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kMaxMatvecTokens; ++t) {
+    if (t >= n_tokens) break;
+    const float sum = sdk::cuda::warp_sum(sums[t]);
+    if (lane != 0) continue;
+    out[t * n_experts + expert] = sum;
+    if (out2 != nullptr) out2[t * n_experts + expert] = sum;
+  }
+}
+
+// logits = router x (an F32 router of n values per row, n a multiple of 4), a warp per expert row and all
+// tokens; then the block that finishes last routes every token, a warp per token. blocks_done counts the
+// finished blocks and is 0 again when the kernel ends, for the next launch (a step graph replays this one).
+// The Hopper path is route_experts_cluster_kernel below; this one serves GPUs without thread block clusters
+// and steps whose activations do not fit its shared memory.
+__global__ void __launch_bounds__(kRouterWarps* kWarp)
+    route_experts_kernel(const float* router, int n, int n_experts, const float* x, int n_tokens, int n_used,
+                         bool renormalize, float* logits, int32_t* ids, float* weights, unsigned* blocks_done) {
+  sdk::cuda::let_next_kernel_launch();
+  const int warp = threadIdx.x / kWarp;
+  const int expert = blockIdx.x * kRouterWarps + warp;
+  const bool has_row = expert < n_experts;
+  const int row_vectors = n / 4;
+  const float4* row = reinterpret_cast<const float4*>(router) + int64_t{expert} * row_vectors;
+  float4 early[kRouterVectorsEarly];
+  start_router_row(row, row_vectors, has_row, early);
+  sdk::cuda::wait_for_previous_kernel();
   if (has_row) {
-    const auto* x_vectors = reinterpret_cast<const float4*>(x);
-    float sums[kMaxMatvecTokens] = {};
-#pragma unroll
-    for (int u = 0; u < kRouterVectorsEarly; ++u) {
-      const int i = lane + u * kWarp;
-      if (i < row_vectors) add_products(early[u], x_vectors, row_vectors, i, n_tokens, sums);
-    }
-    for (int base = kEarlyVectors + lane; base < row_vectors; base += kRouterVectorsInFlight * kWarp) {
-      float4 w[kRouterVectorsInFlight];
-#pragma unroll
-      for (int u = 0; u < kRouterVectorsInFlight; ++u) w[u] = row[min(base + u * kWarp, row_vectors - 1)];
-#pragma unroll
-      for (int u = 0; u < kRouterVectorsInFlight; ++u) {
-        const int i = base + u * kWarp;
-        if (i >= row_vectors) break;
-        add_products(w[u], x_vectors, row_vectors, i, n_tokens, sums);
-      }
-    }
-    sdk::cuda::store_token_sums(sums, n_tokens, n_experts, expert, lane, logits);
+    router_row_logits(row, row_vectors, early, reinterpret_cast<const float4*>(x), n_tokens, n_experts, expert,
+                      logits, nullptr);
   }
 
   // The last block to arrive sees every block's logits: each thread's stores are fenced before its block
@@ -159,10 +193,106 @@ __global__ void __launch_bounds__(kRouterWarps* kWarp)
   __threadfence();
   extern __shared__ float probabilities[];  // kRouterWarps x n_experts
   for (int t = warp; t < n_tokens; t += kRouterWarps) {
-    route_token(logits + int64_t{t} * n_experts, n_experts, n_used, renormalize, probabilities + warp * n_experts,
-                ids + int64_t{t} * n_used, weights + int64_t{t} * n_used);
+    float* mine = probabilities + warp * n_experts;
+    logits_to_shared(logits + int64_t{t} * n_experts, n_experts, mine);
+    route_token(mine, n_experts, n_used, renormalize, ids + int64_t{t} * n_used, weights + int64_t{t} * n_used);
   }
   if (threadIdx.x == 0) *blocks_done = 0;
+}
+
+// The Hopper path of route_experts: one cluster of kClusterBlocks blocks of kClusterWarps warps, a warp per
+// expert row (128 rows at once, a warp takes every 128th). 16 blocks is past the portable cluster size (8),
+// which H100/H200 allow when asked (cluster_kernel_ready): 8 blocks of 16 warps at 140 registers a thread
+// would each need an SM's whole register file, so they could not start beside the kernels still running
+// before them, and their early loads would overlap nothing. With more than 128 experts a warp's later rows
+// go to L2 before the wait too. Each block first
+// copies the step's x to its shared memory; the warps write their logits into the shared memory of the
+// cluster's first block (distributed shared memory) as well as to logits, and after one cluster barrier that
+// block's warps route the tokens in place there, a warp per token. No fence, no block counter and no trip of
+// the logits through L2: what the last-block scheme above pays on the critical path of every layer.
+constexpr int kClusterBlocks = 16;
+constexpr int kClusterWarps = 8;
+
+__global__ void __launch_bounds__(kClusterWarps* kWarp)
+    route_experts_cluster_kernel(const float* router, int n, int n_experts, const float* x, int n_tokens, int n_used,
+                                 bool renormalize, float* logits, int32_t* ids, float* weights) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  // Another block's shared memory may be written only once it is known to run: this arrival, waited for
+  // after x is staged, says so for every block of the cluster.
+  auto arrival = cluster.barrier_arrive();
+  sdk::cuda::let_next_kernel_launch();
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, row_vectors = n / 4;
+  const auto* router_rows = reinterpret_cast<const float4*>(router);
+  const int first_expert = static_cast<int>(cluster.block_rank()) * kClusterWarps + warp;
+  constexpr int kRowsAtOnce = kClusterBlocks * kClusterWarps;
+  float4 early[kRouterVectorsEarly];
+  start_router_row(router_rows + int64_t{first_expert} * row_vectors, row_vectors, first_expert < n_experts, early);
+  for (int expert = first_expert + kRowsAtOnce; expert < n_experts; expert += kRowsAtOnce) {
+    sdk::cuda::prefetch_lines(reinterpret_cast<const uint8_t*>(router_rows + int64_t{expert} * row_vectors),
+                              row_vectors * sizeof(float4), lane, kWarp);
+  }
+  sdk::cuda::wait_for_previous_kernel();
+
+  extern __shared__ float4 step_x[];  // n_tokens x row_vectors, then (read in the first block) the logits
+  for (int i = threadIdx.x; i < n_tokens * row_vectors; i += blockDim.x) step_x[i] = reinterpret_cast<const float4*>(x)[i];
+  __syncthreads();
+  cluster.barrier_wait(std::move(arrival));
+  float* own_logits = reinterpret_cast<float*>(step_x + n_tokens * row_vectors);
+  float* first_block_logits = cluster.map_shared_rank(own_logits, 0);
+  for (int expert = first_expert; expert < n_experts; expert += kRowsAtOnce) {
+    const float4* row = router_rows + int64_t{expert} * row_vectors;
+    if (expert != first_expert) start_router_row(row, row_vectors, true, early);
+    router_row_logits(row, row_vectors, early, step_x, n_tokens, n_experts, expert, first_block_logits, logits);
+  }
+  cluster.sync();  // the logits are in the first block's shared memory
+  if (cluster.block_rank() != 0) return;
+  for (int t = warp; t < n_tokens; t += kClusterWarps) {
+    route_token(own_logits + t * n_experts, n_experts, n_used, renormalize, ids + int64_t{t} * n_used,
+                weights + int64_t{t} * n_used);
+  }
+#endif
+}
+
+// Shared bytes of route_experts_cluster_kernel for a step: its tokens' x, then their logits.
+size_t cluster_shared_bytes(int64_t n, int32_t n_tokens, int32_t n_experts) {
+  return static_cast<size_t>(n_tokens) * static_cast<size_t>(n + n_experts) * sizeof(float);
+}
+
+// Whether this device runs route_experts_cluster_kernel: built for it (from sm_90 PTX or later) and able
+// to hold a cluster of kClusterBlocks with the most shared memory a step may give it. Asked once per device.
+bool cluster_kernel_ready() {
+  const auto* kernel = reinterpret_cast<const void*>(route_experts_cluster_kernel);
+  if (!sdk::cuda::kernel_waits_for_previous(kernel)) return false;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  return sdk::cuda::asked_once<int, bool>(device, [kernel] {
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim = {kClusterBlocks, 1, 1};
+    cudaLaunchConfig_t config{};
+    config.gridDim = kClusterBlocks;
+    config.blockDim = kClusterWarps * kWarp;
+    config.dynamicSmemBytes = sdk::cuda::kQ8MaxSharedBytes - sdk::cuda::kernel_attributes(kernel).sharedSizeBytes;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int clusters = 0;
+    const bool ready =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
+        cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters >= 1;
+    (void)cudaGetLastError();  // a refusal is an answer, not an error for a later launch
+    return ready;
+  });
+}
+
+// Whether the cluster kernel takes a step that fits_one_kernel: a device that runs it, and x and logits
+// within the 48 KiB a block gets without opting in, next to the kernel's static shared memory (a decode
+// step of a 2048-wide model: 8.5 KiB).
+bool fits_cluster_kernel(int64_t n, int32_t n_tokens, int32_t n_experts) {
+  return sdk::cuda::fits_shared_memory(reinterpret_cast<const void*>(route_experts_cluster_kernel),
+                                       cluster_shared_bytes(n, n_tokens, n_experts)) &&
+         cluster_kernel_ready();
 }
 
 // Whether route_experts' one kernel takes this router and step (it reads rows as float4).
@@ -215,12 +345,21 @@ void route_experts(strata_backend* backend, const strata_buffer* x, const strata
   }
   instance.take_next_lane();
   const sdk::RouteOperands choice = sdk::route_operands(logits, n_tokens, n_experts, n_used, routing, ids, weights);
+  const auto* router_values = reinterpret_cast<const float*>(weight.matrix(0));
+  const bool renormalize = routing == STRATA_ROUTING_SOFTMAX_TOPK_NORM;
+  if (fits_cluster_kernel(weight.ne0, n_tokens, n_experts)) {
+    sdk::cuda::launch_after_previous_in_clusters(kClusterBlocks, route_experts_cluster_kernel, kClusterBlocks,
+                                                 kClusterWarps * kWarp,
+                                                 cluster_shared_bytes(weight.ne0, n_tokens, n_experts), instance.stream,
+                                                 router_values, static_cast<int>(weight.ne0), n_experts, product.x,
+                                                 n_tokens, n_used, renormalize, product.out, choice.ids, choice.weights);
+    check_launch("route_experts");
+    return;
+  }
   sdk::cuda::launch_after_previous(route_experts_kernel, blocks_for(n_experts, kRouterWarps), kRouterWarps * kWarp,
-                                   kRouterWarps * n_experts * sizeof(float), instance.stream,
-                                   reinterpret_cast<const float*>(weight.matrix(0)), static_cast<int>(weight.ne0),
-                                   n_experts, product.x, n_tokens, n_used, routing == STRATA_ROUTING_SOFTMAX_TOPK_NORM,
-                                   product.out, choice.ids, choice.weights,
-                                   router_blocks_done(instance));
+                                   kRouterWarps * n_experts * sizeof(float), instance.stream, router_values,
+                                   static_cast<int>(weight.ne0), n_experts, product.x, n_tokens, n_used, renormalize,
+                                   product.out, choice.ids, choice.weights, router_blocks_done(instance));
   check_launch("route_experts");
 }
 

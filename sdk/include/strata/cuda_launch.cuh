@@ -80,22 +80,38 @@ inline cudaFuncAttributes kernel_attributes(const void* kernel) {
 // device is one that schedules dependent launches early.
 inline bool kernel_waits_for_previous(const void* kernel) { return kernel_attributes(kernel).ptxVersion >= 90; }
 
-// kernel<<<grid, block, shared_bytes, stream>>>(args...), allowed to overlap the kernel before it (see above).
-// A failed launch is reported through cudaGetLastError(), as for <<<>>>.
+// kernel<<<grid, block, shared_bytes, stream>>>(args...) in clusters of cluster_blocks blocks along x (thread
+// block clusters, sm_90 and later; 1: none), allowed to overlap the kernel before it (see above). A failed
+// launch is reported through cudaGetLastError(), as for <<<>>>.
 template <class... Params, class... Args>
-void launch_after_previous(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-                           Args... args) {
-  cudaLaunchAttribute overlap{};
-  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap.val.programmaticStreamSerializationAllowed = 1;
+void launch_after_previous_in_clusters(unsigned cluster_blocks, void (*kernel)(Params...), dim3 grid, dim3 block,
+                                       size_t shared_bytes, cudaStream_t stream, Args... args) {
+  cudaLaunchAttribute attributes[2]{};
+  unsigned count = 0;
+  if (kernel_waits_for_previous(reinterpret_cast<const void*>(kernel))) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster_blocks > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count++].val.clusterDim = {cluster_blocks, 1, 1};
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
-  config.attrs = &overlap;
-  config.numAttrs = kernel_waits_for_previous(reinterpret_cast<const void*>(kernel)) ? 1 : 0;
+  config.attrs = attributes;
+  config.numAttrs = count;
   (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+// The same without clusters: kernel<<<grid, block, shared_bytes, stream>>>(args...), allowed to overlap the
+// kernel before it.
+template <class... Params, class... Args>
+void launch_after_previous(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                           Args... args) {
+  launch_after_previous_in_clusters(1, kernel, grid, block, shared_bytes, stream, args...);
 }
 
 }  // namespace strata::sdk::cuda
