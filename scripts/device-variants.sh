@@ -6,6 +6,8 @@
 # scripts/kernel-trace.py. Each patch is reverted before the next; a patch touching an SDK header rebuilds
 # every plugin twice (applied, then reverted): ~1.5 min each on 16 cores, so keep such variants few.
 #   --prompt      also pp512 for each
+#   --stack       applies the patches one on top of the other, never reverted (each measured with those
+#                 before it: for a branch's commits, `git diff a b` each), which saves the rebuilds of reverts
 #   TESTS=filter  also runs strata_tests --gtest_filter=filter for each patch (the CUDA suite: ~90 s)
 # Per variant: $OUT/<name>.txt (bench lines, the trace summary, the tests' verdict; a call brings back 8 files
 # at most) with its trace in /tmp/variants/<name>.csv; a table of them last. Each command runs under a
@@ -14,8 +16,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device-common.sh
-prompt=0
-[ "${1:-}" = --prompt ] && { prompt=1; shift; }
+prompt=0 stack=0
+while [ "${1:-}" = --prompt ] || [ "${1:-}" = --stack ]; do
+  [ "$1" = --prompt ] && prompt=1
+  [ "$1" = --stack ] && stack=1
+  shift
+done
 build=${STRATA_DEVICE_BUILD:-build-device}
 out=${OUT:-$build/variants}
 model=/tmp/strata-qwen3-30b-a3b-iq3_s.gguf
@@ -49,7 +55,7 @@ for patch in "$@"; do
   else
     tail -n 30 "/tmp/variants-build-$name.log" >"$out/$name.txt"
   fi
-  patch -R -p1 <"$patch" >/dev/null
+  [ "$stack" = 1 ] || patch -R -p1 <"$patch" >/dev/null
 done
 for name in base "$@"; do
   name=$(basename "$name" .patch)
