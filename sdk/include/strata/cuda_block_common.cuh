@@ -41,6 +41,44 @@ __device__ inline int32_t signed_bytes(uint32_t magnitudes, uint32_t bits) {
   return static_cast<int32_t>((magnitudes ^ (ones * 0xffu)) + ones);
 }
 
+// 16 bytes from global to shared memory, of which the first `bytes` are read and the rest zero (both
+// addresses 16-byte aligned): cp.async, which the SM carries out while the threads go on, from sm_80; a
+// plain copy before.
+__device__ inline void copy16_async(void* shared_destination, const void* global_source, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto destination = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(destination), "l"(global_source), "r"(bytes) : "memory");
+#else
+  if (bytes == 16) {
+    *static_cast<uint4*>(shared_destination) = *static_cast<const uint4*>(global_source);
+    return;
+  }
+  __align__(16) uint8_t chunk[16] = {};
+  for (int i = 0; i < bytes; ++i) chunk[i] = static_cast<const uint8_t*>(global_source)[i];
+  *static_cast<uint4*>(shared_destination) = *reinterpret_cast<const uint4*>(chunk);
+#endif
+}
+__device__ inline void commit_async_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+// Waits until at most kPending committed groups of this thread's copies are still in flight.
+template <int kPending>
+__device__ inline void wait_async_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+#endif
+}
+
+// Asynchronous copies of bytes [0, bytes) from global to shared memory (a multiple of 16, both addresses
+// 16-byte aligned), the block's threads taking 16 bytes at a time, as one committed group: after
+// wait_async_copies<0>() and a barrier every thread sees them.
+__device__ inline void copy_to_shared_async(uint8_t* to, const uint8_t* from, size_t bytes) {
+  for (size_t i = threadIdx.x * size_t{16}; i < bytes; i += blockDim.x * size_t{16}) copy16_async(to + i, from + i, 16);
+  commit_async_copies();
+}
+
 __device__ inline float warp_sum(float value) {
 #pragma unroll
   for (int offset = kWarp / 2; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);

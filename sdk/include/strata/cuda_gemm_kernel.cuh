@@ -24,36 +24,6 @@ inline constexpr int kGemmRows = 64, kGemmTokens = STRATA_GEMM_TILE_TOKENS, kGem
 inline constexpr int kGemmPad = 8;  // halves of padding per shared row, against bank conflicts
 inline constexpr int kGemmThreads = 128;
 
-// 16 bytes from global to shared memory, of which the first `bytes` are read and the rest zero (both
-// addresses 16-byte aligned): cp.async, which the SM carries out while the threads go on, from sm_80; a
-// plain copy before.
-__device__ inline void copy16_async(void* shared_destination, const void* global_source, int bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const auto destination = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(destination), "l"(global_source), "r"(bytes) : "memory");
-#else
-  if (bytes == 16) {
-    *static_cast<uint4*>(shared_destination) = *static_cast<const uint4*>(global_source);
-    return;
-  }
-  __align__(16) uint8_t chunk[16] = {};
-  for (int i = 0; i < bytes; ++i) chunk[i] = static_cast<const uint8_t*>(global_source)[i];
-  *static_cast<uint4*>(shared_destination) = *reinterpret_cast<const uint4*>(chunk);
-#endif
-}
-__device__ inline void commit_async_copies() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-// Waits until at most kPending committed groups of this thread's copies are still in flight.
-template <int kPending>
-__device__ inline void wait_async_copies() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-#endif
-}
-
 // Four int8 levels (a word of unpack32) as two f16 pairs of level * multiplier * base. A byte's level + 1152
 // is exact in f16 as the bits 0x6400 | (byte ^ 0x80), so a byte permute makes two halves and one FMA
 // (level + 1152) * multiplier - 1152 * multiplier the exact level * multiplier (F16Scale promises it fits);

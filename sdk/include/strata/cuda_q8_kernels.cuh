@@ -42,8 +42,14 @@ inline constexpr int kMaxRowsPerWarp = 4;
 inline constexpr size_t kQ8MaxSharedBytes = 48 * 1024;
 
 // Shared bytes for rows of n activations as int8 plus their scales.
-inline size_t q8_shared_bytes(int64_t rows, int64_t n) {
+__host__ __device__ inline size_t q8_shared_bytes(int64_t rows, int64_t n) {
   return static_cast<size_t>(rows * n + rows * (n / kQ8Group) * static_cast<int64_t>(sizeof(float)));
+}
+
+// Where a decode matvec block's weight rows start in its shared memory when it stages them there: after the
+// activations of q8_shared_bytes, on a 16-byte boundary.
+__host__ __device__ inline size_t q8_staged_weights_offset(int64_t rows, int64_t n) {
+  return (q8_shared_bytes(rows, n) + 15) / 16 * 16;
 }
 
 // Whether a kernel's dynamic shared bytes fit next to its static ones (a Decoder's tables) in the 48 KiB a
@@ -161,19 +167,33 @@ __device__ inline void unpack_group(const uint8_t* row, int g, int32_t levels[8]
 // ... of each. With one row per warp a lane of a 2048-value row has 2 groups, too few loads in flight to hide
 // their latency; the groups of several rows are independent loads. Each row count has its own register
 // budget (kMinBlocks) so that the grid stays within one wave of resident blocks: see q8_rows_per_warp().
+// With weights_to_shared the block copies its rows (contiguous: kQ8Warps * kRows of them) into its shared
+// memory after the activations while the kernel before it still runs, and the warps decode from there:
+// after the wait only the activations come from L2. Without, each warp asks L2 for its rows.
 template <class Decoder, int kRows>
 __global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 3 : kRows == 2 ? 2 : 1)
     matvec_q8_kernel(const uint8_t* weight, int n, int64_t n_rows, size_t row_bytes, const float* x,
-                     const int8_t* x_levels, const float* x_scales, int n_tokens, float* out) {
+                     const int8_t* x_levels, const float* x_scales, int n_tokens, float* out, bool weights_to_shared) {
   constexpr int kTokens = kMaxMatvecTokens / kRows;  // the launcher passes at most this many
   let_next_kernel_launch();
   const int lane = threadIdx.x % kWarp;
-  const int64_t first_row = (blockIdx.x * int64_t{kQ8Warps} + threadIdx.x / kWarp) * kRows;
-  if (first_row < n_rows) prefetch_lines(weight + first_row * row_bytes, kRows * row_bytes, lane, kWarp);
+  const int64_t block_first_row = blockIdx.x * int64_t{kQ8Warps * kRows};
+  const int64_t first_row = block_first_row + threadIdx.x / kWarp * kRows;
+  extern __shared__ __align__(16) unsigned char shared[];
+  uint8_t* staged_rows = shared + q8_staged_weights_offset(n_tokens, n);
+  if (weights_to_shared) {
+    const int64_t block_rows = n_rows - block_first_row < kQ8Warps * kRows ? n_rows - block_first_row : kQ8Warps * kRows;
+    copy_to_shared_async(staged_rows, weight + block_first_row * row_bytes, block_rows * row_bytes);
+  } else if (first_row < n_rows) {
+    prefetch_lines(weight + first_row * row_bytes, kRows * row_bytes, lane, kWarp);
+  }
   load_decoder_tables<Decoder>();
   wait_for_previous_kernel();
-  const Q8Rows q = activations_to_shared(x, x_levels, x_scales, 0, n_tokens, n);
+  wait_async_copies<0>();
+  const Q8Rows q = activations_to_shared(x, x_levels, x_scales, 0, n_tokens, n);  // its barrier publishes the rows
   if (first_row >= n_rows) return;
+  const uint8_t* rows = weights_to_shared ? staged_rows + (first_row - block_first_row) * row_bytes
+                                          : weight + first_row * row_bytes;
   float sums[kRows][kTokens] = {};
 #pragma unroll 2
   for (int g = lane; g < n / kQ8Group; g += kWarp) {
@@ -181,7 +201,7 @@ __global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 3 : kRows == 2 ?
     for (int r = 0; r < kRows; ++r) {
       int32_t levels[8];
       float d[2], m = 0.0f;
-      unpack_group<Decoder>(weight + (first_row + r) * row_bytes, g, levels, d, m);
+      unpack_group<Decoder>(rows + r * row_bytes, g, levels, d, m);
 #pragma unroll
       for (int t = 0; t < kTokens; ++t) {
         if (t < n_tokens) sums[r][t] += q.scale(t, g) * group_dot<Decoder>(levels, d, m, q.group(t, g));
