@@ -28,7 +28,6 @@ using sdk::cuda::kWarp;
 
 constexpr int kAttentionWarps = 4;
 static_assert(kAttentionWarps >= 3, "the key, value and query jobs of a decode step take a warp each");
-constexpr int kMaxValuesPerLane = 8;  // head_dim up to 256
 
 // Flash decoding. One block per (token, head) is 32 blocks for 32 heads on a 132-SM GPU, and at 32k cached
 // positions each of its warps walks 256 runs of 32 one after another. With a long cache the positions of a
@@ -71,9 +70,20 @@ __device__ void store_row(const KvView& target, size_t row, const float* x) {
   }
 }
 
-// A warp's copy of head_dim values into shared memory.
+// A warp's copy of head_dim values into shared memory, all its loads in flight before the first store (a
+// loop of load-store pairs waits for L2 once per pair: the compiler may not move a load above a store that
+// could alias it).
 __device__ void load_head(float* to, const float* from, int head_dim) {
-  for (int i = threadIdx.x % kWarp; i < head_dim; i += kWarp) to[i] = from[i];
+  const int lane = threadIdx.x % kWarp;
+  float values[kMaxValuesPerLane];
+#pragma unroll
+  for (int k = 0; k < kMaxValuesPerLane; ++k) {
+    if (lane + k * kWarp < head_dim) values[k] = from[lane + k * kWarp];
+  }
+#pragma unroll
+  for (int k = 0; k < kMaxValuesPerLane; ++k) {
+    if (lane + k * kWarp < head_dim) to[lane + k * kWarp] = values[k];
+  }
   __syncwarp();
 }
 
@@ -183,6 +193,7 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
   // each wait for DRAM: a step streams ~1.5 GB of weights through L2, so last step's rows are gone).
   keys.prefetch_rows(first_row + first_position, last - first_position + 1, threadIdx.x, blockDim.x);
   values.prefetch_rows(first_row + first_position, last - first_position + 1, threadIdx.x, blockDim.x);
+  prefetch_gains(prep, head_dim, warp);
   sdk::cuda::wait_for_previous_kernel();
   // Three jobs side by side, a warp each, then one barrier: the key and value rows into the cache (store;
   // read back below by other threads of the block) and the query, prepared and scaled, into shared memory.

@@ -15,6 +15,7 @@
 namespace strata::cuda {
 
 inline constexpr int kInt8GroupSize = 16;
+inline constexpr int kMaxValuesPerLane = 8;  // of a head held by a warp: head_dim up to 256
 
 // The type of one aligned load of kBytes (1 to 16, a power of 2).
 template <int kBytes>
@@ -56,7 +57,7 @@ struct KvView {
     float sum = 0.0f;
     if (halves != nullptr && head_dim % 8 == 0) {
       const uint4* chunks = reinterpret_cast<const uint4*>(halves + row * head_dim);
-#pragma unroll 8  // loads in flight together: a score is 16 of them for head_dim 128
+#pragma unroll 16  // loads in flight together: a whole score for head_dim 128
       for (int c = 0; c < head_dim / 8; ++c) {
         const uint4 bits = chunks[c];
         const __half2* pairs = reinterpret_cast<const __half2*>(&bits);
@@ -112,18 +113,40 @@ struct HeadPrep {
   float theta_scale;
 };
 
-// A head of head_dim values in shared memory, prepared in place by one warp as the rms_norm and rope_neox
-// kernels (elementwise.cu) would: the same angles and products, the sum of squares taken in another order,
-// so fused and separate ops agree within rounding. (A warp per head: the per-token kernels prepare the key
-// and the query on two warps at once, the prompt kernel's warps rows of their own.)
+// Asks L2 for the Q and K head norms' gains (weights, so before the wait): warp 0 the key's, warp 1 the query's.
+__device__ inline void prefetch_gains(const HeadPrep& prep, int head_dim, int warp) {
+  const float* gain = warp == 0 ? prep.k_gain : warp == 1 ? prep.q_gain : nullptr;
+  if (gain != nullptr) {
+    sdk::cuda::prefetch_lines(reinterpret_cast<const uint8_t*>(gain), head_dim * sizeof(float),
+                              threadIdx.x % sdk::cuda::kWarp, sdk::cuda::kWarp);
+  }
+}
+
+// A head of head_dim values (at most kMaxValuesPerLane * 32) in shared memory, prepared in place by one warp as
+// the rms_norm and rope_neox kernels (elementwise.cu) would: the same angles and products, the sum of squares
+// taken in another order, so fused and separate ops agree within rounding. (A warp per head: the per-token
+// kernels prepare the key and the query on two warps at once, the prompt kernel's warps rows of their own.)
+// A lane's gains are loaded together with its sum's values, all in flight at once.
 __device__ inline void prepare_head(float* head, int head_dim, const float* gain, float eps, int half, float theta_scale,
                                     int position) {
   const int lane = threadIdx.x % sdk::cuda::kWarp;
   if (gain != nullptr) {
+    float gains[kMaxValuesPerLane];
     float sum = 0.0f;
-    for (int i = lane; i < head_dim; i += sdk::cuda::kWarp) sum += head[i] * head[i];
+#pragma unroll
+    for (int k = 0; k < kMaxValuesPerLane; ++k) {
+      const int i = lane + k * sdk::cuda::kWarp;
+      if (i < head_dim) {
+        gains[k] = gain[i];
+        sum += head[i] * head[i];
+      }
+    }
     const float scale = 1.0f / sqrtf(sdk::cuda::warp_sum(sum) / static_cast<float>(head_dim) + eps);
-    for (int i = lane; i < head_dim; i += sdk::cuda::kWarp) head[i] = head[i] * scale * gain[i];
+#pragma unroll
+    for (int k = 0; k < kMaxValuesPerLane; ++k) {
+      const int i = lane + k * sdk::cuda::kWarp;
+      if (i < head_dim) head[i] = head[i] * scale * gains[k];
+    }
     __syncwarp();
   }
   rotate_head(head, half, position, theta_scale, lane, sdk::cuda::kWarp);
