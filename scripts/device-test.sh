@@ -78,9 +78,11 @@ if [ "$bench" = 1 ]; then
       --launch-count 700 "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 -n 16 -r 1 \
       >"$logs/ncu-decode.csv" 2>/dev/null || true
     python3 scripts/kernel-profile.py "$logs/ncu-decode.csv" | tee "$logs/profile-decode.txt"
-    # Why the largest decode kernels are slow: ncu's throughput, occupancy and stall sections for a few.
+    # Why the largest decode kernels are slow: ncu's throughput, occupancy and stall sections for a few, and
+    # where in their code the warps stall (SourceCounters: the instructions with the most stall samples).
     ncu --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
-      -k 'regex:matvec|expert|rms_norm|attention' --launch-skip 2000 --launch-count 12 "$build/bin/strata" bench \
+      --section SourceCounters -k 'regex:matvec|expert|rms_norm|attention|route' --launch-skip 2000 \
+      --launch-count 14 "$build/bin/strata" bench \
       --model "$model" --backend cuda --no-graphs -p 0 -n 8 -r 1 >"$logs/ncu-decode-details.txt" 2>&1 || true
     ncu --metrics gpu__time_duration.sum --csv --launch-skip 0 --launch-count 3000 "$build/bin/strata" bench \
       --model "$model" --backend cuda -p 512 -n 0 -r 1 >"$logs/ncu-prompt.csv" 2>/dev/null || true
