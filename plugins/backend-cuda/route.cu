@@ -41,8 +41,32 @@ __device__ void logits_to_shared(const float* row, int n_experts, float* to) {
   __syncwarp();
 }
 
+// The largest and the smallest of the warp's values: one redux.sync from sm_80, a shuffle tree before.
+__device__ inline unsigned warp_max_u32(unsigned value) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(0xffffffffu, value);
+#else
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) value = max(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+#endif
+}
+__device__ inline unsigned warp_min_u32(unsigned value) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_min_sync(0xffffffffu, value);
+#else
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) value = min(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+#endif
+}
+
 // One token's choice by one warp, in place on its logits in shared memory: softmax into probabilities (a
-// chosen expert's then marked by -1), n_used rounds of a warp-wide best, then the renormalization.
+// chosen expert's then marked by -1), n_used rounds of a warp-wide best, then the renormalization. A round
+// takes each lane's best (ranks_before), then the warp's highest probability and the lowest expert holding
+// it: two reductions of 32-bit keys instead of a 10-shuffle tree of (probability, id) pairs, the routing
+// being 8 such rounds on the critical path of every layer. Probabilities are >= 0, so their bits order as
+// unsigned integers; key 0 means the lane has none left (all chosen, or NaN logits).
 __device__ void route_token(float* probabilities, int n_experts, int n_used, bool renormalize, int32_t* token_ids,
                             float* token_weights) {
   const int lane = threadIdx.x % kWarp;
@@ -66,12 +90,10 @@ __device__ void route_token(float* probabilities, int n_experts, int n_used, boo
       const float p = probabilities[e];
       if (p >= 0.0f && ranks_before(p, e, best, best_id)) best = p, best_id = e;
     }
-#pragma unroll
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-      const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-      const int other_id = __shfl_xor_sync(0xffffffffu, best_id, offset);
-      if (ranks_before(other, other_id, best, best_id)) best = other, best_id = other_id;
-    }
+    const unsigned key = best > 0.0f ? __float_as_uint(best) + 1u : best == 0.0f ? 1u : 0u;  // -0 as +0
+    const unsigned top = warp_max_u32(key);
+    best_id = static_cast<int>(warp_min_u32(top != 0u && key == top ? static_cast<unsigned>(best_id) : n_experts));
+    best = top != 0u ? __uint_as_float(top - 1u) : -1.0f;
     if (lane == 0) {
       token_ids[j] = best_id;
       token_weights[j] = best;
