@@ -162,6 +162,27 @@ TEST(BackendCuda, DecodeMatmulOfManyRowsMatchesTheCpuBackend) {
   }
 }
 
+// A decode block copies its weight rows to shared memory before its wait where they are 16-byte multiples that
+// fit beside the activations in one wave of blocks: IQ3 rows of 2048 values (880 and 784 bytes, decoded
+// through the shared grid tables) and Q4_K's (1152), with a last block holding fewer rows than its warps
+// (76 and 61 rows take one row per warp, 8 a block).
+TEST(BackendCuda, DecodeMatmulWithItsRowsInSharedMemoryMatchesTheCpuBackend) {
+  SKIP_WITHOUT_CUDA();
+  const int32_t n = 2048;
+  for (const uint32_t type_id : {kIQ3_S, kIQ3_XXS, kQ4_K}) {
+    for (const int32_t n_rows : {76, 61}) {
+      const HostWeight weight = make_weight(type_id, n, n_rows, 1, 60 + type_id + n_rows);
+      for (const int32_t n_tokens : {1, 8}) {
+        const auto x = random_floats(static_cast<size_t>(n_tokens * n), 61);
+        Pair pair;
+        expect_close(matmul(pair.cuda, weight, 0, x, n_tokens), matmul(pair.cpu, weight, 0, q8_rounded(x), n_tokens),
+                     1e-5, std::string(test_types().type(type_id).name) + ", " + std::to_string(n_rows) + " rows, " +
+                               std::to_string(n_tokens) + " tokens");
+      }
+    }
+  }
+}
+
 // 7 tokens of 6144 values round to 48384 bytes of shared memory: under the 48 KiB limit alone, over it next to
 // IQ3_S's 2 KiB of grid tables. Such a step must take the float kernel (unrounded activations), not fail
 // to launch.
