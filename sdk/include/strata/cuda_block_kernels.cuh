@@ -246,11 +246,13 @@ void launch_matvec_q8_rows(const uint8_t* weight, int64_t n, int64_t n_rows, siz
   const int rows = q8_rows_per_warp(n_rows, n, n_tokens, 1, 1, kMaxRowsPerWarp, shared_bytes, kernel_of);
   const auto kernel = kernel_of(rows);
   const auto grid = static_cast<unsigned>((n_rows + kQ8Warps * rows - 1) / (kQ8Warps * rows));
-  // The weight rows go to shared memory where they are copied 16 bytes at a time within the 48 KiB and every
-  // block is resident at once (so that each copies while the kernel before runs; an output head of 150k rows
-  // is many waves and keeps the L2 prefetch).
+  // The weight rows go to shared memory where the copy overlaps the kernel before (a programmatic launch:
+  // sm_90 and later), they are copied 16 bytes at a time within the 48 KiB, and every block is resident at
+  // once (an output head of 150k rows is many waves and keeps the L2 prefetch). Without the overlap the copy
+  // would only add a trip through shared memory.
   const size_t with_rows = q8_staged_weights_offset(n_tokens, n) + size_t{kQ8Warps} * rows * row_bytes;
-  const bool weights_to_shared = is_16_byte_aligned(weight) && row_bytes % 16 == 0 &&
+  const bool weights_to_shared = kernel_waits_for_previous(reinterpret_cast<const void*>(kernel)) &&
+                                 is_16_byte_aligned(weight) && row_bytes % 16 == 0 &&
                                  fits_shared_memory(reinterpret_cast<const void*>(kernel), with_rows) &&
                                  grid <= resident_blocks(reinterpret_cast<const void*>(kernel), with_rows);
   launch_after_previous(kernel, grid, kWarp * kQ8Warps, weights_to_shared ? with_rows : shared_bytes, stream, weight,
