@@ -41,22 +41,17 @@ __device__ void logits_to_shared(const float* row, int n_experts, float* to) {
   __syncwarp();
 }
 
-// The largest and the smallest of the warp's values: one redux.sync from sm_80, a shuffle tree before.
-__device__ inline unsigned warp_max_u32(unsigned value) {
+// The largest (kLargest) or the smallest of the warp's values: one redux.sync from sm_80, a shuffle tree before.
+template <bool kLargest>
+__device__ inline unsigned warp_extreme(unsigned value) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  return __reduce_max_sync(0xffffffffu, value);
+  return kLargest ? __reduce_max_sync(0xffffffffu, value) : __reduce_min_sync(0xffffffffu, value);
 #else
 #pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) value = max(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  return value;
-#endif
-}
-__device__ inline unsigned warp_min_u32(unsigned value) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  return __reduce_min_sync(0xffffffffu, value);
-#else
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) value = min(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    const unsigned other = __shfl_xor_sync(0xffffffffu, value, offset);
+    value = kLargest ? max(value, other) : min(value, other);
+  }
   return value;
 #endif
 }
@@ -91,8 +86,8 @@ __device__ void route_token(float* probabilities, int n_experts, int n_used, boo
       if (p >= 0.0f && ranks_before(p, e, best, best_id)) best = p, best_id = e;
     }
     const unsigned key = best > 0.0f ? __float_as_uint(best) + 1u : best == 0.0f ? 1u : 0u;  // -0 as +0
-    const unsigned top = warp_max_u32(key);
-    best_id = static_cast<int>(warp_min_u32(top != 0u && key == top ? static_cast<unsigned>(best_id) : n_experts));
+    const unsigned top = warp_extreme<true>(key);
+    best_id = static_cast<int>(warp_extreme<false>(top != 0u && key == top ? static_cast<unsigned>(best_id) : n_experts));
     best = top != 0u ? __uint_as_float(top - 1u) : -1.0f;
     if (lane == 0) {
       token_ids[j] = best_id;
