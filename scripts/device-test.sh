@@ -10,6 +10,9 @@
 #   --profile    with --bench: kernel times of a decode step (warm caches, own clocks), ncu's
 #                throughput/stall sections for a few decode kernels, and a prompt step's kernels under ncu
 #                (scripts/kernel-profile.py sums them by kernel)
+#   --source     with --bench: where in the code of one decode step's kernels warps stall (ncu's
+#                SourceCounters with the finest PC sampling, exported per SASS instruction with its stall
+#                reasons as CSV, compressed: ncu-decode-source.csv.gz; and the kernels' sections as text)
 #   --trace      with --bench: when each kernel of 16 decode steps ran, graphs and overlapped launches as they
 #                are (scripts/kernel-trace.cpp, a CUPTI injection library), summed per kernel by
 #                scripts/kernel-trace.py: each kernel's share of a step's critical path
@@ -21,14 +24,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device-common.sh
 
-sanitize=0 bench=0 profile=0 trace=0
+sanitize=0 bench=0 profile=0 trace=0 source=0
 for argument in "$@"; do
   case "$argument" in
     --sanitize) sanitize=1 ;;
     --bench) bench=1 ;;
     --profile) profile=1 ;;
     --trace) trace=1 ;;
-    *) echo "usage: $0 [--sanitize] [--bench [--profile] [--trace]]" >&2; exit 2 ;;
+    --source) source=1 ;;
+    *) echo "usage: $0 [--sanitize] [--bench [--profile] [--trace] [--source]]" >&2; exit 2 ;;
   esac
 done
 
@@ -87,6 +91,16 @@ if [ "$bench" = 1 ]; then
     ncu --metrics gpu__time_duration.sum --csv --launch-skip 0 --launch-count 3000 "$build/bin/strata" bench \
       --model "$model" --backend cuda -p 512 -n 0 -r 1 >"$logs/ncu-prompt.csv" 2>/dev/null || true
     python3 scripts/kernel-profile.py "$logs/ncu-prompt.csv" | tee "$logs/profile-prompt.txt"
+  fi
+  if [ "$source" = 1 ]; then
+    # One decode step's kernels of layer ~20 after 4 warm steps; the source page needs the report file.
+    ncu --section SourceCounters --section WarpStateStats --section LaunchStats --section Occupancy \
+      --sampling-interval 0 --import-source no --cache-control none --clock-control none \
+      -k 'regex:matvec|expert|rms_norm|attention|route' --launch-skip 1950 --launch-count 10 -f -o /tmp/decode-source \
+      "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 -n 8 -r 1 >"$logs/ncu-source.log" 2>&1 || true
+    ncu -i /tmp/decode-source.ncu-rep --print-summary none >"$logs/ncu-source-sections.txt" 2>&1 || true
+    ncu -i /tmp/decode-source.ncu-rep --page source --print-source sass --csv 2>&1 | gzip >"$logs/ncu-decode-source.csv.gz" || true
+    ls -la "$logs"
   fi
 fi
 exit "$status"
