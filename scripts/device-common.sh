@@ -34,3 +34,18 @@ traced() {
   shift 2
   CUDA_INJECTION64_PATH="$(realpath "$build")/libkernel-trace.so" STRATA_KERNEL_TRACE="$csv" "$@"
 }
+
+# source_profile BUILD MODEL LOG_DIR: where one decode step's kernels stall, per SASS instruction: ncu's
+# SourceCounters with the finest warp sampling (every 32 cycles) over ~10 decode kernels of layer ~20 after
+# 4 warm steps, exported as LOG_DIR/ncu-decode-source.csv.gz (the source page needs the report file), and
+# their sections as text in LOG_DIR/ncu-source-sections.txt.
+source_profile() {
+  local build=$1 model=$2 logs=$3
+  ncu --section SourceCounters --section WarpStateStats --section LaunchStats --section Occupancy \
+    --warp-sampling-interval 0 --import-source no --cache-control none --clock-control none \
+    -k 'regex:matvec|expert|rms_norm|attention|route' --launch-skip 1950 --launch-count 10 -f -o /tmp/decode-source \
+    "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 -n 8 -r 1 >/tmp/ncu-source.log 2>&1
+  tail -n 3 /tmp/ncu-source.log
+  ncu -i /tmp/decode-source.ncu-rep --print-summary none >"$logs/ncu-source-sections.txt" 2>&1
+  ncu -i /tmp/decode-source.ncu-rep --page source --print-source sass --csv 2>&1 | gzip >"$logs/ncu-decode-source.csv.gz"
+}

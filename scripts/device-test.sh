@@ -92,15 +92,6 @@ if [ "$bench" = 1 ]; then
       --model "$model" --backend cuda -p 512 -n 0 -r 1 >"$logs/ncu-prompt.csv" 2>/dev/null || true
     python3 scripts/kernel-profile.py "$logs/ncu-prompt.csv" | tee "$logs/profile-prompt.txt"
   fi
-  if [ "$source" = 1 ]; then
-    # One decode step's kernels of layer ~20 after 4 warm steps; the source page needs the report file.
-    ncu --section SourceCounters --section WarpStateStats --section LaunchStats --section Occupancy \
-      --sampling-interval 0 --import-source no --cache-control none --clock-control none \
-      -k 'regex:matvec|expert|rms_norm|attention|route' --launch-skip 1950 --launch-count 10 -f -o /tmp/decode-source \
-      "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 -n 8 -r 1 >"$logs/ncu-source.log" 2>&1 || true
-    ncu -i /tmp/decode-source.ncu-rep --print-summary none >"$logs/ncu-source-sections.txt" 2>&1 || true
-    ncu -i /tmp/decode-source.ncu-rep --page source --print-source sass --csv 2>&1 | gzip >"$logs/ncu-decode-source.csv.gz" || true
-    ls -la "$logs"
-  fi
+  [ "$source" = 1 ] && source_profile "$build" "$model" "$logs"
 fi
 exit "$status"

@@ -6,6 +6,8 @@
 # scripts/kernel-trace.py. Each patch is reverted before the next; a patch touching an SDK header rebuilds
 # every plugin twice (applied, then reverted): ~1.5 min each on 16 cores, so keep such variants few.
 #   --prompt      also pp512 for each
+#   --source      also where the base tree's decode kernels stall per instruction (source_profile in
+#                 scripts/device-common.sh: $OUT/ncu-decode-source.csv.gz, $OUT/ncu-source-sections.txt)
 #   --stack       applies the patches one on top of the other, never reverted (each measured with those
 #                 before it: for a branch's commits, `git diff a b` each), which saves the rebuilds of reverts
 #   TESTS=filter  also runs strata_tests --gtest_filter=filter for each patch (the CUDA suite: ~90 s)
@@ -16,10 +18,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device-common.sh
-prompt=0 stack=0
-while [ "${1:-}" = --prompt ] || [ "${1:-}" = --stack ]; do
-  [ "$1" = --prompt ] && prompt=1
-  [ "$1" = --stack ] && stack=1
+prompt=0 stack=0 source=0
+while [[ "${1:-}" == --* ]]; do
+  case "$1" in
+    --prompt) prompt=1 ;;
+    --stack) stack=1 ;;
+    --source) source=1 ;;
+    *) echo "usage: $0 [--prompt] [--stack] [--source] patch..." >&2; exit 2 ;;
+  esac
   shift
 done
 build=${STRATA_DEVICE_BUILD:-build-device}
@@ -43,6 +49,7 @@ measure() {
 }
 
 measure base
+[ "$source" = 1 ] && timeout 240 bash -c "source scripts/device-common.sh; source_profile '$build' '$model' '$out'"
 for patch in "$@"; do
   name=$(basename "$patch" .patch)
   if ! patch -p1 --dry-run <"$patch" >/dev/null; then echo "$name: does not apply" >"$out/$name.txt"; continue; fi
