@@ -47,5 +47,7 @@ source_profile() {
     "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 -n 8 -r 1 >/tmp/ncu-source.log 2>&1
   tail -n 3 /tmp/ncu-source.log
   ncu -i /tmp/decode-source.ncu-rep --print-summary none >"$logs/ncu-source-sections.txt" 2>&1
-  ncu -i /tmp/decode-source.ncu-rep --page source --print-source sass --csv 2>&1 | gzip >"$logs/ncu-decode-source.csv.gz"
+  ncu -i /tmp/decode-source.ncu-rep --page source --print-source sass --csv >/tmp/decode-source.csv 2>&1 ||
+    ncu -i /tmp/decode-source.ncu-rep --page source --csv >/tmp/decode-source.csv 2>&1
+  gzip <(cat /tmp/ncu-source.log /tmp/decode-source.csv) -c >"$logs/ncu-decode-source.csv.gz"
 }
