@@ -114,11 +114,12 @@ __global__ void route_kernel(const float* logits, int n_experts, int n_used, boo
               weights + int64_t{token} * n_used);
 }
 
-// sums[t] += w . (float4 i of token t's row of x), for the step's tokens.
+// sums[t] += w . (float4 i of token t's row of x), for the step's tokens (at most kTokens).
+template <int kTokens>
 __device__ inline void add_products(float4 w, const float4* x, int row_vectors, int i, int n_tokens,
-                                    float (&sums)[kMaxMatvecTokens]) {
+                                    float (&sums)[kTokens]) {
 #pragma unroll
-  for (int t = 0; t < kMaxMatvecTokens; ++t) {
+  for (int t = 0; t < kTokens; ++t) {
     if (t < n_tokens) {
       const float4 v = x[t * row_vectors + i];
       sums[t] += w.x * v.x + w.y * v.y + w.z * v.z + w.w * v.w;
@@ -144,13 +145,15 @@ __device__ inline void start_router_row(const float4* row, int row_vectors, bool
   }
 }
 
-// A warp's logits of its router row for the step's tokens (x: their rows of row_vectors float4s), stored at
-// (token, expert) of each out (one or two of them, the other nullptr), a row of n_experts per token.
+// A warp's logits of its router row for the step's tokens (x: their rows of row_vectors float4s, at most
+// kTokens), stored at (token, expert) of each out (one or two of them, the other nullptr), a row of n_experts
+// per token.
+template <int kTokens>
 __device__ inline void router_row_logits(const float4* row, int row_vectors, const float4 (&early)[kRouterVectorsEarly],
                                          const float4* x, int n_tokens, int n_experts, int expert, float* out,
                                          float* out2) {
   const int lane = threadIdx.x % kWarp;
-  float sums[kMaxMatvecTokens] = {};
+  float sums[kTokens] = {};
 #pragma unroll
   for (int u = 0; u < kRouterVectorsEarly; ++u) {
     const int i = lane + u * kWarp;
@@ -168,7 +171,7 @@ __device__ inline void router_row_logits(const float4* row, int row_vectors, con
     }
   }
 #pragma unroll
-  for (int t = 0; t < kMaxMatvecTokens; ++t) {
+  for (int t = 0; t < kTokens; ++t) {
     if (t >= n_tokens) break;
     const float sum = sdk::cuda::warp_sum(sums[t]);
     if (lane != 0) continue;
@@ -195,8 +198,8 @@ __global__ void __launch_bounds__(kRouterWarps* kWarp)
   start_router_row(row, row_vectors, has_row, early);
   sdk::cuda::wait_for_previous_kernel();
   if (has_row) {
-    router_row_logits(row, row_vectors, early, reinterpret_cast<const float4*>(x), n_tokens, n_experts, expert,
-                      logits, nullptr);
+    router_row_logits<kMaxMatvecTokens>(row, row_vectors, early, reinterpret_cast<const float4*>(x), n_tokens,
+                                        n_experts, expert, logits, nullptr);
   }
 
   // The last block to arrive sees every block's logits: each thread's stores are fenced before its block
@@ -227,9 +230,13 @@ __global__ void __launch_bounds__(kRouterWarps* kWarp)
 // cluster's first block (distributed shared memory) as well as to logits, and after one cluster barrier that
 // block's warps route the tokens in place there, a warp per token. No fence, no block counter and no trip of
 // the logits through L2: what the last-block scheme above pays on the critical path of every layer.
+// kTokens is the most tokens an instance takes: decode steps of one token take an instance of a third of the
+// code (28 KB of sm_90 code instead of 73 with 8 guarded tokens in every loop), whose instructions a step
+// fetches afresh in every layer.
 constexpr int kClusterBlocks = 16;
 constexpr int kClusterWarps = 8;
 
+template <int kTokens>
 __global__ void __launch_bounds__(kClusterWarps* kWarp)
     route_experts_cluster_kernel(const float* router, int n, int n_experts, const float* x, int n_tokens, int n_used,
                                  bool renormalize, float* logits, int32_t* ids, float* weights) {
@@ -261,7 +268,7 @@ __global__ void __launch_bounds__(kClusterWarps* kWarp)
   for (int expert = first_expert; expert < n_experts; expert += kRowsAtOnce) {
     const float4* row = router_rows + int64_t{expert} * row_vectors;
     if (expert != first_expert) start_router_row(row, row_vectors, true, early);
-    router_row_logits(row, row_vectors, early, step_x, n_tokens, n_experts, expert, first_block_logits, logits);
+    router_row_logits<kTokens>(row, row_vectors, early, step_x, n_tokens, n_experts, expert, first_block_logits, logits);
   }
   cluster.sync();  // the logits are in the first block's shared memory
   if (cluster.block_rank() != 0) return;
@@ -279,12 +286,13 @@ size_t cluster_shared_bytes(int64_t n, int32_t n_tokens, int32_t n_experts) {
 
 // Whether this device runs route_experts_cluster_kernel: built for it (from sm_90 PTX or later) and able
 // to hold a cluster of kClusterBlocks with the most shared memory a step may give it. Asked once per device.
+template <int kTokens>
 bool cluster_kernel_ready() {
-  const auto* kernel = reinterpret_cast<const void*>(route_experts_cluster_kernel);
+  const auto* kernel = reinterpret_cast<const void*>(route_experts_cluster_kernel<kTokens>);
   if (!sdk::cuda::kernel_waits_for_previous(kernel)) return false;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return false;
-  return sdk::cuda::asked_once<int, bool>(device, [kernel] {
+  return sdk::cuda::asked_once<std::pair<const void*, int>, bool>({kernel, device}, [kernel] {
     cudaLaunchAttribute cluster{};
     cluster.id = cudaLaunchAttributeClusterDimension;
     cluster.val.clusterDim = {kClusterBlocks, 1, 1};
@@ -306,10 +314,26 @@ bool cluster_kernel_ready() {
 // Whether the cluster kernel takes a step that fits_one_kernel: a device that runs it, and x and logits
 // within the 48 KiB a block gets without opting in, next to the kernel's static shared memory (a decode
 // step of a 2048-wide model: 8.5 KiB).
+template <int kTokens>
 bool fits_cluster_kernel(int64_t n, int32_t n_tokens, int32_t n_experts) {
-  return sdk::cuda::fits_shared_memory(reinterpret_cast<const void*>(route_experts_cluster_kernel),
+  return sdk::cuda::fits_shared_memory(reinterpret_cast<const void*>(route_experts_cluster_kernel<kTokens>),
                                        cluster_shared_bytes(n, n_tokens, n_experts)) &&
-         cluster_kernel_ready();
+         cluster_kernel_ready<kTokens>();
+}
+
+// route_experts_cluster_kernel for the step's tokens (as many as kTokens), if it takes the step; whether it did.
+template <int kTokens>
+bool launch_cluster_kernel(strata_backend& instance, const strata_weight& router, const sdk::MatmulOperands& product,
+                           int32_t n_tokens, int32_t n_experts, int32_t n_used, bool renormalize,
+                           const sdk::RouteOperands& choice) {
+  if (!fits_cluster_kernel<kTokens>(router.ne0, n_tokens, n_experts)) return false;
+  sdk::cuda::launch_after_previous_in_clusters(
+      kClusterBlocks, route_experts_cluster_kernel<kTokens>, kClusterBlocks, kClusterWarps * kWarp,
+      cluster_shared_bytes(router.ne0, n_tokens, n_experts), instance.stream,
+      reinterpret_cast<const float*>(router.matrix(0)), static_cast<int>(router.ne0), n_experts, product.x, n_tokens,
+      n_used, renormalize, product.out, choice.ids, choice.weights);
+  check_launch("route_experts");
+  return true;
 }
 
 // Whether route_experts' one kernel takes this router and step (it reads rows as float4).
@@ -364,13 +388,9 @@ void route_experts(strata_backend* backend, const strata_buffer* x, const strata
   const sdk::RouteOperands choice = sdk::route_operands(logits, n_tokens, n_experts, n_used, routing, ids, weights);
   const auto* router_values = reinterpret_cast<const float*>(weight.matrix(0));
   const bool renormalize = routing == STRATA_ROUTING_SOFTMAX_TOPK_NORM;
-  if (fits_cluster_kernel(weight.ne0, n_tokens, n_experts)) {
-    sdk::cuda::launch_after_previous_in_clusters(kClusterBlocks, route_experts_cluster_kernel, kClusterBlocks,
-                                                 kClusterWarps * kWarp,
-                                                 cluster_shared_bytes(weight.ne0, n_tokens, n_experts), instance.stream,
-                                                 router_values, static_cast<int>(weight.ne0), n_experts, product.x,
-                                                 n_tokens, n_used, renormalize, product.out, choice.ids, choice.weights);
-    check_launch("route_experts");
+  if (n_tokens == 1 ? launch_cluster_kernel<1>(instance, weight, product, n_tokens, n_experts, n_used, renormalize, choice)
+                    : launch_cluster_kernel<kMaxMatvecTokens>(instance, weight, product, n_tokens, n_experts, n_used,
+                                                              renormalize, choice)) {
     return;
   }
   sdk::cuda::launch_after_previous(route_experts_kernel, blocks_for(n_experts, kRouterWarps), kRouterWarps * kWarp,
