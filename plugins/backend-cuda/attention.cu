@@ -167,11 +167,15 @@ struct SplitStates {
 // bytes (each prepares the key from the same inputs with the same operations), so whichever write lands
 // last, each block reads back its own row after its barrier; formally a race of identical values, which
 // memcheck does not flag and racecheck (shared memory only) does not cover.
-template <int kRun, bool kSplit>
+// An instance per cache type (kInt8: the views hold levels and scales, else halves) holds only that type's
+// loads: a decode step runs the kernel once per layer between others, so its code is fetched afresh each
+// time, and both types' paths in every loop made 135 KB of it for head_dim 128.
+template <int kRun, bool kSplit, bool kInt8>
 __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     attention_kernel(KvView keys, KvView values, const float* q, const float* k, const float* v, HeadPrep prep,
                      bool store, const int32_t* positions, AttentionOutput out, SplitStates states, int layer,
                      int n_head, int n_head_kv, int n_ctx, float scale) {
+  __builtin_assume((keys.halves == nullptr) == kInt8 && (values.halves == nullptr) == kInt8);
   sdk::cuda::let_next_kernel_launch();
   __shared__ float warp_max[kAttentionWarps], warp_sum_shared[kAttentionWarps];
   __shared__ float warp_acc[kAttentionWarps][kMaxValuesPerLane * kWarp];
@@ -307,11 +311,19 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
 }
 
 // The attention kernel for a head size: kRun values per lane where head_dim is 32 * kRun, else a value at a time.
-template <bool kSplit>
-auto attention_kernel_for(int head_dim) {
+template <bool kSplit, bool kInt8>
+auto attention_kernel_of_cache(int head_dim) {
   const int run = head_dim % kWarp != 0 ? 0 : head_dim / kWarp;
-  return run == 8 ? attention_kernel<8, kSplit> : run == 4 ? attention_kernel<4, kSplit>
-       : run == 2 ? attention_kernel<2, kSplit> : run == 1 ? attention_kernel<1, kSplit> : attention_kernel<0, kSplit>;
+  return run == 8   ? attention_kernel<8, kSplit, kInt8>
+         : run == 4 ? attention_kernel<4, kSplit, kInt8>
+         : run == 2 ? attention_kernel<2, kSplit, kInt8>
+         : run == 1 ? attention_kernel<1, kSplit, kInt8>
+                    : attention_kernel<0, kSplit, kInt8>;
+}
+
+template <bool kSplit>
+auto attention_kernel_for(int head_dim, bool int8_cache) {
+  return int8_cache ? attention_kernel_of_cache<kSplit, true>(head_dim) : attention_kernel_of_cache<kSplit, false>(head_dim);
 }
 
 }  // namespace
@@ -399,6 +411,7 @@ void launch_attention(strata_backend& instance, strata_kv_cache& kv, const strat
   const AttentionOutput output{operands.out, round ? out.rounded_levels() : nullptr,
                                round ? out.rounded_scales() : nullptr};
   const auto pairs = static_cast<unsigned>(n_tokens * p.n_head);
+  const bool int8_cache = keys.halves == nullptr;
   const auto attend = [&](auto kernel, dim3 grid, const SplitStates& states) {
     sdk::cuda::launch_after_previous(kernel, grid, kWarp * kAttentionWarps, 0, instance.stream, keys, values,
                                      operands.q, operands.k, operands.v, prep, store_in_attention, positions, output,
@@ -408,10 +421,10 @@ void launch_attention(strata_backend& instance, strata_kv_cache& kv, const strat
   // Larger steps (prompts the tiled kernel refused) have blocks enough, and their states would not fit.
   SplitStates states = position_splits(kv.config.n_ctx);
   if (n_tokens >= kPromptAttentionMinTokens || states.n_splits == 1) {
-    attend(attention_kernel_for<false>(p.head_dim), dim3(pairs), SplitStates{});
+    attend(attention_kernel_for<false>(p.head_dim, int8_cache), dim3(pairs), SplitStates{});
   } else {
     states.rows = split_state_rows(instance, p);
-    attend(attention_kernel_for<true>(p.head_dim), dim3(pairs, static_cast<unsigned>(states.n_splits)), states);
+    attend(attention_kernel_for<true>(p.head_dim, int8_cache), dim3(pairs, static_cast<unsigned>(states.n_splits)), states);
     sdk::cuda::launch_after_previous(combine_splits_kernel, pairs, kWarp * kAttentionWarps, 0, instance.stream, states,
                                      positions, output, p.n_head, p.head_dim);
     check_launch("attention split combine");
