@@ -240,7 +240,10 @@ template <class Decoder>
 void launch_matvec_q8_rows(const uint8_t* weight, int64_t n, int64_t n_rows, size_t row_bytes, const float* x,
                            const int8_t* levels, const float* scales, int64_t n_tokens, float* out, size_t shared_bytes,
                            cudaStream_t stream) {
-  const auto kernel_of = [](int rows) {
+  const auto kernel_of = [n_tokens](int rows) {
+    if (n_tokens == 1) {
+      return rows == 4 ? matvec_q8_kernel<Decoder, 4, 1> : rows == 2 ? matvec_q8_kernel<Decoder, 2, 1> : matvec_q8_kernel<Decoder, 1, 1>;
+    }
     return rows == 4 ? matvec_q8_kernel<Decoder, 4> : rows == 2 ? matvec_q8_kernel<Decoder, 2> : matvec_q8_kernel<Decoder, 1>;
   };
   const int rows = q8_rows_per_warp(n_rows, n, n_tokens, 1, 1, kMaxRowsPerWarp, shared_bytes, kernel_of);

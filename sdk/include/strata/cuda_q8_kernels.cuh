@@ -170,11 +170,13 @@ __device__ inline void unpack_group(const uint8_t* row, int g, int32_t levels[8]
 // With weights_to_shared the block copies its rows (contiguous: kQ8Warps * kRows of them) into its shared
 // memory after the activations while the kernel before it still runs, and the warps decode from there:
 // after the wait only the activations come from L2. Without, each warp asks L2 for its rows.
-template <class Decoder, int kRows>
+// kTokens is the most tokens the instance takes: decode steps of one token take an instance without the
+// guarded paths of the others (the code of a kernel that runs once per layer is fetched afresh each time).
+template <class Decoder, int kRows, int kTokens = kMaxMatvecTokens / kRows>
 __global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 3 : kRows == 2 ? 2 : 1)
     matvec_q8_kernel(const uint8_t* weight, int n, int64_t n_rows, size_t row_bytes, const float* x,
                      const int8_t* x_levels, const float* x_scales, int n_tokens, float* out, bool weights_to_shared) {
-  constexpr int kTokens = kMaxMatvecTokens / kRows;  // the launcher passes at most this many
+  static_assert(kTokens * kRows <= kMaxMatvecTokens);
   let_next_kernel_launch();
   const int lane = threadIdx.x % kWarp;
   const int64_t block_first_row = blockIdx.x * int64_t{kQ8Warps * kRows};
