@@ -76,8 +76,12 @@ void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata
   weight->host = &deref(static_cast<const std::byte*>(checked.data), "weight data");
   const size_t bytes = weight->row_bytes * static_cast<size_t>(checked.ne1 * checked.ne2);
   weight->device = instance.budget.allocate(bytes, "weight " + name + " (" + type->name + ")");
-  // A synchronous copy: the host bytes may be an mmap-ed file that is touched here for the first time.
-  check(cudaMemcpy(weight->device.get(), weight->host, bytes, cudaMemcpyHostToDevice), "uploading weight " + name);
+  // Waited for here: the host bytes may be an mmap-ed file touched for the first time, and a copy from pageable
+  // memory returns once the bytes are staged, before they land (cudaMemcpy too, on the legacy stream, which
+  // the backend's non-blocking streams do not wait for): a kernel right after could read part of the old bytes.
+  check(cudaMemcpyAsync(weight->device.get(), weight->host, bytes, cudaMemcpyHostToDevice, instance.stream),
+        "uploading weight " + name);
+  check(cudaStreamSynchronize(instance.stream), "uploading weight " + name);
   *out = weight.release();
 }
 
