@@ -19,7 +19,10 @@
 # The reference data (models, logits, tokens) is read from $STRATA_REFERENCE_DIR, default .ref/ in the
 # checkout (a copy of ../shared/reference/{models,logits,dequant,tokens-a.txt}; the folder is ignored).
 # Environment: STRATA_CUDA_ARCHS (default 90), STRATA_BUILD_JOBS (default: all cores), STRATA_DEVICE_BUILD
-# (the build folder, default build-device), OUT (a folder for logs, when set).
+# (the build folder, default build-device), OUT (a folder for the results, when set).
+# $OUT receives at most 6 files (a device call brings back 8): tests.log (plugins, the CUDA tests, the large
+# model's), sanitize.log, bench.txt (with the trace's summary), profile.txt and, with --source,
+# ncu-decode-source.csv.gz and ncu-source-sections.txt; build logs and raw CSVs stay in the build folder's logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device-common.sh
@@ -38,42 +41,49 @@ done
 
 build=${STRATA_DEVICE_BUILD:-build-device}
 reference=${STRATA_REFERENCE_DIR:-$PWD/.ref}
-logs=${OUT:-$build/logs}
-mkdir -p "$logs"
+results=${OUT:-$build/results}
+logs=$build/logs
+mkdir -p "$results" "$logs"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 configure_and_build "$build" "$reference" "$logs" || exit 1
 
 status=0
-"$build/bin/strata" plugins | tee "$logs/plugins.txt"
-"$build/bin/strata_tests" --gtest_filter='*BackendCuda*:*ReferenceLogits*' 2>&1 | tee "$logs/tests.log" |
-  grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|mean KL|Failure|error' || true
-grep -q '^\[  PASSED  \]' "$logs/tests.log" && ! grep -q '^\[  FAILED  \]' "$logs/tests.log" || status=1
+# passed LOG: whether a gtest run's log says it passed with no failure.
+passed() { grep -q '^\[  PASSED  \]' "$1" && ! grep -q '^\[  FAILED  \]' "$1"; }
+"$build/bin/strata" plugins | tee "$results/tests.log"
+"$build/bin/strata_tests" --gtest_filter='*BackendCuda*:*ReferenceLogits*' >"$logs/tests.log" 2>&1 || true
+cat "$logs/tests.log" >>"$results/tests.log"
+grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|mean KL|Failure|error' "$logs/tests.log" || true
+passed "$logs/tests.log" || status=1
 
 if [ "$sanitize" = 1 ]; then
   compute-sanitizer --tool memcheck --error-exitcode 1 "$build/bin/strata_tests" \
-    --gtest_filter='*BackendCuda*:-*ReferenceLogits*' >"$logs/memcheck.log" 2>&1 || status=1
-  tail -n 5 "$logs/memcheck.log"
+    --gtest_filter='*BackendCuda*:-*ReferenceLogits*' >"$results/sanitize.log" 2>&1 || status=1
+  tail -n 5 "$results/sanitize.log"
   # The attention kernels share K/V tiles and softmax state between warps through shared memory.
   compute-sanitizer --tool racecheck --error-exitcode 1 "$build/bin/strata_tests" \
     --gtest_filter='*BackendCudaAttention*' >"$logs/racecheck.log" 2>&1 || status=1
+  cat "$logs/racecheck.log" >>"$results/sanitize.log"
   tail -n 2 "$logs/racecheck.log"
 fi
 
 if [ "$bench" = 1 ]; then
   model=/tmp/strata-qwen3-30b-a3b-iq3_s.gguf
   synth_bench_model "$build" "$model" "$logs/synth.log"
-  STRATA_TEST_LARGE_MODEL="$model" "$build/bin/strata_tests" --gtest_filter='*LargeModel*' 2>&1 |
-    tee "$logs/large-model.log" | grep -E '^\[  (FAILED|PASSED|SKIPPED) |mean KL|Failure' || true
-  grep -q '^\[  PASSED  \]' "$logs/large-model.log" && ! grep -q '^\[  FAILED  \]' "$logs/large-model.log" || status=1
-  "$build/bin/strata" bench --model "$model" --backend cuda 2>&1 | tee "$logs/bench.txt"
-  "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 2>&1 | tee -a "$logs/bench.txt"
-  "$build/bin/strata" bench --model "$model" --backend cuda -p 0 -d 4096 16384 2>&1 | tee -a "$logs/bench.txt"
+  STRATA_TEST_LARGE_MODEL="$model" "$build/bin/strata_tests" --gtest_filter='*LargeModel*' >"$logs/large-model.log" 2>&1 || true
+  cat "$logs/large-model.log" >>"$results/tests.log"
+  grep -E '^\[  (FAILED|PASSED|SKIPPED) |mean KL|Failure' "$logs/large-model.log" || true
+  passed "$logs/large-model.log" || status=1
+  bench=$results/bench.txt
+  "$build/bin/strata" bench --model "$model" --backend cuda 2>&1 | tee "$bench"
+  "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 2>&1 | tee -a "$bench"
+  "$build/bin/strata" bench --model "$model" --backend cuda -p 0 -d 4096 16384 2>&1 | tee -a "$bench"
   if [ "$trace" = 1 ]; then
     build_kernel_tracer "$build"
     traced "$build" "$logs/trace-decode.csv" "$build/bin/strata" bench --model "$model" --backend cuda -p 0 -n 16 \
-      -r 1 2>&1 | tee -a "$logs/bench.txt"
-    python3 scripts/kernel-trace.py "$logs/trace-decode.csv" | tee "$logs/trace-decode.txt"
+      -r 1 2>&1 | tee -a "$bench"
+    python3 scripts/kernel-trace.py "$logs/trace-decode.csv" | tee -a "$bench"
   fi
   if [ "$profile" = 1 ]; then
     # Kernel times of about one decode step, op by op, with warm caches and the card's own clocks (ncu by
@@ -81,17 +91,17 @@ if [ "$bench" = 1 ]; then
     ncu --metrics gpu__time_duration.sum --csv --cache-control none --clock-control none --launch-skip 4000 \
       --launch-count 700 "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 -n 16 -r 1 \
       >"$logs/ncu-decode.csv" 2>/dev/null || true
-    python3 scripts/kernel-profile.py "$logs/ncu-decode.csv" | tee "$logs/profile-decode.txt"
+    python3 scripts/kernel-profile.py "$logs/ncu-decode.csv" | tee "$results/profile.txt"
     # Why the largest decode kernels are slow: ncu's throughput, occupancy and stall sections for a few, and
     # where in their code the warps stall (SourceCounters: the instructions with the most stall samples).
     ncu --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
       --section SourceCounters -k 'regex:matvec|expert|rms_norm|attention|route' --launch-skip 2000 \
       --launch-count 14 "$build/bin/strata" bench \
-      --model "$model" --backend cuda --no-graphs -p 0 -n 8 -r 1 >"$logs/ncu-decode-details.txt" 2>&1 || true
+      --model "$model" --backend cuda --no-graphs -p 0 -n 8 -r 1 >>"$results/profile.txt" 2>&1 || true
     ncu --metrics gpu__time_duration.sum --csv --launch-skip 0 --launch-count 3000 "$build/bin/strata" bench \
       --model "$model" --backend cuda -p 512 -n 0 -r 1 >"$logs/ncu-prompt.csv" 2>/dev/null || true
-    python3 scripts/kernel-profile.py "$logs/ncu-prompt.csv" | tee "$logs/profile-prompt.txt"
+    python3 scripts/kernel-profile.py "$logs/ncu-prompt.csv" | tee -a "$results/profile.txt"
   fi
-  [ "$source" = 1 ] && source_profile "$build" "$model" "$logs"
+  [ "$source" = 1 ] && source_profile "$build" "$model" "$results"
 fi
 exit "$status"
