@@ -10,9 +10,9 @@
 #   --profile    with --bench: kernel times of a decode step (warm caches, own clocks), ncu's
 #                throughput/stall sections for a few decode kernels, and a prompt step's kernels under ncu
 #                (scripts/kernel-profile.py sums them by kernel)
-#   --source     with --bench: where in the code of one decode step's kernels warps stall (ncu's
-#                SourceCounters with the finest PC sampling, exported per SASS instruction with its stall
-#                reasons as CSV, compressed: ncu-decode-source.csv.gz; and the kernels' sections as text)
+#   --source     with --bench (alone it does nothing): where in the code of one decode step's kernels warps
+#                stall (ncu's SourceCounters with the finest PC sampling, exported per SASS instruction with its
+#                stall reasons as CSV, compressed: ncu-decode-source.csv.gz; and the kernels' sections as text)
 #   --trace      with --bench: when each kernel of 16 decode steps ran, graphs and overlapped launches as they
 #                are (scripts/kernel-trace.cpp, a CUPTI injection library), summed per kernel by
 #                scripts/kernel-trace.py: each kernel's share of a step's critical path
@@ -75,15 +75,15 @@ if [ "$bench" = 1 ]; then
   cat "$logs/large-model.log" >>"$results/tests.log"
   grep -E '^\[  (FAILED|PASSED|SKIPPED) |mean KL|Failure' "$logs/large-model.log" || true
   passed "$logs/large-model.log" || status=1
-  bench=$results/bench.txt
-  "$build/bin/strata" bench --model "$model" --backend cuda 2>&1 | tee "$bench"
-  "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 2>&1 | tee -a "$bench"
-  "$build/bin/strata" bench --model "$model" --backend cuda -p 0 -d 4096 16384 2>&1 | tee -a "$bench"
+  bench_log=$results/bench.txt
+  "$build/bin/strata" bench --model "$model" --backend cuda 2>&1 | tee "$bench_log"
+  "$build/bin/strata" bench --model "$model" --backend cuda --no-graphs -p 0 2>&1 | tee -a "$bench_log"
+  "$build/bin/strata" bench --model "$model" --backend cuda -p 0 -d 4096 16384 2>&1 | tee -a "$bench_log"
   if [ "$trace" = 1 ]; then
     build_kernel_tracer "$build"
     traced "$build" "$logs/trace-decode.csv" "$build/bin/strata" bench --model "$model" --backend cuda -p 0 -n 16 \
-      -r 1 2>&1 | tee -a "$bench"
-    python3 scripts/kernel-trace.py "$logs/trace-decode.csv" | tee -a "$bench"
+      -r 1 2>&1 | tee -a "$bench_log"
+    python3 scripts/kernel-trace.py "$logs/trace-decode.csv" | tee -a "$bench_log"
   fi
   if [ "$profile" = 1 ]; then
     # Kernel times of about one decode step, op by op, with warm caches and the card's own clocks (ncu by

@@ -187,19 +187,25 @@ TEST(BackendCuda, DecodeMatmulWithItsRowsInSharedMemoryMatchesTheCpuBackend) {
 // bytes are staged, and on the legacy stream (which the backend's non-blocking streams do not wait for) a
 // kernel could read the end of the matrix before it landed, there the bytes of a weight freed just before
 // (one did, in a route test). Each round loads 32 MiB of a new value into memory the last round's backend
-// freed and multiplies at once; every row's sum of 2048 equal values is exact in float.
+// freed and multiplies at once (its input and output made before the load, so that no allocation or copy
+// comes between); every row's sum of 2048 equal values is exact in float.
 TEST(BackendCuda, AKernelRightAfterALoadSeesTheWholeWeight) {
   SKIP_WITHOUT_CUDA();
   const int32_t n = 2048, n_rows = 4096;
-  const std::vector<float> ones(n, 1.0f);
-  for (int round = 1; round <= 4; ++round) {
+  for (int round = 1; round <= 8; ++round) {
     const auto value = static_cast<float>(round);
     HostWeight weight{kF32, n, n_rows, 1, std::vector<uint8_t>(size_t{n} * n_rows * sizeof(float)),
                       std::vector<float>(size_t{n} * n_rows, value)};
     std::memcpy(weight.bytes.data(), weight.decoded.data(), weight.bytes.size());
     Backend cuda(*cuda_plugin().table);
-    const std::vector<float> out = matmul(cuda, weight, 0, ones, 1);
-    const auto stale = std::count_if(out.begin(), out.end(), [&](float sum) { return sum != value * n; });
+    strata_buffer* input = cuda.upload(std::vector<float>(n, 1.0f));
+    strata_buffer* out = cuda.alloc_floats(n_rows);
+    strata_weight* loaded = cuda.load(weight);
+    cuda.run("matmul", [&](strata_backend* b, strata_error* e) {
+      return cuda.table().matmul(b, loaded, 0, input, 1, nullptr, out, e);
+    });
+    const std::vector<float> sums = cuda.read(out, n_rows);
+    const auto stale = std::count_if(sums.begin(), sums.end(), [&](float sum) { return sum != value * n; });
     EXPECT_EQ(stale, 0) << "round " << round << ": rows whose sum is not " << value * n;
   }
 }

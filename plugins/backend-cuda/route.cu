@@ -285,7 +285,8 @@ size_t cluster_shared_bytes(int64_t n, int32_t n_tokens, int32_t n_experts) {
 }
 
 // Whether this device runs route_experts_cluster_kernel: built for it (from sm_90 PTX or later) and able
-// to hold a cluster of kClusterBlocks with the most shared memory a step may give it. Asked once per device.
+// to hold a cluster of kClusterBlocks with the most shared memory a step may give it. Asked once per instance
+// and device.
 template <int kTokens>
 bool cluster_kernel_ready() {
   const auto* kernel = reinterpret_cast<const void*>(route_experts_cluster_kernel<kTokens>);
