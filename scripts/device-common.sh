@@ -35,10 +35,11 @@ traced() {
   CUDA_INJECTION64_PATH="$(realpath "$build")/libkernel-trace.so" STRATA_KERNEL_TRACE="$csv" "$@"
 }
 
-# source_profile BUILD MODEL LOG_DIR (never fails: what ncu said is in the files): where one decode step's kernels stall, per SASS instruction: ncu's
-# SourceCounters with the finest warp sampling (every 32 cycles) over 10 consecutive decode kernels (one
-# layer's, a few steps in: the skip counts the kernels the filter matches), exported as LOG_DIR/ncu-decode-source.csv.gz (the source page needs the report file), and
-# their sections as text in LOG_DIR/ncu-source-sections.txt.
+# source_profile BUILD MODEL LOG_DIR (never fails: what ncu said is in the files): where one decode step's
+# kernels stall, per SASS instruction: ncu's SourceCounters with the finest warp sampling (every 32 cycles)
+# over 10 consecutive decode kernels (one layer's, a few steps in: the skip counts the kernels the filter
+# matches), exported as LOG_DIR/ncu-decode-source.csv.gz (the source page needs the report file), and their
+# sections as text in LOG_DIR/ncu-source-sections.txt.
 source_profile() {
   local build=$1 model=$2 logs=$3
   ncu --section SourceCounters --section WarpStateStats --section LaunchStats --section Occupancy \
@@ -49,5 +50,5 @@ source_profile() {
   ncu -i /tmp/decode-source.ncu-rep --print-summary none >"$logs/ncu-source-sections.txt" 2>&1 || true
   ncu -i /tmp/decode-source.ncu-rep --page source --print-source sass --csv >/tmp/decode-source.csv 2>&1 ||
     ncu -i /tmp/decode-source.ncu-rep --page source --csv >/tmp/decode-source.csv 2>&1 || true
-  gzip <(cat /tmp/ncu-source.log /tmp/decode-source.csv) -c >"$logs/ncu-decode-source.csv.gz"
+  cat /tmp/ncu-source.log /tmp/decode-source.csv 2>/dev/null | gzip >"$logs/ncu-decode-source.csv.gz" || true
 }

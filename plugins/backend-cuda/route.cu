@@ -322,17 +322,17 @@ bool fits_cluster_kernel(int64_t n, int32_t n_tokens, int32_t n_experts) {
          cluster_kernel_ready<kTokens>();
 }
 
-// route_experts_cluster_kernel for the step's tokens (as many as kTokens), if it takes the step; whether it did.
+// route_experts_cluster_kernel for the step's tokens (as many as kTokens) of an F32 router of n values per
+// row, if it takes the step; whether it did.
 template <int kTokens>
-bool launch_cluster_kernel(strata_backend& instance, const strata_weight& router, const sdk::MatmulOperands& product,
+bool launch_cluster_kernel(cudaStream_t stream, const float* router, int64_t n, const sdk::MatmulOperands& product,
                            int32_t n_tokens, int32_t n_experts, int32_t n_used, bool renormalize,
                            const sdk::RouteOperands& choice) {
-  if (!fits_cluster_kernel<kTokens>(router.ne0, n_tokens, n_experts)) return false;
-  sdk::cuda::launch_after_previous_in_clusters(
-      kClusterBlocks, route_experts_cluster_kernel<kTokens>, kClusterBlocks, kClusterWarps * kWarp,
-      cluster_shared_bytes(router.ne0, n_tokens, n_experts), instance.stream,
-      reinterpret_cast<const float*>(router.matrix(0)), static_cast<int>(router.ne0), n_experts, product.x, n_tokens,
-      n_used, renormalize, product.out, choice.ids, choice.weights);
+  if (!fits_cluster_kernel<kTokens>(n, n_tokens, n_experts)) return false;
+  sdk::cuda::launch_after_previous_in_clusters(kClusterBlocks, route_experts_cluster_kernel<kTokens>, kClusterBlocks,
+                                               kClusterWarps * kWarp, cluster_shared_bytes(n, n_tokens, n_experts),
+                                               stream, router, static_cast<int>(n), n_experts, product.x, n_tokens,
+                                               n_used, renormalize, product.out, choice.ids, choice.weights);
   check_launch("route_experts");
   return true;
 }
@@ -389,9 +389,9 @@ void route_experts(strata_backend* backend, const strata_buffer* x, const strata
   const sdk::RouteOperands choice = sdk::route_operands(logits, n_tokens, n_experts, n_used, routing, ids, weights);
   const auto* router_values = reinterpret_cast<const float*>(weight.matrix(0));
   const bool renormalize = routing == STRATA_ROUTING_SOFTMAX_TOPK_NORM;
-  if (n_tokens == 1 ? launch_cluster_kernel<1>(instance, weight, product, n_tokens, n_experts, n_used, renormalize, choice)
-                    : launch_cluster_kernel<kMaxMatvecTokens>(instance, weight, product, n_tokens, n_experts, n_used,
-                                                              renormalize, choice)) {
+  const auto launch_cluster = n_tokens == 1 ? launch_cluster_kernel<1> : launch_cluster_kernel<kMaxMatvecTokens>;
+  if (launch_cluster(instance.stream, router_values, weight.ne0, product, n_tokens, n_experts, n_used, renormalize,
+                     choice)) {
     return;
   }
   sdk::cuda::launch_after_previous(route_experts_kernel, blocks_for(n_experts, kRouterWarps), kRouterWarps * kWarp,

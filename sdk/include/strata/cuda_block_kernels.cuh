@@ -234,6 +234,15 @@ int q8_rows_per_warp(int64_t n_rows, int64_t n, int64_t n_tokens, int matrices, 
   return rows;
 }
 
+// The matvec_q8_kernel instance of rows per warp (1, 2 or 4) for one token, or for as many as it holds.
+template <class Decoder, bool kOneToken>
+auto matvec_q8_kernel_of(int rows) {
+  constexpr auto tokens = [](int rows_per_warp) { return kOneToken ? 1 : kMaxMatvecTokens / rows_per_warp; };
+  return rows == 4   ? matvec_q8_kernel<Decoder, 4, tokens(4)>
+         : rows == 2 ? matvec_q8_kernel<Decoder, 2, tokens(2)>
+                     : matvec_q8_kernel<Decoder, 1, tokens(1)>;
+}
+
 // matvec_q8_kernel with the rows per warp above, on float activations or on rounded ones (levels, scales),
 // either way staged in shared_bytes of shared memory.
 template <class Decoder>
@@ -241,10 +250,7 @@ void launch_matvec_q8_rows(const uint8_t* weight, int64_t n, int64_t n_rows, siz
                            const int8_t* levels, const float* scales, int64_t n_tokens, float* out, size_t shared_bytes,
                            cudaStream_t stream) {
   const auto kernel_of = [n_tokens](int rows) {
-    if (n_tokens == 1) {
-      return rows == 4 ? matvec_q8_kernel<Decoder, 4, 1> : rows == 2 ? matvec_q8_kernel<Decoder, 2, 1> : matvec_q8_kernel<Decoder, 1, 1>;
-    }
-    return rows == 4 ? matvec_q8_kernel<Decoder, 4> : rows == 2 ? matvec_q8_kernel<Decoder, 2> : matvec_q8_kernel<Decoder, 1>;
+    return n_tokens == 1 ? matvec_q8_kernel_of<Decoder, true>(rows) : matvec_q8_kernel_of<Decoder, false>(rows);
   };
   const int rows = q8_rows_per_warp(n_rows, n, n_tokens, 1, 1, kMaxRowsPerWarp, shared_bytes, kernel_of);
   const auto kernel = kernel_of(rows);
