@@ -2,8 +2,8 @@
 # One command for a GPU machine: configure with CUDA for one architecture, build, run the CUDA backend's
 # tests (op by op against the CPU backend, and the reference models' logits with --backend cuda) and the
 # CPU reference-logit tests, then optionally more:
-#   --sanitize   also run the CUDA op tests under compute-sanitizer --tool memcheck, and the attention tests
-#                under --tool racecheck
+#   --sanitize   also run every CUDA test (the op tests and the reference models' logits) under
+#                compute-sanitizer --tool memcheck, and the attention tests under --tool racecheck
 #   --bench      also synthesize a qwen3-30b-a3b IQ3_S model, check that CPU and CUDA logits agree on it
 #                (STRATA_TEST_LARGE_MODEL) and run strata bench --backend cuda on it, with and without graphs,
 #                and decode after 4096 and 16384 cached tokens (split decode attention)
@@ -59,7 +59,7 @@ passed "$logs/tests.log" || status=1
 
 if [ "$sanitize" = 1 ]; then
   compute-sanitizer --tool memcheck --error-exitcode 1 "$build/bin/strata_tests" \
-    --gtest_filter='*BackendCuda*:-*ReferenceLogits*' >"$results/sanitize.log" 2>&1 || status=1
+    --gtest_filter='*BackendCuda*' >"$results/sanitize.log" 2>&1 || status=1
   tail -n 5 "$results/sanitize.log"
   # The attention kernels share K/V tiles and softmax state between warps through shared memory.
   compute-sanitizer --tool racecheck --error-exitcode 1 "$build/bin/strata_tests" \

@@ -43,20 +43,24 @@ __device__ inline int32_t signed_bytes(uint32_t magnitudes, uint32_t bits) {
 
 // 16 bytes from global to shared memory, of which the first `bytes` are read and the rest zero (both
 // addresses 16-byte aligned): cp.async, which the SM carries out while the threads go on, from sm_80; a
-// plain copy before.
+// plain copy before, and for a piece cut short (the end of an allocation whose size is not a multiple of 16:
+// compute-sanitizer's memcheck takes a cp.async for a read of all 16 bytes, whatever its source size).
 __device__ inline void copy16_async(void* shared_destination, const void* global_source, int bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const auto destination = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(destination), "l"(global_source), "r"(bytes) : "memory");
+  if (bytes == 0 || bytes == 16) {
+    const auto destination = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(destination), "l"(global_source), "r"(bytes) : "memory");
+    return;
+  }
 #else
   if (bytes == 16) {
     *static_cast<uint4*>(shared_destination) = *static_cast<const uint4*>(global_source);
     return;
   }
+#endif
   __align__(16) uint8_t chunk[16] = {};
   for (int i = 0; i < bytes; ++i) chunk[i] = static_cast<const uint8_t*>(global_source)[i];
   *static_cast<uint4*>(shared_destination) = *reinterpret_cast<const uint4*>(chunk);
-#endif
 }
 __device__ inline void commit_async_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
