@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cstddef>
 #include <cstdlib>
-#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -63,13 +63,15 @@ const CudaPlugin& cuda_plugin() {
 #define SKIP_WITHOUT_CUDA()                                                           \
   if (cuda_plugin().table == nullptr) GTEST_SKIP() << cuda_plugin().unavailable
 
-// x as the CUDA decode kernels see it: each 32 values rounded to int8 levels of amax / 127.
+// x as the CUDA decode kernels see it: each 32 values rounded to int8 levels of amax / 127, a level being
+// x * (127 / amax) rounded to the nearest (ties to even); a group whose scale is not a normal float is zeros.
 std::vector<float> q8_rounded(std::vector<float> x) {
   for (size_t group = 0; group + 32 <= x.size(); group += 32) {
     float amax = 0.0f;
     for (size_t i = group; i < group + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
     const float scale = amax / 127.0f;
-    for (size_t i = group; i < group + 32; ++i) x[i] = scale > 0.0f ? std::nearbyint(x[i] / scale) * scale : 0.0f;
+    const float inverse_scale = scale >= FLT_MIN ? 127.0f / amax : 0.0f;
+    for (size_t i = group; i < group + 32; ++i) x[i] = std::nearbyint(x[i] * inverse_scale) * scale;
   }
   return x;
 }

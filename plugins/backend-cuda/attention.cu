@@ -129,9 +129,9 @@ struct AttentionOutput {
 __device__ void write_output(const AttentionOutput& out, int64_t index, float value) {
   out.floats[index] = value;
   if (out.levels != nullptr) {
-    const float group_scale = sdk::cuda::q8_scale(sdk::cuda::warp_max(fabsf(value)));
-    out.levels[index] = static_cast<int8_t>(sdk::cuda::q8_level(value, group_scale));
-    if (threadIdx.x % kWarp == 0) out.scales[index / sdk::cuda::kQ8Group] = group_scale;
+    const float amax = sdk::cuda::warp_max(fabsf(value));
+    out.levels[index] = static_cast<int8_t>(sdk::cuda::q8_level(value, sdk::cuda::q8_inverse_scale(amax)));
+    if (threadIdx.x % kWarp == 0) out.scales[index / sdk::cuda::kQ8Group] = sdk::cuda::q8_scale(amax);
   }
 }
 

@@ -18,6 +18,7 @@
 // and makes the products cheap enough for the memory system to be the limit.
 #pragma once
 
+#include <cfloat>
 #include <cstdint>
 
 #include "strata/cuda_block_common.cuh"
@@ -73,13 +74,16 @@ struct Q8Rows {
 // The scale of a group of 32 activations rounded to 8 bits (quant.h): its largest magnitude maps to 127.
 __device__ inline float q8_scale(float amax) { return amax / 127.0f; }
 
-// The rounding of values sharing a scale (q8_scale of their group of 32); q8_pack4: four as one word.
-__device__ inline int32_t q8_level(float value, float scale) {
-  return scale > 0.0f ? __float2int_rn(value / scale) & 0xff : 0;
-}
-__device__ inline int32_t q8_pack4(float4 v, float scale) {
-  return q8_level(v.x, scale) | (q8_level(v.y, scale) << 8) | (q8_level(v.z, scale) << 16) |
-         (q8_level(v.w, scale) << 24);
+// What a group's values are multiplied by to give their levels, 127 / amax: one division per group, not one
+// per value (a float division is a sequence of ~10 instructions with a slow path; rounding spent most of its
+// time there). A group whose scale is below the normal floats rounds to zeros (its inverse would overflow).
+__device__ inline float q8_inverse_scale(float amax) { return q8_scale(amax) >= FLT_MIN ? 127.0f / amax : 0.0f; }
+
+// The rounding of values sharing a group's inverse scale; q8_pack4: four as one word.
+__device__ inline int32_t q8_level(float value, float inverse_scale) { return __float2int_rn(value * inverse_scale) & 0xff; }
+__device__ inline int32_t q8_pack4(float4 v, float inverse_scale) {
+  return q8_level(v.x, inverse_scale) | (q8_level(v.y, inverse_scale) << 8) | (q8_level(v.z, inverse_scale) << 16) |
+         (q8_level(v.w, inverse_scale) << 24);
 }
 
 // The amax of a group of 32 values spread over 8 consecutive lanes (4 each) or 4 lanes (8 each): the
@@ -125,11 +129,11 @@ __device__ inline Q8Rows activations_to_shared(const float* x, const int8_t* x_l
     const float amax = group_amax<4>(fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
                                            fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w)))));
     if (!active) continue;
-    const float scale = q8_scale(amax);
+    const float inverse_scale = q8_inverse_scale(amax);
     int32_t* out = reinterpret_cast<int32_t*>(levels + static_cast<int64_t>(row) * n + 8 * eight);
-    out[0] = q8_pack4(a, scale);
-    out[1] = q8_pack4(b, scale);
-    if (eight % 4 == 0) scales[row * groups_per_row + eight / 4] = scale;
+    out[0] = q8_pack4(a, inverse_scale);
+    out[1] = q8_pack4(b, inverse_scale);
+    if (eight % 4 == 0) scales[row * groups_per_row + eight / 4] = q8_scale(amax);
   }
   __syncthreads();
   return {levels, scales, n};
