@@ -130,7 +130,7 @@ __device__ void write_output(const AttentionOutput& out, int64_t index, float va
   out.floats[index] = value;
   if (out.levels != nullptr) {
     const float amax = sdk::cuda::warp_max(fabsf(value));
-    out.levels[index] = static_cast<int8_t>(sdk::cuda::q8_level(value, sdk::cuda::q8_inverse_scale(amax)));
+    out.levels[index] = static_cast<int8_t>(sdk::cuda::q8_round(value, sdk::cuda::q8_inverse_scale(amax)));
     if (threadIdx.x % kWarp == 0) out.scales[index / sdk::cuda::kQ8Group] = sdk::cuda::q8_scale(amax);
   }
 }

@@ -108,7 +108,7 @@ __global__ void rms_norm_kernel(const float* x, const float* y, float* x_sum, co
       const float amax = sdk::cuda::group_amax<8>(
           fmaxf(fmaxf(fabsf(normed.x), fabsf(normed.y)), fmaxf(fabsf(normed.z), fabsf(normed.w))));
       if (!active) return;
-      reinterpret_cast<int32_t*>(levels + offset)[i] = sdk::cuda::q8_pack4(normed, sdk::cuda::q8_inverse_scale(amax));
+      reinterpret_cast<int32_t*>(levels + offset)[i] = sdk::cuda::q8_round4(normed, sdk::cuda::q8_inverse_scale(amax));
       if (i % 8 == 0) level_scales[blockIdx.x * int64_t{width / 32} + i / 8] = sdk::cuda::q8_scale(amax);
     };
     const int stride = static_cast<int>(blockDim.x);

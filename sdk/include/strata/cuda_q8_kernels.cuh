@@ -79,11 +79,12 @@ __device__ inline float q8_scale(float amax) { return amax / 127.0f; }
 // time there). A group whose scale is below the normal floats rounds to zeros (its inverse would overflow).
 __device__ inline float q8_inverse_scale(float amax) { return q8_scale(amax) >= FLT_MIN ? 127.0f / amax : 0.0f; }
 
-// The rounding of values sharing a group's inverse scale; q8_pack4: four as one word.
-__device__ inline int32_t q8_level(float value, float inverse_scale) { return __float2int_rn(value * inverse_scale) & 0xff; }
-__device__ inline int32_t q8_pack4(float4 v, float inverse_scale) {
-  return q8_level(v.x, inverse_scale) | (q8_level(v.y, inverse_scale) << 8) | (q8_level(v.z, inverse_scale) << 16) |
-         (q8_level(v.w, inverse_scale) << 24);
+// A value's level from its group's inverse scale (not the scale: see q8_inverse_scale); q8_round4: four
+// values as one word.
+__device__ inline int32_t q8_round(float value, float inverse_scale) { return __float2int_rn(value * inverse_scale) & 0xff; }
+__device__ inline int32_t q8_round4(float4 v, float inverse_scale) {
+  return q8_round(v.x, inverse_scale) | (q8_round(v.y, inverse_scale) << 8) | (q8_round(v.z, inverse_scale) << 16) |
+         (q8_round(v.w, inverse_scale) << 24);
 }
 
 // The amax of a group of 32 values spread over 8 consecutive lanes (4 each) or 4 lanes (8 each): the
@@ -131,8 +132,8 @@ __device__ inline Q8Rows activations_to_shared(const float* x, const int8_t* x_l
     if (!active) continue;
     const float inverse_scale = q8_inverse_scale(amax);
     int32_t* out = reinterpret_cast<int32_t*>(levels + static_cast<int64_t>(row) * n + 8 * eight);
-    out[0] = q8_pack4(a, inverse_scale);
-    out[1] = q8_pack4(b, inverse_scale);
+    out[0] = q8_round4(a, inverse_scale);
+    out[1] = q8_round4(b, inverse_scale);
     if (eight % 4 == 0) scales[row * groups_per_row + eight / 4] = q8_scale(amax);
   }
   __syncthreads();
