@@ -6,6 +6,7 @@
 # scripts/kernel-trace.py. Each patch is reverted before the next; a patch touching an SDK header rebuilds
 # every plugin twice (applied, then reverted): ~1.5 min each on 16 cores, so keep such variants few.
 #   --prompt      also pp512 for each
+#   --depth       also tg128 after 4096 and 16384 cached tokens (-d 4096 16384: the split decode attention)
 #   --source      also where the base tree's decode kernels stall per instruction (source_profile in
 #                 scripts/device-common.sh: $OUT/ncu-decode-source.csv.gz, $OUT/ncu-source-sections.txt)
 #   --stack       applies the patches one on top of the other, never reverted (each measured with those
@@ -18,13 +19,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device-common.sh
-prompt=0 stack=0 source=0
+prompt=0 depth=0 stack=0 source=0
 while [[ "${1:-}" == --* ]]; do
   case "$1" in
     --prompt) prompt=1 ;;
+    --depth) depth=1 ;;
     --stack) stack=1 ;;
     --source) source=1 ;;
-    *) echo "usage: $0 [--prompt] [--stack] [--source] patch..." >&2; exit 2 ;;
+    *) echo "usage: $0 [--prompt] [--depth] [--stack] [--source] patch..." >&2; exit 2 ;;
   esac
   shift
 done
@@ -43,6 +45,7 @@ measure() {
   {
     [ "$prompt" = 1 ] && timeout 60 "${bench[@]}" -n 0 2>&1 | grep pp512
     for _ in 1 2; do timeout 30 "${bench[@]}" -p 0 2>&1 | grep tg128; done
+    [ "$depth" = 1 ] && timeout 90 "${bench[@]}" -p 0 -d 4096 16384 2>&1 | grep tg128
     traced "$build" "$traces/$name.csv" timeout 30 "${bench[@]}" -p 0 -n 16 -r 1 2>&1 | grep tg16
     python3 scripts/kernel-trace.py "$traces/$name.csv"
   } >"$out/$name.txt" 2>&1
