@@ -7,7 +7,8 @@ namespace strata::quant_k::cuda {
 namespace {
 
 using sdk::cuda::load_f16;
-using sdk::cuda::load_u32_aligned2;
+using sdk::cuda::load_f16_aligned2;
+using sdk::cuda::load_words_aligned2;
 
 // Sub-block j's 6-bit scale and min codes from the 12 packed bytes of a Q4_K / Q5_K header (k_common.hpp).
 struct ScaleMinCode {
@@ -45,11 +46,13 @@ struct ScaleMinDecoder {
     const ScaleMinCode code = scale_min_code(block + 4, group);
     d[0] = d[1] = __fmul_rn(load_f16(block), static_cast<float>(code.scale));
     m = __fmul_rn(load_f16(block + 2), static_cast<float>(code.min));
-    const uint8_t* qs = block + (kFifthBit ? 48 : 16) + 32 * chunk64;
+    uint32_t nibbles[8], fifth_bits[8] = {};
+    load_words_aligned2(block + (kFifthBit ? 48 : 16) + 32 * chunk64, nibbles);
+    if (kFifthBit) load_words_aligned2(block + 16, fifth_bits);
 #pragma unroll
     for (int word = 0; word < 8; ++word) {
-      uint32_t level = (load_u32_aligned2(qs + 4 * word) >> (4 * is_high)) & 0x0f0f0f0fu;
-      if (kFifthBit) level |= ((load_u32_aligned2(block + 16 + 4 * word) >> group) & 0x01010101u) << 4;
+      uint32_t level = (nibbles[word] >> (4 * is_high)) & 0x0f0f0f0fu;
+      if (kFifthBit) level |= ((fifth_bits[word] >> group) & 0x01010101u) << 4;
       levels[word] = static_cast<int32_t>(level);
     }
   }
@@ -80,15 +83,18 @@ struct Q6KDecoder {
   static constexpr bool q8_has_min = false;
   __device__ static void unpack32(const uint8_t* block, int group, int32_t* levels, float* d, float&) {
     const int half = group / 4, k = group % 4;
-    const uint8_t* low_bits = block + 64 * half + 32 * (k & 1);
-    const uint8_t* high_bits = block + 128 + 32 * half;
-    const float block_scale = load_f16(block + 208);
-    d[0] = __fmul_rn(block_scale, static_cast<float>(static_cast<int8_t>(block[192 + 8 * half + 2 * k])));
-    d[1] = __fmul_rn(block_scale, static_cast<float>(static_cast<int8_t>(block[192 + 8 * half + 2 * k + 1])));
+    uint32_t low_bits[8], high_bits[8];
+    load_words_aligned2(block + 64 * half + 32 * (k & 1), low_bits);
+    load_words_aligned2(block + 128 + 32 * half, high_bits);
+    const float block_scale = load_f16_aligned2(block + 208);
+    // The group's two int8 scales are one aligned half-word.
+    const uint32_t scales = *reinterpret_cast<const uint16_t*>(block + 192 + 8 * half + 2 * k);
+    d[0] = __fmul_rn(block_scale, static_cast<float>(static_cast<int8_t>(scales & 0xffu)));
+    d[1] = __fmul_rn(block_scale, static_cast<float>(static_cast<int8_t>(scales >> 8)));
 #pragma unroll
     for (int word = 0; word < 8; ++word) {
-      const uint32_t low = (load_u32_aligned2(low_bits + 4 * word) >> (4 * (k >> 1))) & 0x0f0f0f0fu;
-      const uint32_t high = ((load_u32_aligned2(high_bits + 4 * word) >> (2 * k)) & 0x03030303u) << 4;
+      const uint32_t low = (low_bits[word] >> (4 * (k >> 1))) & 0x0f0f0f0fu;
+      const uint32_t high = ((high_bits[word] >> (2 * k)) & 0x03030303u) << 4;
       levels[word] = static_cast<int32_t>(__vsub4(low | high, 0x20202020u));
     }
   }

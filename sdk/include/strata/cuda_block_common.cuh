@@ -30,6 +30,27 @@ __device__ inline uint32_t load_u32_aligned2(const uint8_t* p) {
   const auto* halves = reinterpret_cast<const uint16_t*>(p);
   return halves[0] | (uint32_t{halves[1]} << 16);
 }
+__device__ inline float load_f16_aligned2(const uint8_t* p) { return __half2float(*reinterpret_cast<const __half*>(p)); }
+
+// kWords consecutive words from a 2-byte aligned address: kWords + 1 aligned 4-byte loads, each word
+// funnel-shifted out of two (where the address is 4-byte aligned the last load repeats one). What is read
+// is the aligned 4-byte words that cover the range: a range that starts on an odd half-word also reads the
+// 2 bytes either side of it, which must be readable (Q6_K's fields, at any alignment of its 210-byte blocks,
+// have them inside the allocation; Q4_K's and Q5_K's blocks, 144 and 176 bytes, are 4-byte aligned wherever
+// their weights are). Two 16-bit loads per word made the decode matvec of a Q6_K output head bound by its L1
+// requests.
+template <int kWords>
+__device__ inline void load_words_aligned2(const uint8_t* p, uint32_t (&words)[kWords]) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  const auto* aligned = reinterpret_cast<const uint32_t*>(address & ~uintptr_t{3});
+  const auto shift = static_cast<unsigned>(address & 2) * 8;  // 0 or 16
+  uint32_t raw[kWords + 1];
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) raw[i] = aligned[i];
+  raw[kWords] = aligned[shift != 0 ? kWords : kWords - 1];
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) words[i] = __funnelshift_r(raw[i], raw[i + 1], shift);
+}
 
 // Four nonzero byte magnitudes as signed bytes, byte i negated where bit i of bits is set (bits above 3 are
 // ignored). The multiply moves bit i to bit 0 of byte i (the four shifted copies of 4 bits cannot carry into
