@@ -6,15 +6,15 @@
 //   __device__ static void load_shared_tables();
 // which copies lookup tables unpack32 reads into __shared__ arrays of the Decoder's translation unit (a warp
 // gathering 32 random entries of a table meets fewer conflicts in shared memory than in the L1 cache); the
-// kernels here call it with all threads of a block before the barrier that ends their activation rounding.
+// kernels here call it with all threads of a block, then a barrier, before their wait.
 // And optionally, where every group has one d that is an f16 value of the block times a small multiplier,
 //   __device__ static F16Scale f16_scale(const uint8_t* block, int group);
 // with d = base * multiplier and every |level| * multiplier exact in f16 (an integer below 2048, or such an
 // integer over a power of 2, with 1152 * multiplier exact too): the grouped GEMM then scales in f16 pairs.
 // Each block of a kernel
-// here first rounds the activations it needs to int8, one float scale per 32 values, into shared memory;
-// then a weight group meets an activation group in 8 __dp4a (4 products each) instead of 32 float
-// products of decoded values. That costs the rounding the CPU's dot kernels have too (8-bit activations)
+// here first rounds the activations it needs to int8, one float scale per 32 values, into shared memory
+// (or reads them rounded already, from global memory); then a weight group meets an activation group in 8
+// __dp4a (4 products each) instead of 32 float products of decoded values. That costs the rounding the CPU's dot kernels have too (8-bit activations)
 // and makes the products cheap enough for the memory system to be the limit.
 #pragma once
 
@@ -59,8 +59,8 @@ inline bool fits_shared_memory(const void* kernel, size_t dynamic_bytes) {
   return kernel_attributes(kernel).sharedSizeBytes + dynamic_bytes <= kQ8MaxSharedBytes;
 }
 
-// Rows of activations rounded to 8 bits in shared memory: int8 levels [rows][n], then one scale per 32
-// values [rows][n / 32].
+// Rows of activations rounded to 8 bits (in shared or global memory): int8 levels [rows][n], and one scale
+// per 32 values [rows][n / 32].
 struct Q8Rows {
   const int8_t* levels;
   const float* scales;
@@ -140,9 +140,21 @@ __device__ inline Q8Rows activations_to_shared(const float* x, const int8_t* x_l
   return {levels, scales, n};
 }
 
+// The same rows for a kernel whose weight loads should start right after its wait: where they come rounded
+// they are read where they are, in global memory, with no copy and no barrier (the kernel publishes its
+// decoder tables before its wait: has_decoder_tables); floats are rounded into shared memory as above.
+__device__ inline Q8Rows activation_rows(const float* x, const int8_t* x_levels, const float* x_scales, int first_row,
+                                         int rows, int n) {
+  if (x_levels == nullptr) return activations_to_shared(x, nullptr, nullptr, first_row, rows, n);
+  return {x_levels + static_cast<int64_t>(first_row) * n, x_scales + static_cast<int64_t>(first_row) * (n / kQ8Group), n};
+}
+
+template <class Decoder>
+inline constexpr bool has_decoder_tables = requires { Decoder::load_shared_tables(); };
+
 template <class Decoder>
 __device__ inline void load_decoder_tables() {
-  if constexpr (requires { Decoder::load_shared_tables(); }) Decoder::load_shared_tables();
+  if constexpr (has_decoder_tables<Decoder>) Decoder::load_shared_tables();
 }
 
 // One weight group against one activation group: d[0] * (levels 0-15 . x) + d[1] * (levels 16-31 . x)
@@ -195,9 +207,10 @@ __global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 3 : kRows == 2 ?
     prefetch_lines(weight + first_row * row_bytes, kRows * row_bytes, lane, kWarp);
   }
   load_decoder_tables<Decoder>();
-  wait_for_previous_kernel();
   wait_async_copies<0>();
-  const Q8Rows q = activations_to_shared(x, x_levels, x_scales, 0, n_tokens, n);  // its barrier publishes the rows
+  __syncthreads();  // the tables and the staged rows, copied by all threads (weights: no kernel writes them)
+  wait_for_previous_kernel();
+  const Q8Rows q = activation_rows(x, x_levels, x_scales, 0, n_tokens, n);
   if (first_row >= n_rows) return;
   const uint8_t* rows = weights_to_shared ? staged_rows + (first_row - block_first_row) * row_bytes
                                           : weight + first_row * row_bytes;
@@ -229,9 +242,10 @@ template <class Decoder, int kRows>
 __global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 4 : 3) expert_swiglu_q8_kernel(strata_cuda_expert_matvec args) {
   let_next_kernel_launch();
   load_decoder_tables<Decoder>();
+  if constexpr (has_decoder_tables<Decoder>) __syncthreads();  // activation_rows may not have a barrier
   wait_for_previous_kernel();
   const int n = static_cast<int>(args.n), token = static_cast<int>(blockIdx.y) / args.slots_per_token;
-  const Q8Rows q = activations_to_shared(args.x, args.x_levels, args.x_scales, token, 1, n);
+  const Q8Rows q = activation_rows(args.x, args.x_levels, args.x_scales, token, 1, n);
   const int lane = threadIdx.x % kWarp;
   const int64_t first_row = (blockIdx.x * int64_t{kQ8Warps} + threadIdx.x / kWarp) * kRows;
   if (first_row >= args.n_rows) return;
