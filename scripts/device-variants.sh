@@ -9,7 +9,7 @@
 #   --depth       also tg128 after 4096 and 16384 cached tokens (-d 4096 16384: the split decode attention)
 #   --source      also where the base tree's decode kernels stall per instruction (source_profile in
 #                 scripts/device-common.sh: $OUT/ncu-decode-source.csv.gz, $OUT/ncu-source-sections.txt)
-#   --stack       applies the patches one on top of the other, never reverted (each measured with those
+#   --stack       applies the patches one on top of the other, reverted only at the end (each measured with those
 #                 before it: for a branch's commits, `git diff a b` each), which saves the rebuilds of reverts
 #   TESTS=filter  also runs strata_tests --gtest_filter=filter for each patch (the CUDA suite: ~90 s)
 # Per variant: $OUT/<name>.txt (bench lines, the trace summary, the tests' verdict; a call brings back 8 files
@@ -51,12 +51,20 @@ measure() {
   } >"$out/$name.txt" 2>&1
 }
 
+# A warm device machine keeps its copy of the tree between calls and re-sends only the files changed here:
+# a patch left applied there would silently stay in the next call's build. Stacked patches go back at exit.
+applied=()
+revert_applied() {
+  for ((i = ${#applied[@]} - 1; i >= 0; i--)); do patch -R -p1 <"${applied[i]}" >/dev/null; done
+}
+trap revert_applied EXIT
+
 measure base
 [ "$source" = 1 ] && timeout 240 bash -c "source scripts/device-common.sh; source_profile '$build' '$model' '$out'"
 for patch in "$@"; do
   name=$(basename "$patch" .patch)
   if ! patch -p1 --dry-run <"$patch" >/dev/null; then echo "$name: does not apply" >"$out/$name.txt"; continue; fi
-  patch -p1 <"$patch" >/dev/null
+  patch -p1 <"$patch" >/dev/null && applied+=("$patch")
   if timeout 300 ninja -C "$build" -j "$(nproc)" >"/tmp/variants-build-$name.log" 2>&1; then
     measure "$name"
     if [ -n "${TESTS:-}" ]; then
@@ -65,7 +73,7 @@ for patch in "$@"; do
   else
     tail -n 30 "/tmp/variants-build-$name.log" >"$out/$name.txt"
   fi
-  [ "$stack" = 1 ] || patch -R -p1 <"$patch" >/dev/null
+  if [ "$stack" = 0 ]; then patch -R -p1 <"$patch" >/dev/null && unset 'applied[-1]'; fi
 done
 for name in base "$@"; do
   name=$(basename "$name" .patch)
