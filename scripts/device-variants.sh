@@ -49,7 +49,7 @@ measure() {
     [ "$prompt" = 1 ] && timeout 60 "${bench[@]}" -n 0 2>&1 | grep pp512
     for _ in 1 2; do timeout 30 "${bench[@]}" -p 0 2>&1 | grep tg128; done
     [ "$depth" = 1 ] && timeout 90 "${bench[@]}" -p 0 -d 4096 16384 2>&1 | grep tg128
-    [ -n "${GREP:-}" ] && timeout 30 "${bench[@]}" -p 0 -n 64 -r 1 2>&1 | grep -E "$GREP" | tail -n 8
+    [ -n "${GREP:-}" ] && timeout 30 "${bench[@]}" -p 0 -n 64 -r 1 2>&1 | grep -E "$GREP" | tail -n 12
     traced "$build" "$traces/$name.csv" timeout 30 "${bench[@]}" -p 0 -n 16 -r 1 2>&1 | grep tg16
     python3 scripts/kernel-trace.py "$traces/$name.csv"
   } >"$out/$name.txt" 2>&1
