@@ -12,9 +12,10 @@
 #   --stack       applies the patches one on top of the other, reverted only at the end (each measured with those
 #                 before it: for a branch's commits, `git diff a b` each), which saves the rebuilds of reverts
 #   TESTS=filter  also runs strata_tests --gtest_filter=filter for each patch (the CUDA suite: ~90 s)
-#   GREP=pattern  also keeps the lines matching pattern of a 320-token decode: what a measurement patch (clock64
-#                 stamps of a kernel's phases, printed by the kernel) prints, the patch applied by the call's
-#                 command before this script and reverted after it, so that the base has it too
+#   GREP='a;b'    also keeps the last 6 lines matching each pattern (extended regex, ';' between them) of a
+#                 320-token decode: what a measurement patch (clock64 stamps of a kernel's phases, printed by the
+#                 kernel) prints, the patch applied by the call's command before this script and reverted after
+#                 it, so that the base has it too
 # Per variant: $OUT/<name>.txt (bench lines, the trace summary, the tests' verdict; a call brings back 8 files
 # at most) with its trace in /tmp/variants/<name>.csv; a table of them last. Each command runs under a
 # timeout (the first build and the synth excepted), so a hung variant costs its own minutes only: a call
@@ -49,7 +50,11 @@ measure() {
     [ "$prompt" = 1 ] && timeout 60 "${bench[@]}" -n 0 2>&1 | grep pp512
     for _ in 1 2; do timeout 30 "${bench[@]}" -p 0 2>&1 | grep tg128; done
     [ "$depth" = 1 ] && timeout 90 "${bench[@]}" -p 0 -d 4096 16384 2>&1 | grep tg128
-    [ -n "${GREP:-}" ] && timeout 30 "${bench[@]}" -p 0 -n 320 -r 1 2>&1 | grep -E "$GREP" | tail -n 12
+    if [ -n "${GREP:-}" ]; then
+      timeout 30 "${bench[@]}" -p 0 -n 320 -r 1 >/tmp/variants-grep.txt 2>&1
+      IFS=';' read -ra patterns <<<"$GREP"
+      for pattern in "${patterns[@]}"; do grep -E -- "$pattern" /tmp/variants-grep.txt | tail -n 6; done
+    fi
     traced "$build" "$traces/$name.csv" timeout 30 "${bench[@]}" -p 0 -n 16 -r 1 2>&1 | grep tg16
     python3 scripts/kernel-trace.py "$traces/$name.csv"
   } >"$out/$name.txt" 2>&1
@@ -82,5 +87,6 @@ done
 for name in base "$@"; do
   name=$(basename "$name" .patch)
   echo "== $name"
-  grep -E "pp512|tg128|steps of|PASSED|FAILED|does not apply|error${GREP:+|$GREP}" "$out/$name.txt" | sed 's/.*reserved f16 *//'
+  grep -E "pp512|tg128|steps of|PASSED|FAILED|does not apply|error${GREP:+|${GREP//;/|}}" "$out/$name.txt" |
+    sed 's/.*reserved f16 *//'
 done
