@@ -11,11 +11,11 @@
 //   __device__ static F16Scale f16_scale(const uint8_t* block, int group);
 // with d = base * multiplier and every |level| * multiplier exact in f16 (an integer below 2048, or such an
 // integer over a power of 2, with 1152 * multiplier exact too): the grouped GEMM then scales in f16 pairs.
-// Each block of a kernel
-// here first rounds the activations it needs to int8, one float scale per 32 values, into shared memory
-// (or reads them rounded already, from global memory); then a weight group meets an activation group in 8
-// __dp4a (4 products each) instead of 32 float products of decoded values. That costs the rounding the CPU's dot kernels have too (8-bit activations)
-// and makes the products cheap enough for the memory system to be the limit.
+// Each block of a kernel here first rounds the activations it needs to int8, one float scale per 32 values,
+// into shared memory (or reads them rounded already, from global memory); then a weight group meets an
+// activation group in 8 __dp4a (4 products each) instead of 32 float products of decoded values. That costs
+// the rounding the CPU's dot kernels have too (8-bit activations) and makes the products cheap enough for the
+// memory system to be the limit.
 #pragma once
 
 #include <cfloat>
@@ -77,11 +77,15 @@ __device__ inline float q8_scale(float amax) { return amax / 127.0f; }
 // What a group's values are multiplied by to give their levels, 127 / amax: one division per group, not one
 // per value (a float division is a sequence of ~10 instructions with a slow path; rounding spent most of its
 // time there). A group whose scale is below the normal floats rounds to zeros (its inverse would overflow).
-__device__ inline float q8_inverse_scale(float amax) { return q8_scale(amax) >= FLT_MIN ? 127.0f / amax : 0.0f; }
+__device__ inline float q8_inverse_scale(float amax) {
+  return q8_scale(amax) >= FLT_MIN ? 127.0f / amax : 0.0f;
+}
 
 // A value's level from its group's inverse scale (not the scale: see q8_inverse_scale); q8_round4: four
 // values as one word.
-__device__ inline int32_t q8_round(float value, float inverse_scale) { return __float2int_rn(value * inverse_scale) & 0xff; }
+__device__ inline int32_t q8_round(float value, float inverse_scale) {
+  return __float2int_rn(value * inverse_scale) & 0xff;
+}
 __device__ inline int32_t q8_round4(float4 v, float inverse_scale) {
   return q8_round(v.x, inverse_scale) | (q8_round(v.y, inverse_scale) << 8) | (q8_round(v.z, inverse_scale) << 16) |
          (q8_round(v.w, inverse_scale) << 24);
