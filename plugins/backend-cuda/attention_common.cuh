@@ -126,9 +126,11 @@ __device__ inline void prefetch_gains(const HeadPrep& prep, int head_dim, int wa
 // the rms_norm and rope_neox kernels (elementwise.cu) would: the same angles and products, the sum of squares
 // taken in another order, so fused and separate ops agree within rounding. (A warp per head: the per-token
 // kernels prepare the key and the query on two warps at once, the prompt kernel's warps rows of their own.)
-// A lane's gains are loaded together with its sum's values, all in flight at once.
-__device__ inline void prepare_head(float* head, int head_dim, const float* gain, float eps, int half, float theta_scale,
-                                    int position) {
+// A lane's gains are loaded together with its sum's values, all in flight at once. Not inlined: the decode
+// kernels call it for the key and for the query, and one copy of it (its rotation's range reduction is most
+// of it) is code a kernel run once per layer fetches once instead of twice.
+__device__ __noinline__ inline void prepare_head(float* head, int head_dim, const float* gain, float eps, int half,
+                                                 float theta_scale, int position) {
   const int lane = threadIdx.x % sdk::cuda::kWarp;
   if (gain != nullptr) {
     float gains[kMaxValuesPerLane];
