@@ -226,9 +226,10 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     for (int k = 0; k < kAccumulated; ++k) acc[k] *= correction;
     const int count = min(kWarp, last - base + 1);
     if constexpr (kRun > 0) {
-      // Unconditional loads, so that all 32 are in flight: past the run's end the weight is 0 and the row read
-      // is its last (a row not yet written could hold NaN).
-#pragma unroll
+      // Unconditional loads, 8 in flight at a time: past the run's end the weight is 0 and the row read is its
+      // last (a row not yet written could hold NaN). Not unrolled fully: a kernel that runs once per layer
+      // fetches its code afresh each time, and 32 copies of this body were most of the loop's code.
+#pragma unroll 8
       for (int p = 0; p < kWarp; ++p) {
         const float w = __shfl_sync(0xffffffffu, weight, p);
         float run[kAccumulated];

@@ -57,7 +57,7 @@ struct KvView {
     float sum = 0.0f;
     if (halves != nullptr && head_dim % 8 == 0) {
       const uint4* chunks = reinterpret_cast<const uint4*>(halves + row * head_dim);
-#pragma unroll 16  // loads in flight together: a whole score for head_dim 128
+#pragma unroll 4  // 4 loads in flight together: fewer copies of the body (code fetched once per layer)
       for (int c = 0; c < head_dim / 8; ++c) {
         const uint4 bits = chunks[c];
         const __half2* pairs = reinterpret_cast<const __half2*>(&bits);
