@@ -96,11 +96,33 @@ __device__ inline void wait_async_copies() {
 #endif
 }
 
-// Asynchronous copies of bytes [0, bytes) from global to shared memory (a multiple of 16, both addresses
-// 16-byte aligned), the block's threads taking 16 bytes at a time, as one committed group: after
-// wait_async_copies<0>() and a barrier every thread sees them.
+// An L2 cache policy (sm_80 and later) for weights: their lines are evicted first. A decode step reads ~30
+// times the L2's size of weights once each, which would otherwise push out what the next layer reads again
+// (kernel code, the KV cache, activations).
+__device__ inline uint64_t weights_cache_policy() {
+  uint64_t policy = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+#endif
+  return policy;
+}
+
+// Asynchronous copies of bytes [0, bytes) of weights from global to shared memory (a multiple of 16, both
+// addresses 16-byte aligned), the block's threads taking 16 bytes at a time, as one committed group: after
+// wait_async_copies<0>() and a barrier every thread sees them. Their lines come into L2 under
+// weights_cache_policy().
 __device__ inline void copy_to_shared_async(uint8_t* to, const uint8_t* from, size_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint64_t evict_first = weights_cache_policy();
+  for (size_t i = threadIdx.x * size_t{16}; i < bytes; i += blockDim.x * size_t{16}) {
+    const auto destination = static_cast<unsigned>(__cvta_generic_to_shared(to + i));
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(destination), "l"(from + i),
+                 "l"(evict_first)
+                 : "memory");
+  }
+#else
   for (size_t i = threadIdx.x * size_t{16}; i < bytes; i += blockDim.x * size_t{16}) copy16_async(to + i, from + i, 16);
+#endif
   commit_async_copies();
 }
 
