@@ -217,7 +217,10 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
   float running_max = -INFINITY, running_sum = 0.0f;
   for (int base = first_position + warp * kWarp; base <= last; base += kAttentionWarps * kWarp) {
     const int j = base + lane;
-    const float score = j <= last ? keys.dot(first_row + j, query) : -INFINITY;
+    // Loads in flight: all of a row's and a run's where a split block streams a long stretch of the cache,
+    // fewer (less code, fetched afresh once per layer) where one block reads a short cache whole.
+    constexpr int kChunksInFlight = kSplit ? 16 : 4, kRowsInFlight = kSplit ? kWarp : 8;
+    const float score = j <= last ? keys.template dot<kChunksInFlight>(first_row + j, query) : -INFINITY;
     const float new_max = fmaxf(running_max, sdk::cuda::warp_max(score));
     const float weight = j <= last ? expf(score - new_max) : 0.0f;
     const float correction = expf(running_max - new_max);
@@ -226,10 +229,9 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
     for (int k = 0; k < kAccumulated; ++k) acc[k] *= correction;
     const int count = min(kWarp, last - base + 1);
     if constexpr (kRun > 0) {
-      // Unconditional loads, 8 in flight at a time: past the run's end the weight is 0 and the row read is its
-      // last (a row not yet written could hold NaN). Not unrolled fully: a kernel that runs once per layer
-      // fetches its code afresh each time, and 32 copies of this body were most of the loop's code.
-#pragma unroll 8
+      // Unconditional loads, kRowsInFlight at a time: past the run's end the weight is 0 and the row read is
+      // its last (a row not yet written could hold NaN).
+#pragma unroll kRowsInFlight
       for (int p = 0; p < kWarp; ++p) {
         const float w = __shfl_sync(0xffffffffu, weight, p);
         float run[kAccumulated];

@@ -52,12 +52,14 @@ struct KvView {
 #pragma unroll
     for (int i = 0; i < kRun; ++i) out[i] = static_cast<float>(run[i]) * scale;
   }
-  // dot(row, x) over head_dim values; f16 rows of whole 8-value chunks are read 16 bytes at a time.
+  // dot(row, x) over head_dim values; f16 rows of whole 8-value chunks are read 16 bytes at a time,
+  // kInFlight of them at once.
+  template <int kInFlight>
   __device__ float dot(size_t row, const float* x) const {
     float sum = 0.0f;
     if (halves != nullptr && head_dim % 8 == 0) {
       const uint4* chunks = reinterpret_cast<const uint4*>(halves + row * head_dim);
-#pragma unroll 4  // 4 loads in flight together: fewer copies of the body (code fetched once per layer)
+#pragma unroll kInFlight
       for (int c = 0; c < head_dim / 8; ++c) {
         const uint4 bits = chunks[c];
         const __half2* pairs = reinterpret_cast<const __half2*>(&bits);
