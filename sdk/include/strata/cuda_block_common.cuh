@@ -112,17 +112,17 @@ __device__ inline uint64_t weights_cache_policy() {
 // wait_async_copies<0>() and a barrier every thread sees them. Their lines come into L2 under
 // weights_cache_policy().
 __device__ inline void copy_to_shared_async(uint8_t* to, const uint8_t* from, size_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const uint64_t evict_first = weights_cache_policy();
+  [[maybe_unused]] const uint64_t policy = weights_cache_policy();  // used from sm_80
   for (size_t i = threadIdx.x * size_t{16}; i < bytes; i += blockDim.x * size_t{16}) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const auto destination = static_cast<unsigned>(__cvta_generic_to_shared(to + i));
     asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(destination), "l"(from + i),
-                 "l"(evict_first)
+                 "l"(policy)
                  : "memory");
-  }
 #else
-  for (size_t i = threadIdx.x * size_t{16}; i < bytes; i += blockDim.x * size_t{16}) copy16_async(to + i, from + i, 16);
+    copy16_async(to + i, from + i, 16);
 #endif
+  }
   commit_async_copies();
 }
 
