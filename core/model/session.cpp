@@ -19,6 +19,9 @@ size_t floats(int64_t rows, int64_t width) { return static_cast<size_t>(rows * w
 // Steps of at most this many tokens (decoding, short drafts) run as step graphs; prompt steps are few and
 // long, and their launches are not what costs.
 constexpr int32_t kMaxGraphTokens = 8;
+// A step graph's launch takes host time that grows with its nodes (the GPU waits for all of it): the first
+// layers go in a graph of their own, short to launch, and the rest's launch overlaps their run.
+constexpr int32_t kLayersInFirstGraph = 2;
 
 }  // namespace
 
@@ -107,36 +110,44 @@ void Session::step(std::span<const int32_t> tokens, bool wants_logits, std::vect
   if (wants_logits) output_logits(n, logits.capacity() > static_cast<size_t>(c.n_vocab), logits);
 }
 
-// The layers of one step, as a step graph where the backend records them: a decode step's ops are the
-// same every time, only the positions change.
+// The layers of one step, as two step graphs where the backend records them (layers [0, kLayersInFirstGraph)
+// and the rest): a decode step's ops are the same every time, only the positions change.
 void Session::run_layers(int32_t n, const std::vector<int32_t>& positions) {
-  const auto layers = [&] {
-    residual_pending_ = false;
-    for (int32_t il = 0; il < model_.config().n_layer; ++il) {
+  const int32_t n_layer = model_.config().n_layer;
+  const auto layers = [&](int32_t first, int32_t end) {
+    residual_pending_ = first > 0;  // every layer leaves its output to be added
+    for (int32_t il = first; il < end; ++il) {
       const LayerWeights& layer = model_.weights().layers[il];
       attention_block(layer, il, n, positions);
       moe_block(layer, n);
     }
-    add_pending_residual(n);
+    if (end == n_layer) add_pending_residual(n);
   };
-  if (!options_.execution.step_graphs || n > kMaxGraphTokens || !backend_.has_graphs()) return layers();
-  auto& graph = graphs_[n];
+  if (!options_.execution.step_graphs || n > kMaxGraphTokens || !backend_.has_graphs()) return layers(0, n_layer);
+  auto& graphs = graphs_[n];
+  const int32_t split = std::min(kLayersInFirstGraph, n_layer);
+  run_as_graph(graphs[0], n, positions, [&] { layers(0, split); });
+  if (split < n_layer) run_as_graph(graphs[1], n, positions, [&] { layers(split, n_layer); });
+}
+
+void Session::run_as_graph(std::unique_ptr<StepGraph>& graph, int32_t n, const std::vector<int32_t>& positions,
+                           const std::function<void()>& ops) {
   if (!graph) graph = std::make_unique<StepGraph>(backend_);
   const StepGraph::Mode mode = graph->begin(positions);
   if (mode == StepGraph::Mode::record) {
     try {
-      layers();
+      ops();
       graph->end();
     } catch (const Error& error) {
-      // Nothing of the step ran: run it again without the graph, which stays off.
+      // Nothing of the graph's ops ran: run them again without it, and it stays off.
       graph->discard();
       log().warn("{}: recording a step graph of {} tokens failed ({}); running without it", backend_.name(), n,
                 error.what());
-      layers();
+      ops();
     }
     return;
   }
-  if (mode == StepGraph::Mode::run) layers();
+  if (mode == StepGraph::Mode::run) ops();
   graph->end();
 }
 

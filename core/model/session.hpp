@@ -1,7 +1,9 @@
 // A loaded model and the forward pass of one sequence over it.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -63,6 +65,8 @@ class Session {
   struct Scratch;
   void step(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits);
   void run_layers(int32_t n, const std::vector<int32_t>& positions);
+  void run_as_graph(std::unique_ptr<StepGraph>& graph, int32_t n, const std::vector<int32_t>& positions,
+                    const std::function<void()>& ops);
   void attention_block(const LayerWeights& layer, int32_t il, int32_t n, const std::vector<int32_t>& positions);
   void prepare_qk_by_ops(const LayerWeights& layer, int32_t n, const std::vector<int32_t>& positions);
   void moe_block(const LayerWeights& layer, int32_t n);
@@ -75,8 +79,9 @@ class Session {
   SessionOptions options_;
   KvCache cache_;
   std::shared_ptr<Scratch> scratch_;
-  // One step graph per decode step size (1..kMaxGraphTokens tokens), made on first use.
-  std::map<int32_t, std::unique_ptr<StepGraph>> graphs_;
+  // Two step graphs per decode step size (1..kMaxGraphTokens tokens; the first layers, the rest), made on
+  // first use.
+  std::map<int32_t, std::array<std::unique_ptr<StepGraph>, 2>> graphs_;
   int32_t position_ = 0;
   // Within a step: a block's output waits in the scratch's projected buffer to be added to x.
   bool residual_pending_ = false;

@@ -166,7 +166,8 @@ typedef struct strata_backend_table {
 
   /* ABI 1.1. Step graphs: optional, all five NULL when a backend has none (the core then calls the ops of
    * every step). A decode step calls the same ops on the same buffers every time; only its positions
-   * change. The core owns one graph per such step shape and brackets the step's ops:
+   * change. The core owns graphs per such step shape, each bracketing the same run of the step's ops
+   * every time (a step may be cut into several):
    *   graph_begin(graph, positions, n_positions, &mode), then by mode:
    *   STRATA_GRAPH_RUN     the core calls the ops and they run as usual; then graph_end.
    *   STRATA_GRAPH_RECORD  the core calls the ops; the backend may record them instead of running them,
