@@ -371,6 +371,35 @@ TEST(BackendCuda, AReadLargerThanItsStagingComesBackWhole) {
   EXPECT_TRUE(std::equal(part.begin(), part.end(), values.begin() + static_cast<std::ptrdiff_t>(first)));
 }
 
+// host_alloc (ABI 1.4) gives page-locked memory that buffer_read fills directly: reads into it, at its
+// start or inside it, give the values a read into the heap (through the staging copy) gives, and leave the
+// rest of it alone; host_free takes it back, and 0 bytes is refused.
+TEST(BackendCuda, ReadsIntoHostAllocMemoryComeBackWhole) {
+  SKIP_WITHOUT_CUDA();
+  Backend backend(*cuda_plugin().table);
+  ASSERT_NE(backend.table().host_alloc, nullptr);
+  const auto values = random_floats(4096, 7);
+  strata_buffer* buffer = backend.upload(values);
+  void* memory = nullptr;
+  ASSERT_EQ(backend.table().host_alloc(backend.get(), 2048 * sizeof(float), &memory, backend.error()), STRATA_OK)
+      << backend.message();
+  auto* block = static_cast<float*>(memory);
+  const auto read = [&](float* dst, size_t first, size_t count) {
+    return backend.table().buffer_read(backend.get(), buffer, first * sizeof(float), dst, count * sizeof(float),
+                                       backend.error());
+  };
+  ASSERT_EQ(read(block, 1000, 2048), STRATA_OK) << backend.message();
+  EXPECT_TRUE(std::equal(block, block + 2048, values.begin() + 1000));
+  ASSERT_EQ(read(block + 100, 3000, 500), STRATA_OK) << backend.message();
+  EXPECT_TRUE(std::equal(block + 100, block + 600, values.begin() + 3000));
+  EXPECT_TRUE(std::equal(block, block + 100, values.begin() + 1000));  // around it, the first read stays
+  std::vector<float> heap(3000);
+  ASSERT_EQ(read(heap.data(), 0, 3000), STRATA_OK) << backend.message();
+  EXPECT_TRUE(std::equal(heap.begin(), heap.end(), values.begin()));
+  backend.table().host_free(backend.get(), memory);
+  EXPECT_EQ(backend.table().host_alloc(backend.get(), 0, &memory, backend.error()), STRATA_E_INVALID_ARGUMENT);
+}
+
 // Runs attention on layer 1 for the tokens at positions [first, first + n) of a sequence (in token order,
 // or shuffled among the step's tokens).
 struct AttentionShape {

@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <span>
+#include <utility>
+#include <vector>
 
 #include "core/engine/benchmark.hpp"
 #include "core/engine/engine.hpp"
@@ -222,6 +225,74 @@ TEST_F(BackendTable, TheQkvProjectionsRunInAConcurrentRegion) {
     EXPECT_EQ(region_log.nested, 0);
     EXPECT_EQ(region_log.matmuls_inside, 3 * region_log.begun);
   }
+}
+
+// What a backend with host memory (ABI 1.4) is asked: the CPU table with host_alloc and host_free that
+// count their blocks, and buffer_read noting whether it reads into one of them.
+struct HostMemoryLog {
+  int allocated = 0, freed = 0, reads_into_blocks = 0;
+  std::vector<std::pair<const char*, size_t>> blocks;
+};
+HostMemoryLog host_memory_log;
+decltype(strata_backend_table::buffer_read) cpu_buffer_read = nullptr;
+
+// forward_last reads the last token's logits into one block of the backend's host memory per session, the
+// values forward gives for the same steps, and frees it with the session; forward keeps its own vector.
+TEST_F(BackendTable, ForwardLastReadsIntoTheBackendsHostMemory) {
+  const Engine& engine = *engine_;
+  strata_backend_table with_host_memory = engine.backend().table();
+  cpu_buffer_read = with_host_memory.buffer_read;
+  with_host_memory.host_alloc = [](strata_backend*, size_t bytes, void** out, strata_error*) -> strata_status {
+    *out = ::operator new(bytes);
+    host_memory_log.blocks.emplace_back(static_cast<const char*>(*out), bytes);
+    ++host_memory_log.allocated;
+    return STRATA_OK;
+  };
+  with_host_memory.host_free = [](strata_backend*, void* memory) {
+    ++host_memory_log.freed;
+    ::operator delete(memory);
+  };
+  with_host_memory.buffer_read = [](strata_backend* b, strata_buffer* buffer, size_t offset, void* dst, size_t bytes,
+                                    strata_error* e) {
+    const auto* first = static_cast<const char*>(dst);
+    for (const auto& [start, size] : host_memory_log.blocks) {
+      if (first >= start && first + bytes <= start + size) ++host_memory_log.reads_into_blocks;
+    }
+    return cpu_buffer_read(b, buffer, offset, dst, bytes, e);
+  };
+  Backend backend("backend-cpu with host memory", with_host_memory, engine.plugins().quants(), 2, "{}");
+  const Model host_memory_model(engine.file(), backend);
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  // A prompt of 5, then one token at a time, in both sessions.
+  const auto steps = [&](auto&& forward) {
+    std::vector<std::vector<float>> logits;
+    logits.push_back(forward(std::span(tokens).first(5)));
+    for (size_t i = 5; i < tokens.size(); ++i) logits.push_back(forward(std::span(tokens).subspan(i, 1)));
+    return logits;
+  };
+  Session plain(engine.model(), {.n_ctx = 16, .execution = {}});
+  const auto expected = steps([&](std::span<const int32_t> step) { return plain.forward(step, false); });
+  plain.rewind(0);
+  const auto expected_all = plain.forward(tokens, true);
+  host_memory_log = {};
+  {
+    Session session(host_memory_model, {.n_ctx = 16, .execution = {}});
+    const float* block = nullptr;
+    const auto logits = steps([&](std::span<const int32_t> step) {
+      const auto last = session.forward_last(step);
+      if (block == nullptr) block = last.data();
+      EXPECT_EQ(last.data(), block);  // the same block every call
+      return std::vector<float>(last.begin(), last.end());
+    });
+    EXPECT_EQ(logits, expected);
+    EXPECT_EQ(host_memory_log.reads_into_blocks, 4);
+    session.rewind(0);
+    EXPECT_EQ(session.forward(tokens, true), expected_all);
+    EXPECT_EQ(host_memory_log.reads_into_blocks, 4);
+    EXPECT_EQ(host_memory_log.allocated, 1);
+    EXPECT_EQ(host_memory_log.freed, 0);
+  }
+  EXPECT_EQ(host_memory_log.freed, 1);
 }
 
 // How the core routes: the CPU table with counting route and route_experts entries.

@@ -49,6 +49,16 @@ void Backend::read(const Buffer& buffer, void* dst, size_t bytes, size_t offset)
   run("buffer read", [&](strata_error* e) { return table_.buffer_read(backend_, buffer.get(), offset, dst, bytes, e); });
 }
 
+HostMemory Backend::host_alloc(size_t bytes) {
+  if (!has_entry(table_, &strata_backend_table::host_alloc) || !has_entry(table_, &strata_backend_table::host_free)) {
+    return HostMemory(::operator new(bytes), [](void* memory) { ::operator delete(memory); });
+  }
+  void* memory = nullptr;
+  run("host alloc", [&](strata_error* e) { return table_.host_alloc(backend_, bytes, &memory, e); });
+  if (memory == nullptr) throw Error(name_ + ": host_alloc of " + std::to_string(bytes) + " bytes returned no memory");
+  return HostMemory(memory, [this](void* allocated) { table_.host_free(backend_, allocated); });
+}
+
 Buffer::Buffer(Backend& backend, size_t bytes) : backend_(&backend), bytes_(bytes) {
   backend.run("buffer alloc", [&](strata_error* e) { return backend.table().buffer_alloc(backend.get(), bytes, &buffer_, e); });
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -13,6 +14,9 @@
 namespace strata {
 
 class Backend;
+
+// Host memory from Backend::host_alloc, freed with this handle.
+using HostMemory = std::unique_ptr<void, std::function<void(void*)>>;
 
 // Float32 activations (or int32 ids) in backend memory.
 class Buffer {
@@ -115,6 +119,9 @@ class Backend {
 
   void write(Buffer& buffer, const void* src, size_t bytes, size_t offset = 0);
   void read(const Buffer& buffer, void* dst, size_t bytes, size_t offset = 0);
+  // bytes of host memory that read() fills fastest (host_alloc, ABI 1.4: page-locked on a GPU), else of
+  // the heap. The handle must not outlive the backend.
+  HostMemory host_alloc(size_t bytes);
 
   // Calls an op of the table: call(strata_error*) -> strata_status; what names it in errors.
   template <class Call>

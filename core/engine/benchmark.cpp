@@ -49,10 +49,10 @@ BenchmarkResult run_benchmark(const Model& model, const BenchmarkTest& test, int
   Session session(model, options);
   auto run_once = [&] {
     session.rewind(0);
-    if (n_depth > 0) session.forward(depth_tokens, false);
-    if (n_prompt > 0) return seconds_of([&] { session.forward(test_tokens, false); });
+    if (n_depth > 0) session.forward_last(depth_tokens);
+    if (n_prompt > 0) return seconds_of([&] { session.forward_last(test_tokens); });
     return seconds_of([&] {
-      for (int32_t i = 0; i < n_decode; ++i) session.forward(test_tokens.subspan(i, 1), false);
+      for (int32_t i = 0; i < n_decode; ++i) session.forward_last(test_tokens.subspan(i, 1));
     });
   };
 

@@ -12,7 +12,7 @@ std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt,
   Sampler sampler(options.sampling);
   std::vector<int32_t> history(prompt.begin(), prompt.end());
   std::vector<int32_t> generated;
-  std::vector<float> logits = session.forward(prompt, false);
+  std::span<const float> logits = session.forward_last(prompt);
   while (static_cast<int32_t>(generated.size()) < options.max_tokens) {
     const int32_t token = sampler.sample(logits, history);
     if (options.end_tokens.contains(token)) break;
@@ -21,7 +21,7 @@ std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt,
     if (!on_token(token)) break;
     if (static_cast<int32_t>(generated.size()) == options.max_tokens) break;
     if (session.position() >= session.context_size()) break;  // the context is full: stop, as a peer does
-    logits = session.forward(std::span(&token, 1), false);
+    logits = session.forward_last(std::span(&token, 1));
   }
   return generated;
 }

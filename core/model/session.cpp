@@ -71,6 +71,22 @@ void Session::rewind(int32_t position) {
 }
 
 std::vector<float> Session::forward(std::span<const int32_t> tokens, bool all_logits) {
+  check_input(tokens);
+  std::vector<float> logits(static_cast<size_t>(all_logits ? tokens.size() : 1) * model_.config().n_vocab);
+  run_steps(tokens, all_logits, logits.data());
+  return logits;
+}
+
+std::span<const float> Session::forward_last(std::span<const int32_t> tokens) {
+  const auto n_vocab = static_cast<size_t>(model_.config().n_vocab);
+  check_input(tokens);
+  if (!last_logits_) last_logits_ = backend_.host_alloc(n_vocab * sizeof(float));
+  auto* logits = static_cast<float*>(last_logits_.get());
+  run_steps(tokens, false, logits);
+  return {logits, n_vocab};
+}
+
+void Session::check_input(std::span<const int32_t> tokens) const {
   const ModelConfig& c = model_.config();
   if (tokens.empty()) throw Error("forward needs at least one token");
   if (position_ + static_cast<int64_t>(tokens.size()) > options_.n_ctx) {
@@ -82,18 +98,20 @@ std::vector<float> Session::forward(std::span<const int32_t> tokens, bool all_lo
       throw Error("token id " + std::to_string(token) + " is outside the vocabulary of " + std::to_string(c.n_vocab));
     }
   }
-  std::vector<float> logits;
-  logits.reserve(static_cast<size_t>(all_logits ? tokens.size() : 1) * c.n_vocab);
+}
+
+void Session::run_steps(std::span<const int32_t> tokens, bool all_logits, float* logits) {
+  const ModelConfig& c = model_.config();
   for (size_t start = 0; start < tokens.size(); start += options_.max_batch) {
     const size_t count = std::min<size_t>(options_.max_batch, tokens.size() - start);
     const bool last_chunk = start + count == tokens.size();
-    step(tokens.subspan(start, count), all_logits || last_chunk, logits);
+    // Only the last chunk's logits are wanted for a prompt; earlier chunks only fill the cache.
+    float* rows = all_logits ? logits + start * c.n_vocab : last_chunk ? logits : nullptr;
+    step(tokens.subspan(start, count), all_logits, rows);
   }
-  return logits;
 }
 
-void Session::step(std::span<const int32_t> tokens, bool wants_logits, std::vector<float>& logits) {
-  const ModelConfig& c = model_.config();
+void Session::step(std::span<const int32_t> tokens, bool all_logits, float* logits) {
   const ModelWeights& w = model_.weights();
   const auto& t = backend_.table();
   auto* b = backend_.get();
@@ -106,8 +124,7 @@ void Session::step(std::span<const int32_t> tokens, bool wants_logits, std::vect
   backend_.run("get_rows", [&](strata_error* e) { return t.get_rows(b, w.token_embd.get(), tokens.data(), n, s.x.get(), e); });
   run_layers(n, positions);
   position_ += n;
-  // Only the last chunk's logits are wanted for a prompt; earlier chunks only fill the cache.
-  if (wants_logits) output_logits(n, logits.capacity() > static_cast<size_t>(c.n_vocab), logits);
+  if (logits != nullptr) output_logits(n, all_logits, logits);
 }
 
 // The layers of one step, as two step graphs where the backend records them (layers [0, kLayersInFirstGraph)
@@ -298,7 +315,7 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
   residual_pending_ = true;
 }
 
-void Session::output_logits(int32_t n, bool all_logits, std::vector<float>& logits) {
+void Session::output_logits(int32_t n, bool all_logits, float* logits) {
   const ModelConfig& c = model_.config();
   const ModelWeights& w = model_.weights();
   const auto& t = backend_.table();
@@ -321,9 +338,7 @@ void Session::output_logits(int32_t n, bool all_logits, std::vector<float>& logi
   backend_.run("output", [&](strata_error* e) {
     return t.matmul(b, w.output.get(), 0, s.normed.get(), rows, nullptr, s.logits.get(), e);
   });
-  const size_t old_size = logits.size();
-  logits.resize(old_size + static_cast<size_t>(rows) * c.n_vocab);
-  backend_.read(s.logits, logits.data() + old_size, floats(rows, c.n_vocab));
+  backend_.read(s.logits, logits, floats(rows, c.n_vocab));
 }
 
 }  // namespace strata

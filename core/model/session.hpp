@@ -55,6 +55,9 @@ class Session {
   // Appends tokens at the current position. Returns logits, [n][n_vocab] row-major: for every token when
   // all_logits, else for the last one only. Throws strata::Error past the context, naming it.
   std::vector<float> forward(std::span<const int32_t> tokens, bool all_logits);
+  // The same for the last token's logits only, in the session's memory (from the backend's host_alloc,
+  // which a GPU's read reaches directly): valid until the next call. What generation and benchmarks call.
+  std::span<const float> forward_last(std::span<const int32_t> tokens);
 
   int32_t position() const { return position_; }
   int32_t context_size() const { return options_.n_ctx; }
@@ -63,7 +66,12 @@ class Session {
 
  private:
   struct Scratch;
-  void step(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits);
+  // Throws strata::Error for no tokens, tokens past the context or outside the vocabulary.
+  void check_input(std::span<const int32_t> tokens) const;
+  // Runs checked tokens in steps of at most max_batch; logits (nullptr: none wanted) receives every token's rows
+  // when all_logits, else the last token's.
+  void run_steps(std::span<const int32_t> tokens, bool all_logits, float* logits);
+  void step(std::span<const int32_t> tokens, bool all_logits, float* logits);
   void run_layers(int32_t n, const std::vector<int32_t>& positions);
   void run_as_graph(std::unique_ptr<StepGraph>& graph, int32_t n, const std::vector<int32_t>& positions,
                     const std::function<void()>& ops);
@@ -72,13 +80,14 @@ class Session {
   void moe_block(const LayerWeights& layer, int32_t n);
   void residual_then_norm(const strata_weight* norm, int32_t n);
   void add_pending_residual(int32_t n);
-  void output_logits(int32_t n, bool all_logits, std::vector<float>& logits);
+  void output_logits(int32_t n, bool all_logits, float* logits);
 
   const Model& model_;
   Backend& backend_;
   SessionOptions options_;
   KvCache cache_;
   std::shared_ptr<Scratch> scratch_;
+  HostMemory last_logits_;  // forward_last's row, allocated on its first call
   // Two step graphs per decode step size (1..kMaxGraphTokens tokens; the first layers, the rest), made on
   // first use.
   std::map<int32_t, std::array<std::unique_ptr<StepGraph>, 2>> graphs_;

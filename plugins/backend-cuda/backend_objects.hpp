@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "cuda_status.hpp"
@@ -128,6 +129,7 @@ struct strata_backend {
   cublasHandle_t cublas = nullptr;  // lane().cublas
   std::string description;
   strata::cuda::PinnedHostBuffer read_staging{"buffer_read staging"};
+  std::map<const std::byte*, size_t> host_memory;  // host_alloc's page-locked blocks: start, bytes
   strata_graph* recording = nullptr;  // the step graph being captured on the first lane's stream, if any
 
  private:

@@ -1,6 +1,7 @@
 // Activation buffers and weights in device memory, and the embedding lookup.
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,17 +47,45 @@ void buffer_read(strata_backend* backend, strata_buffer* buffer, size_t offset, 
     return;
   }
   auto* destination = &deref(static_cast<std::byte*>(dst), "dst");
-  // Through page-locked memory of at most kReadStagingBytes, a piece at a time: a prompt's logits for every
+  const auto* source = buffer->memory.as<std::byte>() + offset;
+  // Into host_alloc's page-locked memory directly.
+  if (const auto block = instance.host_memory.upper_bound(destination);
+      block != instance.host_memory.begin() && destination + bytes <= std::prev(block)->first + std::prev(block)->second) {
+    check(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToHost, instance.stream), "buffer_read");
+    check(cudaStreamSynchronize(instance.stream), "buffer_read: waiting for the queued ops");
+    return;
+  }
+  // Else through page-locked memory of at most kReadStagingBytes, a piece at a time: a prompt's logits for every
   // token (hundreds of MB) need not stay pinned for the backend's life.
   void* staging = instance.read_staging.get(std::min(bytes, kReadStagingBytes));
   for (size_t done = 0; done < bytes; done += kReadStagingBytes) {
     const size_t piece = std::min(bytes - done, kReadStagingBytes);
-    check(cudaMemcpyAsync(staging, buffer->memory.as<std::byte>() + offset + done, piece, cudaMemcpyDeviceToHost,
-                          instance.stream),
-          "buffer_read");
+    check(cudaMemcpyAsync(staging, source + done, piece, cudaMemcpyDeviceToHost, instance.stream), "buffer_read");
     check(cudaStreamSynchronize(instance.stream), "buffer_read: waiting for the queued ops");
     std::memcpy(destination + done, staging, piece);
   }
+}
+
+void host_alloc(strata_backend* backend, size_t bytes, void** out) {
+  auto& instance = deref(backend, "backend");
+  void*& memory = deref(out, "out");
+  if (bytes == 0) invalid_argument("host_alloc: 0 bytes");
+  void* block = nullptr;
+  check(cudaMallocHost(&block, bytes), "host_alloc: page-locked host memory of " + std::to_string(bytes) + " bytes");
+  try {
+    instance.host_memory.emplace(static_cast<const std::byte*>(block), bytes);
+  } catch (...) {
+    cudaFreeHost(block);
+    throw;
+  }
+  memory = block;
+}
+
+void host_free(strata_backend* backend, void* memory) {
+  if (backend == nullptr || memory == nullptr) return;
+  cudaStreamSynchronize(backend->stream);  // a queued read may still land there
+  backend->host_memory.erase(static_cast<const std::byte*>(memory));
+  cudaFreeHost(memory);
 }
 
 void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out) {

@@ -216,6 +216,13 @@ typedef struct strata_backend_table {
                                  int32_t n_tokens, int32_t n_experts, int32_t n_used, int32_t routing,
                                  strata_buffer* logits, strata_buffer* ids, strata_buffer* weights,
                                  strata_error* error);
+
+  /* ABI 1.4, optional (NULL: the core reads into heap memory). bytes of host memory that buffer_read fills
+   * fastest (a GPU: page-locked memory, which a copy reaches directly instead of through a staging copy),
+   * for what the core reads every step (a decode step's logits). host_free takes what host_alloc returned,
+   * before the backend is destroyed. */
+  strata_status (*host_alloc)(strata_backend* backend, size_t bytes, void** out, strata_error* error);
+  void (*host_free)(strata_backend* backend, void* memory);
 } strata_backend_table;
 
 enum { STRATA_GRAPH_RUN = 0, STRATA_GRAPH_RECORD = 1, STRATA_GRAPH_REPLAY = 2 };

@@ -54,6 +54,14 @@ constexpr strata_backend_table with_route_experts(strata_backend_table table) {
   return table;
 }
 
+// A table with the host memory entries (ABI 1.4) filled in: host_alloc and host_free.
+template <auto Alloc, auto Free>
+constexpr strata_backend_table with_host_memory(strata_backend_table table) {
+  table.host_alloc = &BackendEntry<Alloc>::call;
+  table.host_free = Free;
+  return table;
+}
+
 }  // namespace strata::sdk
 
 // The C++ functions a backend namespace defines for STRATA_BACKEND_TABLE: every entry of the table,
@@ -105,11 +113,17 @@ constexpr strata_backend_table with_route_experts(strata_backend_table table) {
                      int32_t n_experts, int32_t n_used, int32_t routing, strata_buffer* logits, strata_buffer* ids, \
                      strata_buffer* weights)
 
+// The optional host memory entries of ABI 1.4, for a backend namespace that has them (see with_host_memory).
+#define STRATA_DECLARE_HOST_MEMORY_FUNCTIONS()                                                                 \
+  void host_alloc(strata_backend* backend, size_t bytes, void** out);                                          \
+  void host_free(strata_backend* backend, void* memory)
+
 // A strata_backend_table from the functions of namespace NS: create, destroy, describe, buffer_alloc,
 // buffer_free, buffer_write, buffer_read, weight_load, weight_free, kv_create, kv_free and every op of
 // backend.h under its table name. Release functions (destroy, *_free) cannot fail and are used as they
-// are; describe(NULL) answers NAME. The optional entries, step graphs, fused ops, concurrent regions and the
-// fused router, are left NULL (see with_graphs, with_fused_ops, with_concurrency, with_route_experts).
+// are; describe(NULL) answers NAME. The optional entries, step graphs, fused ops, concurrent regions, the
+// fused router and host memory, are left NULL (see with_graphs, with_fused_ops, with_concurrency,
+// with_route_experts, with_host_memory).
 #define STRATA_BACKEND_TABLE(NS, NAME)                                                                     \
   strata_backend_table {                                                                                   \
     sizeof(strata_backend_table), &::strata::sdk::BackendEntry<NS::create>::call, &NS::destroy,            \
@@ -124,7 +138,7 @@ constexpr strata_backend_table with_route_experts(strata_backend_table table) {
         &::strata::sdk::BackendEntry<NS::moe_ffn>::call, &::strata::sdk::BackendEntry<NS::add>::call,      \
         &::strata::sdk::BackendEntry<NS::mul>::call, &::strata::sdk::BackendEntry<NS::unary>::call,        \
         &::strata::sdk::BackendEntry<NS::scale_rows>::call, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, \
-        nullptr, nullptr, nullptr, nullptr                                                                  \
+        nullptr, nullptr, nullptr, nullptr, nullptr, nullptr                                                \
   }
 
 // STRATA_BACKEND_TABLE(NS, NAME) with NS's step graph entries.
