@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Reads the CSV of scripts/kernel-trace.cpp (kernels as they ran, graphs and overlap included) and prints,
-for the decode steps of the run (runs of kernels separated by idle gaps of the GPU, the host's sampling
-between steps; the first steps, before the step graph exists, are skipped): the step's time, and per kernel
+for the decode steps of the run (the kernels between two reads of logits, device-to-host copies, or without
+such copies runs of kernels separated by idle gaps of the GPU; the first steps, before the step graphs exist,
+are skipped): the step's time, and per kernel
 (name and grid) its launches per step, its own time, and its share of the step's critical path: the kernels
 are taken in order of their ends, and each is given the time by which it moved the latest end so far (its
 part not hidden under kernels before it; idle time goes to the kernel after it). The shares sum to the step.
@@ -16,7 +17,7 @@ import re
 import statistics
 import sys
 
-GAP_NS = 15_000  # the GPU idle this long ends a step
+GAP_NS = 15_000  # the GPU idle this long ends a step where no reads mark the steps
 
 
 def short(name):
@@ -31,10 +32,18 @@ def short(name):
     return result[:90]
 
 
-def steps_of(kernels):
+def steps_of(kernels, reads):
+    """A step's kernels: those between two device-to-host copies (each decode step ends by reading its logits),
+    or without such copies runs of kernels separated by GAP_NS of GPU idle (a step of several graphs may have
+    such a gap inside it when tracing slows the host's launches)."""
     steps, current, latest_end = [], [], None
+    ends = iter(sorted(read["end"] for read in reads))
+    next_read = next(ends, None)
     for kernel in kernels:
-        if current and kernel["start"] - latest_end > GAP_NS:
+        past_read = next_read is not None and kernel["start"] >= next_read
+        while next_read is not None and kernel["start"] >= next_read:
+            next_read = next(ends, None)
+        if current and (past_read if reads else kernel["start"] - latest_end > GAP_NS):
             steps.append(current)
             current = []
         latest_end = kernel["end"] if not current else max(latest_end, kernel["end"])
@@ -45,19 +54,21 @@ def steps_of(kernels):
 
 
 def main():
-    kernels, others = [], []
+    kernels, others, reads = [], [], []
     for row in csv.DictReader(open(sys.argv[1])):
         event = {"start": int(row["start_ns"]), "end": int(row["end_ns"]), "graph": int(row["graph"])}
         if row["kind"] == "kernel":
             kernels.append(dict(event, key=f"{short(row['name'])} [{row['grid']}]"))
         else:
             others.append(dict(event, key=f"{row['kind']} {row['name']}"))
+            if row["kind"] == "copy" and row["name"].endswith("kind 2"):  # CUPTI's device-to-host
+                reads.append(event)
     if not kernels:
         sys.exit(f"{sys.argv[1]}: no kernels traced")
     kernels.sort(key=lambda k: k["start"])
     skip = int(sys.argv[2]) if len(sys.argv) > 2 else 4
-    steps = steps_of(kernels)
-    graph_steps = [s for s in steps if all(k["graph"] for k in s)]
+    steps = steps_of(kernels, reads)
+    graph_steps = [s for s in steps if any(k["graph"] for k in s)]
     if not graph_steps:
         graph_steps = steps
     sizes = collections.Counter(len(s) for s in graph_steps)
