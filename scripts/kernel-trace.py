@@ -40,9 +40,9 @@ def steps_of(kernels, reads):
     ends = iter(sorted(read["end"] for read in reads))
     next_read = next(ends, None)
     for kernel in kernels:
-        past_read = next_read is not None and kernel["start"] >= next_read
+        past_read = False
         while next_read is not None and kernel["start"] >= next_read:
-            next_read = next(ends, None)
+            past_read, next_read = True, next(ends, None)
         if current and (past_read if reads else kernel["start"] - latest_end > GAP_NS):
             steps.append(current)
             current = []

@@ -48,20 +48,21 @@ void buffer_read(strata_backend* backend, strata_buffer* buffer, size_t offset, 
   }
   auto* destination = &deref(static_cast<std::byte*>(dst), "dst");
   const auto* source = buffer->memory.as<std::byte>() + offset;
+  const auto copy_and_wait = [&](void* to, const std::byte* from, size_t piece) {
+    check(cudaMemcpyAsync(to, from, piece, cudaMemcpyDeviceToHost, instance.stream), "buffer_read");
+    check(cudaStreamSynchronize(instance.stream), "buffer_read: waiting for the queued ops");
+  };
   // Into host_alloc's page-locked memory directly.
   if (const auto block = instance.host_memory.upper_bound(destination);
       block != instance.host_memory.begin() && destination + bytes <= std::prev(block)->first + std::prev(block)->second) {
-    check(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToHost, instance.stream), "buffer_read");
-    check(cudaStreamSynchronize(instance.stream), "buffer_read: waiting for the queued ops");
-    return;
+    return copy_and_wait(destination, source, bytes);
   }
   // Else through page-locked memory of at most kReadStagingBytes, a piece at a time: a prompt's logits for every
   // token (hundreds of MB) need not stay pinned for the backend's life.
   void* staging = instance.read_staging.get(std::min(bytes, kReadStagingBytes));
   for (size_t done = 0; done < bytes; done += kReadStagingBytes) {
     const size_t piece = std::min(bytes - done, kReadStagingBytes);
-    check(cudaMemcpyAsync(staging, source + done, piece, cudaMemcpyDeviceToHost, instance.stream), "buffer_read");
-    check(cudaStreamSynchronize(instance.stream), "buffer_read: waiting for the queued ops");
+    copy_and_wait(staging, source + done, piece);
     std::memcpy(destination + done, staging, piece);
   }
 }
