@@ -6,7 +6,21 @@ configure_and_build() {
   local build=$1 reference=$2 logs=$3
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_CUDA=ON \
     -DSTRATA_CUDA_ARCHS="${STRATA_CUDA_ARCHS:-90}" -DSTRATA_REFERENCE_DIR="$reference" >"$logs/configure.log" 2>&1
-  ninja -C "$build" -j "${STRATA_BUILD_JOBS:-$(nproc)}" >"$logs/build.log" 2>&1 || { tail -n 40 "$logs/build.log"; return 1; }
+  build_tree "$build" "$logs/build.log" "${STRATA_BUILD_JOBS:-$(nproc)}" || { tail -n 40 "$logs/build.log"; return 1; }
+}
+
+# build_tree BUILD LOG JOBS: ninja, after touching every source whose content differs from what BUILD was last
+# built from. A warm device machine keeps BUILD between calls, but the tree copied onto it carries this
+# checkout's times: a file that a variant patched and put back can look older than the object built from the
+# patched text, and ninja would keep that object (a call's "base" once measured the last call's variant).
+build_tree() {
+  local build=$1 log=$2 jobs=$3 sums=$1/source-sums.txt current
+  current=$(find sdk core host plugins tests -type f -print0 | sort -z | xargs -0 md5sum)
+  if [ -f "$sums" ]; then
+    diff <(echo "$current") "$sums" | sed -n 's/^< [0-9a-f]*  //p' | xargs -r touch
+  fi
+  ninja -C "$build" -j "$jobs" >"$log" 2>&1 || return 1
+  echo "$current" >"$sums"
 }
 
 # synth_bench_model BUILD MODEL LOG: the qwen3-30b-a3b IQ3_S model the benchmarks run, made once per machine;

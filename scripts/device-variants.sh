@@ -61,7 +61,8 @@ measure() {
 }
 
 # A warm device machine keeps its copy of the tree between calls and re-sends only the files changed here:
-# a patch left applied there would silently stay in the next call's build. Stacked patches go back at exit.
+# a patch left applied there would silently stay in the next call's sources (and build_tree rebuilds what a
+# reverted patch touched). Stacked patches go back at exit.
 applied=()
 revert_applied() {
   for ((i = ${#applied[@]} - 1; i >= 0; i--)); do patch -R -p1 <"${applied[i]}" >/dev/null; done
@@ -74,7 +75,7 @@ for patch in "$@"; do
   name=$(basename "$patch" .patch)
   if ! patch -p1 --dry-run <"$patch" >/dev/null; then echo "$name: does not apply" >"$out/$name.txt"; continue; fi
   patch -p1 <"$patch" >/dev/null && applied+=("$patch")
-  if timeout 300 ninja -C "$build" -j "$(nproc)" >"/tmp/variants-build-$name.log" 2>&1; then
+  if timeout 300 bash -c "source scripts/device-common.sh; build_tree '$build' '/tmp/variants-build-$name.log' $(nproc)"; then
     measure "$name"
     if [ -n "${TESTS:-}" ]; then
       timeout 200 "$build/bin/strata_tests" --gtest_filter="$TESTS" 2>&1 | grep -E '^\[  (PASSED|FAILED) ' >>"$out/$name.txt"
