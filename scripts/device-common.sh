@@ -9,12 +9,14 @@ configure_and_build() {
   build_tree "$build" "$logs/build.log" "${STRATA_BUILD_JOBS:-$(nproc)}" || { tail -n 40 "$logs/build.log"; return 1; }
 }
 
-# build_tree BUILD LOG JOBS: ninja, after touching every source whose content differs from what BUILD was last
-# built from. A warm device machine keeps BUILD between calls, but the tree copied onto it carries this
-# checkout's times: a file that a variant patched and put back can look older than the object built from the
-# patched text, and ninja would keep that object (a call's "base" once measured the last call's variant).
+# build_tree BUILD [LOG [JOBS]]: ninja (its output to LOG, default BUILD/build.log; JOBS default all cores),
+# after touching every source whose content differs from what BUILD was last built from. A warm device machine
+# keeps BUILD between calls, but the tree copied onto it carries this checkout's times: a file that a variant
+# patched and put back can look older than the object built from the patched text, and ninja would keep that
+# object (a call's "base" once measured the last call's variant). Called without LOG and JOBS it once failed
+# silently and a comparison measured one binary twice: hence the defaults.
 build_tree() {
-  local build=$1 log=$2 jobs=$3 sums=$1/source-sums.txt current
+  local build=$1 log=${2:-$1/build.log} jobs=${3:-$(nproc)} sums=$1/source-sums.txt current
   current=$(find sdk core host plugins tests -type f -print0 | sort -z | xargs -0 md5sum)
   if [ -f "$sums" ]; then
     diff <(echo "$current") "$sums" | sed -n 's/^< [0-9a-f]*  //p' | xargs -r touch
