@@ -11,6 +11,10 @@
 #                 scripts/device-common.sh: $OUT/ncu-decode-source.csv.gz, $OUT/ncu-source-sections.txt)
 #   --stack       applies the patches one on top of the other, reverted only at the end (each measured with those
 #                 before it: for a branch's commits, `git diff a b` each), which saves the rebuilds of reverts
+#   --rounds N    then N rounds of one tg128 run each of the base and of every variant in turn, from copies of
+#                 their binaries and plugins: within one call the same binary measured 432-443 t/s, and the first
+#                 runs after a fresh machine's build read up to 2% slow, so a base measured once, first, can
+#                 make a variant look better or worse than it is
 #   TESTS=filter  also runs strata_tests --gtest_filter=filter for each patch (the CUDA suite: ~90 s)
 #   GREP='a;b'    also keeps the last 6 lines matching each pattern (extended regex, ';' between them) of a
 #                 320-token decode: what a measurement patch (clock64 stamps of a kernel's phases, printed by the
@@ -23,14 +27,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device-common.sh
-prompt=0 depth=0 stack=0 source=0
+prompt=0 depth=0 stack=0 source=0 rounds=0
 while [[ "${1:-}" == --* ]]; do
   case "$1" in
     --prompt) prompt=1 ;;
     --depth) depth=1 ;;
     --stack) stack=1 ;;
     --source) source=1 ;;
-    *) echo "usage: $0 [--prompt] [--depth] [--stack] [--source] patch..." >&2; exit 2 ;;
+    --rounds) rounds=$2; shift ;;
+    *) echo "usage: $0 [--prompt] [--depth] [--stack] [--source] [--rounds N] patch..." >&2; exit 2 ;;
   esac
   shift
 done
@@ -39,6 +44,7 @@ out=${OUT:-$build/variants}
 model=/tmp/strata-qwen3-30b-a3b-iq3_s.gguf
 traces=/tmp/variants
 mkdir -p "$out" "$traces"
+rm -rf "$traces"/bin-*  # a warm machine's copies from an earlier call
 mkdir -p /tmp/variants-logs
 configure_and_build "$build" "$PWD/.ref" /tmp/variants-logs || exit 1
 build_kernel_tracer "$build"
@@ -69,7 +75,15 @@ revert_applied() {
 }
 trap revert_applied EXIT
 
+# keep_binaries NAME: the strata binary, its manifest and plugins as built now, for the rounds (--rounds).
+keep_binaries() {
+  [ "$rounds" -gt 0 ] || return 0
+  rm -rf "$traces/bin-$1" && mkdir -p "$traces/bin-$1" &&
+    cp -a "$build/bin/strata" "$build/bin/strata-manifest.json" "$build/bin/plugins" "$traces/bin-$1/"
+}
+
 measure base
+keep_binaries base
 [ "$source" = 1 ] && timeout 240 bash -c "source scripts/device-common.sh; source_profile '$build' '$model' '$out'"
 for patch in "$@"; do
   name=$(basename "$patch" .patch)
@@ -77,6 +91,7 @@ for patch in "$@"; do
   patch -p1 <"$patch" >/dev/null && applied+=("$patch")
   if timeout 300 bash -c "source scripts/device-common.sh; build_tree '$build' '/tmp/variants-build-$name.log' $(nproc)"; then
     measure "$name"
+    keep_binaries "$name"
     if [ -n "${TESTS:-}" ]; then
       timeout 200 "$build/bin/strata_tests" --gtest_filter="$TESTS" 2>&1 | grep -E '^\[  (PASSED|FAILED) ' >>"$out/$name.txt"
     fi
@@ -84,6 +99,14 @@ for patch in "$@"; do
     tail -n 30 "/tmp/variants-build-$name.log" >"$out/$name.txt"
   fi
   if [ "$stack" = 0 ]; then patch -R -p1 <"$patch" >/dev/null && unset 'applied[-1]'; fi
+done
+for ((round = 1; round <= rounds; round++)); do
+  for name in base "$@"; do
+    name=$(basename "$name" .patch)
+    [ -x "$traces/bin-$name/strata" ] || continue
+    timeout 30 "$traces/bin-$name/strata" bench --model "$model" --backend cuda -p 0 2>&1 | grep tg128 |
+      sed "s/$/  (round $round)/" >>"$out/$name.txt"
+  done
 done
 for name in base "$@"; do
   name=$(basename "$name" .patch)
