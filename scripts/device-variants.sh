@@ -11,6 +11,8 @@
 #                 scripts/device-common.sh: $OUT/ncu-decode-source.csv.gz, $OUT/ncu-source-sections.txt)
 #   --stack       applies the patches one on top of the other, reverted only at the end (each measured with those
 #                 before it: for a branch's commits, `git diff a b` each), which saves the rebuilds of reverts
+#   --ncu REGEX   also ncu's speed-of-light, warp-state (stall), memory-table, occupancy and instruction sections
+#                 of two decode launches of the kernels matching REGEX (e.g. expert), per build: $OUT/ncu-<name>.txt
 #   --rounds N    then N rounds of one tg128 run each of the base and of every variant in turn, from copies of
 #                 their binaries and plugins: within one call the same binary measured 432-443 t/s, and the first
 #                 runs after a fresh machine's build read up to 2% slow, so a base measured once, first, can
@@ -27,7 +29,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device-common.sh
-prompt=0 depth=0 stack=0 source=0 rounds=0
+prompt=0 depth=0 stack=0 source=0 rounds=0 ncu_kernels=
 while [[ "${1:-}" == --* ]]; do
   case "$1" in
     --prompt) prompt=1 ;;
@@ -35,7 +37,8 @@ while [[ "${1:-}" == --* ]]; do
     --stack) stack=1 ;;
     --source) source=1 ;;
     --rounds) rounds=$2; shift ;;
-    *) echo "usage: $0 [--prompt] [--depth] [--stack] [--source] [--rounds N] patch..." >&2; exit 2 ;;
+    --ncu) ncu_kernels=$2; shift ;;
+    *) echo "usage: $0 [--prompt] [--depth] [--stack] [--source] [--ncu REGEX] [--rounds N] patch..." >&2; exit 2 ;;
   esac
   shift
 done
@@ -64,6 +67,12 @@ measure() {
     traced "$build" "$traces/$name.csv" timeout 30 "${bench[@]}" -p 0 -n 16 -r 1 2>&1 | grep tg16
     python3 scripts/kernel-trace.py "$traces/$name.csv"
   } >"$out/$name.txt" 2>&1
+  # Launches well into the decode (-n 8 without graphs: ~500 kernels a step), one at a time as ncu runs them.
+  if [ -n "$ncu_kernels" ]; then
+    timeout 150 ncu --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis_Tables \
+      --section Occupancy --section InstructionStats -k "regex:$ncu_kernels" --launch-skip 400 --launch-count 2 \
+      "${bench[@]}" --no-graphs -p 0 -n 8 -r 1 >"$out/ncu-$name.txt" 2>&1
+  fi
 }
 
 # A warm device machine keeps its copy of the tree between calls and re-sends only the files changed here:
