@@ -13,6 +13,8 @@
 #                 before it: for a branch's commits, `git diff a b` each), which saves the rebuilds of reverts
 #   --ncu REGEX   also ncu's speed-of-light, warp-state (stall), memory-table, occupancy and instruction sections
 #                 of two decode launches of the kernels matching REGEX (e.g. expert), per build: $OUT/ncu-<name>.txt
+#   --ops LIST    also times these ops alone (strata bench --ops LIST, e.g. moe_ffn,attn_output) per build and in
+#                 each round: an op's own time, with less spread than tg128
 #   --rounds N    then N rounds of one tg128 run each of the base and of every variant in turn, from copies of
 #                 their binaries and plugins: within one call the same binary measured 432-443 t/s, and the first
 #                 runs after a fresh machine's build read up to 2% slow, so a base measured once, first, can
@@ -29,7 +31,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device-common.sh
-prompt=0 depth=0 stack=0 source=0 rounds=0 ncu_kernels=
+prompt=0 depth=0 stack=0 source=0 rounds=0 ncu_kernels= ops=
 while [[ "${1:-}" == --* ]]; do
   case "$1" in
     --prompt) prompt=1 ;;
@@ -38,7 +40,8 @@ while [[ "${1:-}" == --* ]]; do
     --source) source=1 ;;
     --rounds) rounds=$2; shift ;;
     --ncu) ncu_kernels=$2; shift ;;
-    *) echo "usage: $0 [--prompt] [--depth] [--stack] [--source] [--ncu REGEX] [--rounds N] patch..." >&2; exit 2 ;;
+    --ops) ops=$2; shift ;;
+    *) echo "usage: $0 [--prompt] [--depth] [--stack] [--source] [--ncu REGEX] [--ops LIST] [--rounds N] patch..." >&2; exit 2 ;;
   esac
   shift
 done
@@ -58,6 +61,7 @@ measure() {
   {
     [ "$prompt" = 1 ] && timeout 60 "${bench[@]}" -n 0 2>&1 | grep pp512
     for _ in 1 2; do timeout 30 "${bench[@]}" -p 0 2>&1 | grep tg128; done
+    [ -n "$ops" ] && timeout 60 "${bench[@]}" --ops "$ops" --op-calls 480 -r 5 2>&1 | grep ' us '
     [ "$depth" = 1 ] && timeout 90 "${bench[@]}" -p 0 -d 4096 16384 2>&1 | grep tg128
     if [ -n "${GREP:-}" ]; then
       timeout 30 "${bench[@]}" -p 0 -n 320 -r 1 >/tmp/variants-grep.txt 2>&1
@@ -115,11 +119,13 @@ for ((round = 1; round <= rounds; round++)); do
     [ -x "$traces/bin-$name/strata" ] || continue
     timeout 30 "$traces/bin-$name/strata" bench --model "$model" --backend cuda -p 0 2>&1 | grep tg128 |
       sed "s/$/  (round $round)/" >>"$out/$name.txt"
+    [ -n "$ops" ] && timeout 60 "$traces/bin-$name/strata" bench --model "$model" --backend cuda --ops "$ops" \
+      --op-calls 480 -r 5 2>&1 | grep ' us ' | sed "s/$/  (round $round)/" >>"$out/$name.txt"
   done
 done
 for name in base "$@"; do
   name=$(basename "$name" .patch)
   echo "== $name"
-  grep -E "pp512|tg128|steps of|PASSED|FAILED|does not apply|error${GREP:+|${GREP//;/|}}" "$out/$name.txt" |
+  grep -E "pp512|tg128| us |steps of|PASSED|FAILED|does not apply|error${GREP:+|${GREP//;/|}}" "$out/$name.txt" |
     sed 's/.*reserved f16 *//'
 done

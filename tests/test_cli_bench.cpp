@@ -1,11 +1,12 @@
 // `strata bench` end to end on a tiny reference model: the tests it runs, their names and the JSON fields,
-// with and without --depth.
+// with and without --depth; single ops timed alone (--ops).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/gguf/gguf_file.hpp"
 #include "support/reference.hpp"
 #include "support/run_command.hpp"
 
@@ -48,6 +49,40 @@ TEST(BenchCli, DepthRunsEachTestAfterThatManyCachedTokens) {
   const auto negative = bench(model, "--depth -1");
   EXPECT_NE(negative.exit_code, 0);
   EXPECT_NE(negative.err.find("--depth"), std::string::npos) << negative.err;
+}
+
+// --ops times each named op alone: one line per op, in order, with the weights a call reads (moe_ffn: for
+// one token its n_used experts' rows of gate, up and down; a matmul: its tensor), and a positive time. An
+// unknown op fails naming it.
+TEST(BenchCli, OpsTimesEachNamedOpAloneWithTheWeightsItReads) {
+  const auto model = test::reference_dir() / "models" / "qwen2moe-tiny-q8_0.gguf";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing: " << model;
+  const auto run = bench(model, "--ops moe_ffn,attn_q,output --op-calls 8 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto lines = nlohmann::json::parse(run.out);
+  ASSERT_EQ(lines.size(), 3u) << run.out;
+
+  const gguf::Model file(model);
+  const auto count = [&](const char* key) { return static_cast<double>(file.find(key)->as_uint().value()); };
+  const double n_expert = count("qwen2moe.expert_count"), n_used = count("qwen2moe.expert_used_count");
+  double expert_bytes = 0.0;
+  for (const char* matrix : {"gate", "up", "down"}) {
+    expert_bytes += static_cast<double>(file.tensor(std::string("blk.0.ffn_") + matrix + "_exps.weight").bytes) / n_expert;
+  }
+  const double expected_bytes[] = {n_used * expert_bytes, static_cast<double>(file.tensor("blk.0.attn_q.weight").bytes),
+                                   static_cast<double>(file.tensor("output.weight").bytes)};
+  const char* ops[] = {"moe_ffn", "attn_q", "output"};
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i]["op"], ops[i]) << run.out;
+    EXPECT_EQ(lines[i]["n_tokens"], 1) << run.out;
+    EXPECT_EQ(lines[i]["calls"], 8) << run.out;
+    EXPECT_GT(lines[i]["avg_us"].get<double>(), 0.0) << run.out;
+    EXPECT_NEAR(lines[i]["weight_bytes"].get<double>(), expected_bytes[i], 1e-6 * expected_bytes[i]) << ops[i];
+  }
+
+  const auto unknown = bench(model, "--ops attn_z");
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.err.find("unknown op 'attn_z'"), std::string::npos) << unknown.err;
 }
 
 }  // namespace

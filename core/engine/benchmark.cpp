@@ -64,12 +64,19 @@ BenchmarkResult run_benchmark(const Model& model, const BenchmarkTest& test, int
   if (n_depth > 0) result.test += " @ d" + std::to_string(n_depth);
   run_once();  // warm-up: page in the weights, settle the threads, record the step graphs
   for (int32_t r = 0; r < repetitions; ++r) result.samples.push_back(n_tested / run_once());
-  const double n = static_cast<double>(result.samples.size());
-  result.tokens_per_second = std::accumulate(result.samples.begin(), result.samples.end(), 0.0) / n;
-  double variance = 0.0;
-  for (const double sample : result.samples) variance += (sample - result.tokens_per_second) * (sample - result.tokens_per_second);
-  result.stddev = n > 1 ? std::sqrt(variance / (n - 1)) : 0.0;
+  const SampleStats stats = sample_stats(result.samples);
+  result.tokens_per_second = stats.mean;
+  result.stddev = stats.stddev;
   return result;
+}
+
+SampleStats sample_stats(const std::vector<double>& samples) {
+  if (samples.empty()) return {};
+  const double n = static_cast<double>(samples.size());
+  const double mean = std::accumulate(samples.begin(), samples.end(), 0.0) / n;
+  double variance = 0.0;
+  for (const double sample : samples) variance += (sample - mean) * (sample - mean);
+  return {mean, n > 1 ? std::sqrt(variance / (n - 1)) : 0.0};
 }
 
 uint64_t weight_bytes_per_decoded_token(const gguf::Model& file, const ModelConfig& config) {

@@ -29,6 +29,13 @@ struct BenchmarkResult {
   std::vector<double> samples;
 };
 
+// The mean of samples and their sample standard deviation (0 for a single sample), as llama-bench reports.
+struct SampleStats {
+  double mean = 0.0;
+  double stddev = 0.0;
+};
+SampleStats sample_stats(const std::vector<double>& samples);
+
 // Runs one test with a fresh session each time, made with session's options (its context is sized to the
 // depth plus the test).
 BenchmarkResult run_benchmark(const Model& model, const BenchmarkTest& test, int32_t repetitions,

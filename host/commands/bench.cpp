@@ -1,11 +1,12 @@
 // strata bench --model M [-p 512] [-n 128] [-d 0] [-t T] [--json]: prompt and decode tokens/s, one line per
-// configuration in the style of llama-bench.
+// configuration in the style of llama-bench; with --ops, single ops of the model timed alone instead.
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "core/engine/benchmark.hpp"
 #include "core/engine/engine.hpp"
+#include "core/engine/op_benchmark.hpp"
 #include "host/commands/commands.hpp"
 #include "host/commands/engine_options.hpp"
 
@@ -22,6 +23,9 @@ struct BenchOptions {
   std::string kv = "f16";
   int32_t batch = 512;
   bool json = false;
+  std::vector<std::string> ops;
+  int32_t op_calls = 200;
+  int32_t op_tokens = 1;
 };
 
 uint64_t model_bytes(const gguf::Model& file) {
@@ -53,6 +57,17 @@ void register_bench_command(CLI::App& app) {
   command->add_option("--kv", options->kv, "KV cache type: f16 or int8")->capture_default_str();
   command->add_option("--batch", options->batch, "Tokens per forward step for prompts")->capture_default_str();
   command->add_flag("--json", options->json, "Print a JSON array, one object per configuration");
+  command->add_option("--ops", options->ops,
+                      "Instead of pp/tg, time these ops of the model alone, each call on the next layer's weights: "
+                      "moe_ffn, attn_q, attn_k, attn_v, attn_output, output (comma-separated; without step graphs "
+                      "or the kernels around them in a step)")
+      ->delimiter(',');
+  command->add_option("--op-calls", options->op_calls, "Calls per timed round of an op (--ops)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_option("--op-tokens", options->op_tokens, "Tokens per call of an op (--ops)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
 
   command->callback([options] {
     auto thread_counts = options->threads;
@@ -62,6 +77,34 @@ void register_bench_command(CLI::App& app) {
       EngineOptions engine_options = options->engine;
       engine_options.threads = threads;
       const Engine engine(engine_options);
+      if (!options->ops.empty()) {
+        for (const std::string& op : options->ops) {
+          const auto result = run_op_benchmark(engine.model(), engine.file(), op, options->op_tokens, options->op_calls,
+                                               options->repetitions);
+          const double gbps = result.weight_bytes_per_call / (result.us_per_call * 1e3);
+          nlohmann::ordered_json line = {{"model", engine.file().first().path().filename().string()},
+                                         {"backend", engine.backend().name()},
+                                         {"backend_info", engine.backend().describe()},
+                                         {"threads", threads},
+                                         {"op", result.op},
+                                         {"n_tokens", result.n_tokens},
+                                         {"calls", options->op_calls},
+                                         {"avg_us", result.us_per_call},
+                                         {"stddev_us", result.stddev_us},
+                                         {"samples_us", result.samples},
+                                         {"weight_bytes", result.weight_bytes_per_call},
+                                         {"weight_gbps", gbps}};
+          if (options->json) {
+            results.push_back(line);
+          } else {
+            std::printf("%-32s %-40s %-12s x%-3d %10.2f ± %.2f us  (%.2f MB weights, %.1f GB/s)\n",
+                        line["model"].get<std::string>().c_str(), engine.backend().describe().c_str(), op.c_str(),
+                        result.n_tokens, result.us_per_call, result.stddev_us, result.weight_bytes_per_call / 1e6, gbps);
+            std::fflush(stdout);
+          }
+        }
+        continue;
+      }
       const uint64_t bytes_per_token = weight_bytes_per_decoded_token(engine.file(), engine.model().config());
       std::vector<BenchmarkTest> tests;
       for (const int32_t d : options->depth) {

@@ -1,0 +1,156 @@
+#include "core/engine/op_benchmark.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "core/engine/benchmark.hpp"
+#include "core/util/error.hpp"
+
+namespace strata {
+namespace {
+
+constexpr const char* kOps[] = {"moe_ffn", "attn_q", "attn_k", "attn_v", "attn_output", "output"};
+constexpr int32_t kRoutings = 16;
+
+std::vector<float> random_values(size_t count, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::normal_distribution<float> value(0.0f, 1.0f);
+  std::vector<float> values(count);
+  for (auto& v : values) v = value(random);
+  return values;
+}
+
+// kRoutings routings of n_tokens tokens, each token's n_used experts distinct, from a fixed seed.
+std::vector<std::vector<int32_t>> fixed_routings(const ModelConfig& c, int32_t n_tokens) {
+  std::mt19937 random(7);
+  std::vector<int32_t> experts(c.n_expert);
+  std::iota(experts.begin(), experts.end(), 0);
+  std::vector<std::vector<int32_t>> routings(kRoutings);
+  for (auto& ids : routings) {
+    for (int32_t t = 0; t < n_tokens; ++t) {
+      std::shuffle(experts.begin(), experts.end(), random);
+      ids.insert(ids.end(), experts.begin(), experts.begin() + c.n_expert_used);
+    }
+  }
+  return routings;
+}
+
+const Weight& layer_matrix(const LayerWeights& layer, const std::string& op) {
+  if (op == "attn_q") return layer.attn_q;
+  if (op == "attn_k") return layer.attn_k;
+  if (op == "attn_v") return layer.attn_v;
+  return layer.attn_output;
+}
+
+// The tensor behind a matmul op's weight in layer il (the head: output.weight, or the tied embedding).
+const gguf::TensorInfo& matrix_tensor(const gguf::Model& file, const std::string& op, int32_t il) {
+  if (op != "output") return file.tensor("blk." + std::to_string(il) + "." + op + ".weight");
+  const gguf::TensorInfo* output = file.find_tensor("output.weight");
+  return output != nullptr ? *output : file.tensor("token_embd.weight");
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+std::span<const char* const> benchmark_ops() { return kOps; }
+
+OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, const std::string& op, int32_t n_tokens,
+                                   int32_t calls, int32_t repetitions) {
+  if (std::find(std::begin(kOps), std::end(kOps), op) == std::end(kOps)) {
+    throw Error("unknown op '" + op + "' to benchmark (choose moe_ffn, attn_q, attn_k, attn_v, attn_output or output)");
+  }
+  if (n_tokens < 1 || calls < 1 || repetitions < 1) {
+    throw Error("an op benchmark needs at least 1 token, 1 call and 1 repetition");
+  }
+  const ModelConfig& c = model.config();
+  const ModelWeights& weights = model.weights();
+  Backend& backend = model.backend();
+  const auto& t = backend.table();
+  auto* b = backend.get();
+  const bool moe = op == "moe_ffn";
+  if (moe && !weights.layers[0].gate_exps) throw Error("op benchmark: the model has no routed experts (moe_ffn)");
+
+  // Input widths and output rows: the experts' FFN maps the residual width to itself, a matmul as its tensor.
+  const auto& first_tensor = moe ? file.tensor("blk.0.ffn_gate_exps.weight") : matrix_tensor(file, op, 0);
+  const int64_t width = moe ? c.n_embd : static_cast<int64_t>(first_tensor.shape[0]);
+  const int64_t out_rows = moe ? c.n_embd : static_cast<int64_t>(first_tensor.shape[1]);
+  const auto floats = [](int64_t rows, int64_t values) { return static_cast<size_t>(rows * values) * sizeof(float); };
+
+  // The op's input as in a step: a norm's output (on a GPU also rounded to 8 bits, which the decode kernels
+  // read), except the output projection's, which reads the attention's floats.
+  Buffer raw(backend, floats(n_tokens, width)), input(backend, floats(n_tokens, width)), out(backend, floats(n_tokens, out_rows));
+  const auto values = random_values(static_cast<size_t>(n_tokens * width), 42);
+  backend.write(raw, values.data(), values.size() * sizeof(float));
+  const Weight& norm = moe ? weights.layers[0].ffn_norm : op == "output" ? weights.output_norm : weights.layers[0].attn_norm;
+  const Buffer& x = op == "attn_output" ? raw : input;
+  if (op != "attn_output") {
+    backend.run("op benchmark norm", [&](strata_error* e) {
+      return t.rms_norm(b, raw.get(), norm.get(), n_tokens, static_cast<int32_t>(width), c.rms_eps, input.get(), e);
+    });
+  }
+
+  OpBenchmarkResult result;
+  result.op = op;
+  result.n_tokens = n_tokens;
+  std::vector<Buffer> ids, slot_weights;
+  std::function<void(int32_t)> call;
+  if (moe) {
+    const auto routings = fixed_routings(c, n_tokens);
+    const std::vector<float> equal(static_cast<size_t>(n_tokens * c.n_expert_used), 1.0f / static_cast<float>(c.n_expert_used));
+    double experts_read = 0.0;
+    for (const auto& routing : routings) {
+      ids.emplace_back(backend, routing.size() * sizeof(int32_t));
+      backend.write(ids.back(), routing.data(), routing.size() * sizeof(int32_t));
+      slot_weights.emplace_back(backend, equal.size() * sizeof(float));
+      backend.write(slot_weights.back(), equal.data(), equal.size() * sizeof(float));
+      experts_read += static_cast<double>(std::set<int32_t>(routing.begin(), routing.end()).size()) / kRoutings;
+    }
+    double expert_bytes = 0.0;
+    for (const char* matrix : {"gate", "up", "down"}) {
+      expert_bytes += static_cast<double>(file.tensor(std::string("blk.0.ffn_") + matrix + "_exps.weight").bytes) / c.n_expert;
+    }
+    result.weight_bytes_per_call = experts_read * expert_bytes;
+    call = [&](int32_t i) {
+      const LayerWeights& layer = weights.layers[i % c.n_layer];
+      const int32_t routing = i % kRoutings;
+      backend.run("op benchmark moe_ffn", [&](strata_error* e) {
+        return t.moe_ffn(b, x.get(), n_tokens, c.n_expert_used, ids[routing].get(), slot_weights[routing].get(),
+                         layer.gate_exps.get(), layer.up_exps.get(), layer.down_exps.get(), out.get(), e);
+      });
+    };
+  } else {
+    result.weight_bytes_per_call = static_cast<double>(first_tensor.bytes);
+    // The head has one weight; the layers' matmuls take the next layer's each call.
+    const int32_t layers = op == "output" ? 1 : c.n_layer;
+    call = [&](int32_t i) {
+      const Weight& w = op == "output" ? weights.output : layer_matrix(weights.layers[i % layers], op);
+      backend.run("op benchmark matmul", [&](strata_error* e) {
+        return t.matmul(b, w.get(), 0, x.get(), n_tokens, nullptr, out.get(), e);
+      });
+    };
+  }
+
+  // A round's calls are queued back to back; reading the output back waits for all of them.
+  const auto round_us_per_call = [&] {
+    const auto start = std::chrono::steady_clock::now();
+    for (int32_t i = 0; i < calls; ++i) call(i);
+    float sink = 0.0f;
+    backend.read(out, &sink, sizeof sink);
+    return seconds_since(start) * 1e6 / calls;
+  };
+  round_us_per_call();  // warm-up: scratch sizes, first launches, weights paged in
+  for (int32_t r = 0; r < repetitions; ++r) result.samples.push_back(round_us_per_call());
+  const SampleStats stats = sample_stats(result.samples);
+  result.us_per_call = stats.mean;
+  result.stddev_us = stats.stddev;
+  return result;
+}
+
+}  // namespace strata

@@ -1,0 +1,38 @@
+// One backend op of a model timed alone, call after call (llama.cpp's test-backend-ops perf mode, on the
+// model's own weights): what a kernel costs without the rest of a decode step around it, with less spread
+// than a whole tg test, for work on one kernel. Each call takes the next layer's weights, and moe_ffn the
+// next of 16 fixed routings, so that a call's weights come from memory, not from a cache the call before
+// filled. What it leaves out: the kernels around the op in a step (whose tails and starts overlap it
+// there), and step graphs (the ops are called one by one).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/gguf/gguf_file.hpp"
+#include "core/model/session.hpp"
+
+namespace strata {
+
+struct OpBenchmarkResult {
+  std::string op;                      // one of benchmark_ops()
+  int32_t n_tokens = 0;
+  double us_per_call = 0.0;            // mean over the repetitions
+  double stddev_us = 0.0;              // of us_per_call over the repetitions
+  double weight_bytes_per_call = 0.0;  // the weights a call reads (moe_ffn: its routed experts' share)
+  std::vector<double> samples;         // us per call, one per repetition
+};
+
+// The ops it times: moe_ffn (the routed experts' FFN of a layer, its input normed as in a step) and the
+// matmuls attn_q, attn_k, attn_v, attn_output and output (the head).
+std::span<const char* const> benchmark_ops();
+
+// Times `calls` calls of op over n_tokens tokens, after one untimed round, `repetitions` times; each round
+// ends by reading the op's output back, so it counts every call's whole run. Throws strata::Error naming an
+// unknown op, one the model lacks (a shared-expert-only model's moe_ffn), or bad counts.
+OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, const std::string& op, int32_t n_tokens,
+                                   int32_t calls, int32_t repetitions);
+
+}  // namespace strata
