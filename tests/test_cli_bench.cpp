@@ -65,11 +65,16 @@ TEST(BenchCli, OpsTimesEachNamedOpAloneWithTheWeightsItReads) {
   const gguf::Model file(model);
   const auto count = [&](const char* key) { return static_cast<double>(file.find(key)->as_uint().value()); };
   const double n_expert = count("qwen2moe.expert_count"), n_used = count("qwen2moe.expert_used_count");
-  double expert_bytes = 0.0;
-  for (const char* matrix : {"gate", "up", "down"}) {
-    expert_bytes += static_cast<double>(file.tensor(std::string("blk.0.ffn_") + matrix + "_exps.weight").bytes) / n_expert;
-  }
-  const double expected_bytes[] = {n_used * expert_bytes, static_cast<double>(file.tensor("blk.0.attn_q.weight").bytes),
+  const auto n_layer = static_cast<int>(count("qwen2moe.block_count"));
+  // Means over the layers, which a mix may give different types.
+  const auto layers_mean = [&](const std::string& suffix) {
+    double bytes = 0.0;
+    for (int il = 0; il < n_layer; ++il) bytes += static_cast<double>(file.tensor("blk." + std::to_string(il) + "." + suffix).bytes);
+    return bytes / n_layer;
+  };
+  const double expert_bytes =
+      (layers_mean("ffn_gate_exps.weight") + layers_mean("ffn_up_exps.weight") + layers_mean("ffn_down_exps.weight")) / n_expert;
+  const double expected_bytes[] = {n_used * expert_bytes, layers_mean("attn_q.weight"),
                                    static_cast<double>(file.tensor("output.weight").bytes)};
   const char* ops[] = {"moe_ffn", "attn_q", "output"};
   for (size_t i = 0; i < lines.size(); ++i) {

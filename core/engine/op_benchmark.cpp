@@ -59,8 +59,6 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-std::span<const char* const> benchmark_ops() { return kOps; }
-
 OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, const std::string& op, int32_t n_tokens,
                                    int32_t calls, int32_t repetitions) {
   if (std::find(std::begin(kOps), std::end(kOps), op) == std::end(kOps)) {
@@ -112,9 +110,12 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
       backend.write(slot_weights.back(), equal.data(), equal.size() * sizeof(float));
       experts_read += static_cast<double>(std::set<int32_t>(routing.begin(), routing.end()).size()) / kRoutings;
     }
-    double expert_bytes = 0.0;
-    for (const char* matrix : {"gate", "up", "down"}) {
-      expert_bytes += static_cast<double>(file.tensor(std::string("blk.0.ffn_") + matrix + "_exps.weight").bytes) / c.n_expert;
+    double expert_bytes = 0.0;  // of one expert of a layer, a mean over the layers (mixes vary the types)
+    for (int32_t il = 0; il < c.n_layer; ++il) {
+      for (const char* matrix : {"gate", "up", "down"}) {
+        const auto& tensor = file.tensor("blk." + std::to_string(il) + ".ffn_" + matrix + "_exps.weight");
+        expert_bytes += static_cast<double>(tensor.bytes) / c.n_expert / c.n_layer;
+      }
     }
     result.weight_bytes_per_call = experts_read * expert_bytes;
     call = [&](int32_t i) {
@@ -126,9 +127,11 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
       });
     };
   } else {
-    result.weight_bytes_per_call = static_cast<double>(first_tensor.bytes);
     // The head has one weight; the layers' matmuls take the next layer's each call.
     const int32_t layers = op == "output" ? 1 : c.n_layer;
+    for (int32_t il = 0; il < layers; ++il) {
+      result.weight_bytes_per_call += static_cast<double>(matrix_tensor(file, op, il).bytes) / layers;
+    }
     call = [&](int32_t i) {
       const Weight& w = op == "output" ? weights.output : layer_matrix(weights.layers[i % layers], op);
       backend.run("op benchmark matmul", [&](strata_error* e) {

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -17,19 +16,16 @@
 namespace strata {
 
 struct OpBenchmarkResult {
-  std::string op;                      // one of benchmark_ops()
+  std::string op;                      // moe_ffn, attn_q, attn_k, attn_v, attn_output or output
   int32_t n_tokens = 0;
   double us_per_call = 0.0;            // mean over the repetitions
   double stddev_us = 0.0;              // of us_per_call over the repetitions
-  double weight_bytes_per_call = 0.0;  // the weights a call reads (moe_ffn: its routed experts' share)
+  double weight_bytes_per_call = 0.0;  // the weights a call reads, a mean over the layers (moe_ffn: its experts')
   std::vector<double> samples;         // us per call, one per repetition
 };
 
-// The ops it times: moe_ffn (the routed experts' FFN of a layer, its input normed as in a step) and the
-// matmuls attn_q, attn_k, attn_v, attn_output and output (the head).
-std::span<const char* const> benchmark_ops();
-
-// Times `calls` calls of op over n_tokens tokens, after one untimed round, `repetitions` times; each round
+// Times `calls` calls of op (moe_ffn: the routed experts' FFN of a layer, its input normed as in a step; or
+// the matmuls attn_q, attn_k, attn_v, attn_output and output, the head) over n_tokens tokens, after one untimed round, `repetitions` times; each round
 // ends by reading the op's output back, so it counts every call's whole run. Throws strata::Error naming an
 // unknown op, one the model lacks (a shared-expert-only model's moe_ffn), or bad counts.
 OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, const std::string& op, int32_t n_tokens,
