@@ -53,7 +53,7 @@ void register_bench_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   command->add_option("--thread-counts", options->threads, "Several thread counts to compare (overrides --threads)");
-  command->add_option("-r,--repetitions", options->repetitions, "Timed runs per test, after one warm-up, all in one session whose cache is emptied before each (as llama-bench)")->capture_default_str();
+  command->add_option("-r,--repetitions", options->repetitions, "Timed runs per test, after one warm-up, all in one session whose cache is emptied before each (as llama-bench); with --ops, timed rounds per op")->capture_default_str();
   command->add_option("--kv", options->kv, "KV cache type: f16 or int8")->capture_default_str();
   command->add_option("--batch", options->batch, "Tokens per forward step for prompts")->capture_default_str();
   command->add_flag("--json", options->json, "Print a JSON array, one object per configuration");
