@@ -21,12 +21,6 @@ std::vector<int32_t> bench_tokens(int32_t count, int32_t n_vocab) {
   return tokens;
 }
 
-double seconds_of(const std::function<void()>& work) {
-  const auto start = std::chrono::steady_clock::now();
-  work();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 }  // namespace
 
 BenchmarkResult run_benchmark(const Model& model, const BenchmarkTest& test, int32_t repetitions,
@@ -68,6 +62,12 @@ BenchmarkResult run_benchmark(const Model& model, const BenchmarkTest& test, int
   result.tokens_per_second = stats.mean;
   result.stddev = stats.stddev;
   return result;
+}
+
+double seconds_of(const std::function<void()>& work) {
+  const auto start = std::chrono::steady_clock::now();
+  work();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 SampleStats sample_stats(const std::vector<double>& samples) {

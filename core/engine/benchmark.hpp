@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct BenchmarkResult {
   double stddev = 0.0;         // of tokens_per_second over the repetitions
   std::vector<double> samples;
 };
+
+// Wall-clock seconds that work() takes.
+double seconds_of(const std::function<void()>& work);
 
 // The mean of samples and their sample standard deviation (0 for a single sample), as llama-bench reports.
 struct SampleStats {

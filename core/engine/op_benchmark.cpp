@@ -1,7 +1,6 @@
 #include "core/engine/op_benchmark.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -53,16 +52,14 @@ const gguf::TensorInfo& matrix_tensor(const gguf::Model& file, const std::string
   return output != nullptr ? *output : file.tensor("token_embd.weight");
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 }  // namespace
 
 OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, const std::string& op, int32_t n_tokens,
                                    int32_t calls, int32_t repetitions) {
   if (std::find(std::begin(kOps), std::end(kOps), op) == std::end(kOps)) {
-    throw Error("unknown op '" + op + "' to benchmark (choose moe_ffn, attn_q, attn_k, attn_v, attn_output or output)");
+    std::string known;
+    for (const char* name : kOps) known += (known.empty() ? "" : ", ") + std::string(name);
+    throw Error("unknown op '" + op + "' to benchmark (choose " + known + ")");
   }
   if (n_tokens < 1 || calls < 1 || repetitions < 1) {
     throw Error("an op benchmark needs at least 1 token, 1 call and 1 repetition");
@@ -76,9 +73,9 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
   if (moe && !weights.layers[0].gate_exps) throw Error("op benchmark: the model has no routed experts (moe_ffn)");
 
   // Input widths and output rows: the experts' FFN maps the residual width to itself, a matmul as its tensor.
-  const auto& first_tensor = moe ? file.tensor("blk.0.ffn_gate_exps.weight") : matrix_tensor(file, op, 0);
-  const int64_t width = moe ? c.n_embd : static_cast<int64_t>(first_tensor.shape[0]);
-  const int64_t out_rows = moe ? c.n_embd : static_cast<int64_t>(first_tensor.shape[1]);
+  const gguf::TensorInfo* matrix = moe ? nullptr : &matrix_tensor(file, op, 0);
+  const int64_t width = moe ? c.n_embd : static_cast<int64_t>(matrix->shape[0]);
+  const int64_t out_rows = moe ? c.n_embd : static_cast<int64_t>(matrix->shape[1]);
   const auto floats = [](int64_t rows, int64_t values) { return static_cast<size_t>(rows * values) * sizeof(float); };
 
   // The op's input as in a step: a norm's output (on a GPU also rounded to 8 bits, which the decode kernels
@@ -142,11 +139,11 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
 
   // A round's calls are queued back to back; reading the output back waits for all of them.
   const auto round_us_per_call = [&] {
-    const auto start = std::chrono::steady_clock::now();
-    for (int32_t i = 0; i < calls; ++i) call(i);
-    float sink = 0.0f;
-    backend.read(out, &sink, sizeof sink);
-    return seconds_since(start) * 1e6 / calls;
+    return seconds_of([&] {
+             for (int32_t i = 0; i < calls; ++i) call(i);
+             float sink = 0.0f;
+             backend.read(out, &sink, sizeof sink);
+           }) * 1e6 / calls;
   };
   round_us_per_call();  // warm-up: scratch sizes, first launches, weights paged in
   for (int32_t r = 0; r < repetitions; ++r) result.samples.push_back(round_us_per_call());

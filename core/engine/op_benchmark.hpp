@@ -25,9 +25,10 @@ struct OpBenchmarkResult {
 };
 
 // Times `calls` calls of op (moe_ffn: the routed experts' FFN of a layer, its input normed as in a step; or
-// the matmuls attn_q, attn_k, attn_v, attn_output and output, the head) over n_tokens tokens, after one untimed round, `repetitions` times; each round
-// ends by reading the op's output back, so it counts every call's whole run. Throws strata::Error naming an
-// unknown op, one the model lacks (a shared-expert-only model's moe_ffn), or bad counts.
+// the matmuls attn_q, attn_k, attn_v, attn_output and output, the head) over n_tokens tokens, after one
+// untimed round, `repetitions` times; each round ends by reading the op's output back, so it counts every
+// call's whole run. Throws strata::Error naming an unknown op, one the model lacks (moe_ffn without routed
+// experts), or bad counts.
 OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, const std::string& op, int32_t n_tokens,
                                    int32_t calls, int32_t repetitions);
 
