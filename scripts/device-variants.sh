@@ -20,6 +20,9 @@
 #                 runs after a fresh machine's build read up to 2% slow, so a base measured once, first, can
 #                 make a variant look better or worse than it is
 #   TESTS=filter  also runs strata_tests --gtest_filter=filter for each patch (the CUDA suite: ~90 s)
+#   NO_TRACE=1    leaves the traced decode out (saves ~15 s a variant)
+#   ENVS='A=1;A=2' also measures the base binary under each environment setting (';' between them), as a
+#                 variant of its own with no rebuild (a knob that picks kernels at run time: STRATA_LANE_TABLES)
 #   GREP='a;b'    also keeps the last 6 lines matching each pattern (extended regex, ';' between them) of a
 #                 320-token decode: what a measurement patch (clock64 stamps of a kernel's phases, printed by the
 #                 kernel) prints, the patch applied by the call's command before this script and reverted after
@@ -56,8 +59,9 @@ configure_and_build "$build" "$PWD/.ref" /tmp/variants-logs || exit 1
 build_kernel_tracer "$build"
 synth_bench_model "$build" "$model" /tmp/variants-logs/synth.log
 
+# measure NAME [VAR=VALUE...]: the measurements of the tree as built, under those environment settings.
 measure() {
-  local name=$1 bench=("$build/bin/strata" bench --model "$model" --backend cuda)
+  local name=$1 bench=(env "${@:2}" "$build/bin/strata" bench --model "$model" --backend cuda)
   {
     [ "$prompt" = 1 ] && timeout 60 "${bench[@]}" -n 0 2>&1 | grep pp512
     for _ in 1 2; do timeout 30 "${bench[@]}" -p 0 2>&1 | grep tg128; done
@@ -68,8 +72,10 @@ measure() {
       IFS=';' read -ra patterns <<<"$GREP"
       for pattern in "${patterns[@]}"; do grep -E -- "$pattern" /tmp/variants-grep.txt | tail -n 6; done
     fi
-    traced "$build" "$traces/$name.csv" timeout 30 "${bench[@]}" -p 0 -n 16 -r 1 2>&1 | grep tg16
-    python3 scripts/kernel-trace.py "$traces/$name.csv"
+    if [ -z "${NO_TRACE:-}" ]; then
+      traced "$build" "$traces/$name.csv" timeout 30 "${bench[@]}" -p 0 -n 16 -r 1 2>&1 | grep tg16
+      python3 scripts/kernel-trace.py "$traces/$name.csv"
+    fi
   } >"$out/$name.txt" 2>&1
   # Launches well into the decode (-n 8 without graphs: ~500 kernels a step), one at a time as ncu runs them.
   if [ -n "$ncu_kernels" ]; then
@@ -97,6 +103,15 @@ keep_binaries() {
 
 measure base
 keep_binaries base
+IFS=';' read -ra envs <<<"${ENVS:-}"
+env_name() { echo "env-$1" | tr -c 'A-Za-z0-9_.\n-' '_'; }
+for setting in "${envs[@]}"; do
+  measure "$(env_name "$setting")" $setting
+  if [ -n "${TESTS:-}" ]; then
+    env $setting timeout 200 "$build/bin/strata_tests" --gtest_filter="$TESTS" 2>&1 |
+      grep -E '^\[  (PASSED|FAILED) ' >>"$out/$(env_name "$setting").txt"
+  fi
+done
 [ "$source" = 1 ] && timeout 240 bash -c "source scripts/device-common.sh; source_profile '$build' '$model' '$out'"
 for patch in "$@"; do
   name=$(basename "$patch" .patch)
@@ -113,17 +128,23 @@ for patch in "$@"; do
   fi
   if [ "$stack" = 0 ]; then patch -R -p1 <"$patch" >/dev/null && unset 'applied[-1]'; fi
 done
+# round_of NAME BINARY_NAME ROUND [VAR=VALUE...]: one round's tg128 (and ops) of a kept binary into NAME's file.
+round_of() {
+  local name=$1 bin=$traces/bin-$2/strata round=$3
+  shift 3
+  [ -x "$bin" ] || return 0
+  env "$@" timeout 30 "$bin" bench --model "$model" --backend cuda -p 0 2>&1 | grep tg128 |
+    sed "s/$/  (round $round)/" >>"$out/$name.txt"
+  [ -n "$ops" ] && env "$@" timeout 60 "$bin" bench --model "$model" --backend cuda --ops "$ops" \
+    --op-calls 480 -r 5 2>&1 | grep ' us ' | sed "s/$/  (round $round)/" >>"$out/$name.txt"
+}
 for ((round = 1; round <= rounds; round++)); do
-  for name in base "$@"; do
-    name=$(basename "$name" .patch)
-    [ -x "$traces/bin-$name/strata" ] || continue
-    timeout 30 "$traces/bin-$name/strata" bench --model "$model" --backend cuda -p 0 2>&1 | grep tg128 |
-      sed "s/$/  (round $round)/" >>"$out/$name.txt"
-    [ -n "$ops" ] && timeout 60 "$traces/bin-$name/strata" bench --model "$model" --backend cuda --ops "$ops" \
-      --op-calls 480 -r 5 2>&1 | grep ' us ' | sed "s/$/  (round $round)/" >>"$out/$name.txt"
-  done
+  round_of base base "$round"
+  for setting in "${envs[@]}"; do round_of "$(env_name "$setting")" base "$round" $setting; done
+  for name in "$@"; do round_of "$(basename "$name" .patch)" "$(basename "$name" .patch)" "$round"; done
 done
-for name in base "$@"; do
+for name in base "${envs[@]/#/env:}" "$@"; do
+  [[ "$name" == env:* ]] && name=$(env_name "${name#env:}")
   name=$(basename "$name" .patch)
   echo "== $name"
   grep -E "pp512|tg128| us |steps of|PASSED|FAILED|does not apply|error${GREP:+|${GREP//;/|}}" "$out/$name.txt" |
