@@ -22,7 +22,8 @@
 #   TESTS=filter  also runs strata_tests --gtest_filter=filter for each patch (the CUDA suite: ~90 s)
 #   NO_TRACE=1    leaves the traced decode out (saves ~15 s a variant)
 #   ENVS='A=1;A=2' also measures the base binary under each environment setting (';' between them), as a
-#                 variant of its own with no rebuild (a knob that picks kernels at run time: STRATA_LANE_TABLES)
+#                 variant of its own with no rebuild (for a knob that picks a kernel at run time, e.g. one a
+#                 measurement patch adds)
 #   GREP='a;b'    also keeps the last 6 lines matching each pattern (extended regex, ';' between them) of a
 #                 320-token decode: what a measurement patch (clock64 stamps of a kernel's phases, printed by the
 #                 kernel) prints, the patch applied by the call's command before this script and reverted after
@@ -101,51 +102,52 @@ keep_binaries() {
     cp -a "$build/bin/strata" "$build/bin/strata-manifest.json" "$build/bin/plugins" "$traces/bin-$1/"
 }
 
+# run_tests NAME [VAR=VALUE...]: the TESTS filter's verdict, under those settings, into NAME's file.
+run_tests() {
+  [ -n "${TESTS:-}" ] || return 0
+  env "${@:2}" timeout 200 "$build/bin/strata_tests" --gtest_filter="$TESTS" 2>&1 |
+    grep -E '^\[  (PASSED|FAILED) ' >>"$out/$1.txt"
+}
+
+# Every variant measured, in order; the kept binary each one's rounds run (a patch's own, or the base's for
+# an environment setting) and its settings.
+variants=(base)
+declare -A binary_of=([base]=base) settings_of=([base]=)
 measure base
 keep_binaries base
 IFS=';' read -ra envs <<<"${ENVS:-}"
-env_name() { echo "env-$1" | tr -c 'A-Za-z0-9_.\n-' '_'; }
 for setting in "${envs[@]}"; do
-  measure "$(env_name "$setting")" $setting
-  if [ -n "${TESTS:-}" ]; then
-    env $setting timeout 200 "$build/bin/strata_tests" --gtest_filter="$TESTS" 2>&1 |
-      grep -E '^\[  (PASSED|FAILED) ' >>"$out/$(env_name "$setting").txt"
-  fi
+  name=$(echo "env-$setting" | tr -c 'A-Za-z0-9_.\n-' '_')
+  variants+=("$name") binary_of[$name]=base settings_of[$name]=$setting
+  measure "$name" $setting
+  run_tests "$name" $setting
 done
 [ "$source" = 1 ] && timeout 240 bash -c "source scripts/device-common.sh; source_profile '$build' '$model' '$out'"
 for patch in "$@"; do
   name=$(basename "$patch" .patch)
+  variants+=("$name") binary_of[$name]=$name settings_of[$name]=
   if ! patch -p1 --dry-run <"$patch" >/dev/null; then echo "$name: does not apply" >"$out/$name.txt"; continue; fi
   patch -p1 <"$patch" >/dev/null && applied+=("$patch")
   if timeout 300 bash -c "source scripts/device-common.sh; build_tree '$build' '/tmp/variants-build-$name.log' $(nproc)"; then
     measure "$name"
     keep_binaries "$name"
-    if [ -n "${TESTS:-}" ]; then
-      timeout 200 "$build/bin/strata_tests" --gtest_filter="$TESTS" 2>&1 | grep -E '^\[  (PASSED|FAILED) ' >>"$out/$name.txt"
-    fi
+    run_tests "$name"
   else
     tail -n 30 "/tmp/variants-build-$name.log" >"$out/$name.txt"
   fi
   if [ "$stack" = 0 ]; then patch -R -p1 <"$patch" >/dev/null && unset 'applied[-1]'; fi
 done
-# round_of NAME BINARY_NAME ROUND [VAR=VALUE...]: one round's tg128 (and ops) of a kept binary into NAME's file.
-round_of() {
-  local name=$1 bin=$traces/bin-$2/strata round=$3
-  shift 3
-  [ -x "$bin" ] || return 0
-  env "$@" timeout 30 "$bin" bench --model "$model" --backend cuda -p 0 2>&1 | grep tg128 |
-    sed "s/$/  (round $round)/" >>"$out/$name.txt"
-  [ -n "$ops" ] && env "$@" timeout 60 "$bin" bench --model "$model" --backend cuda --ops "$ops" \
-    --op-calls 480 -r 5 2>&1 | grep ' us ' | sed "s/$/  (round $round)/" >>"$out/$name.txt"
-}
 for ((round = 1; round <= rounds; round++)); do
-  round_of base base "$round"
-  for setting in "${envs[@]}"; do round_of "$(env_name "$setting")" base "$round" $setting; done
-  for name in "$@"; do round_of "$(basename "$name" .patch)" "$(basename "$name" .patch)" "$round"; done
+  for name in "${variants[@]}"; do
+    bin=$traces/bin-${binary_of[$name]}/strata
+    [ -x "$bin" ] || continue
+    bench=(env ${settings_of[$name]} "$bin" bench --model "$model" --backend cuda)
+    timeout 30 "${bench[@]}" -p 0 2>&1 | grep tg128 | sed "s/$/  (round $round)/" >>"$out/$name.txt"
+    [ -n "$ops" ] && timeout 60 "${bench[@]}" --ops "$ops" --op-calls 480 -r 5 2>&1 | grep ' us ' |
+      sed "s/$/  (round $round)/" >>"$out/$name.txt"
+  done
 done
-for name in base "${envs[@]/#/env:}" "$@"; do
-  [[ "$name" == env:* ]] && name=$(env_name "${name#env:}")
-  name=$(basename "$name" .patch)
+for name in "${variants[@]}"; do
   echo "== $name"
   grep -E "pp512|tg128| us |steps of|PASSED|FAILED|does not apply|error${GREP:+|${GREP//;/|}}" "$out/$name.txt" |
     sed 's/.*reserved f16 *//'
