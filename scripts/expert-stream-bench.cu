@@ -5,6 +5,8 @@
 // layer after layer (each layer's 260 MB push the one before out of the 50 MB L2):
 //   gateup-narrow  the gate/up kernel's reads as its decoder makes them (384 blocks of 8 warps, 2 rows of both
 //                  matrices a warp, a lane's groups l and l + 32 of each row, 9 narrow loads a group)
+//   gateup-planar  the same loads a group, but with a row's group fields in planes (the 64 groups' index bytes,
+//                  then their signs, high bits, scales, the blocks' d), so that a warp's loads coalesce
 //   gateup-wide    the same bytes, 16 bytes a lane, a warp's rows read together (coalesced)
 //   down-wide      the 8 down matrices, 16 bytes a lane
 //   all-wide       gate, up and down of the 8 experts in one kernel
@@ -78,6 +80,29 @@ __global__ void __launch_bounds__(256) gateup_narrow(Layer layer, Span* span, ui
     for (int r = 0; r < 2; ++r) {
       const size_t offset = expert * kGateMatrixBytes + (row + r) * kGateRowBytes;
       folded ^= read_group(layer.gate + offset, g) ^ read_group(layer.up + offset, g);
+    }
+  }
+  span_end(span, folded, sink);
+}
+
+// The same fields of group g with a row laid out in planes: index bytes [0, 512), signs [512, 768), high
+// bits [768, 832), scale nibbles [832, 864), the 8 blocks' d [864, 880).
+__device__ uint32_t read_planar_group(const uint8_t* row, int g) {
+  const uint2 low = *reinterpret_cast<const uint2*>(row + 8 * g);
+  return low.x ^ low.y ^ *reinterpret_cast<const uint32_t*>(row + 512 + 4 * g) ^ row[768 + g] ^ row[832 + g / 2] ^
+         u16(row + 864 + 2 * (g / 8));
+}
+
+__global__ void __launch_bounds__(256) gateup_planar(Layer layer, Span* span, uint32_t* sink) {
+  span_begin(span);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row = (blockIdx.x * 8 + warp) * 2;
+  const size_t expert = layer.experts[blockIdx.y];
+  uint32_t folded = 0;
+  for (int g = lane; g < kGroups; g += 32) {
+    for (int r = 0; r < 2; ++r) {
+      const size_t offset = expert * kGateMatrixBytes + (row + r) * kGateRowBytes;
+      folded ^= read_planar_group(layer.gate + offset, g) ^ read_planar_group(layer.up + offset, g);
     }
   }
   span_end(span, folded, sink);
@@ -175,6 +200,7 @@ int main() {
   }
   const double gate_up_mb = 2.0 * kUsed * kGateMatrixBytes / 1e6, down_mb = 1.0 * kUsed * kDownMatrixBytes / 1e6;
   measure("gateup-narrow", gateup_narrow, dim3(kFfn / 16, kUsed), layers, gate_up_mb, sink);
+  measure("gateup-planar", gateup_planar, dim3(kFfn / 16, kUsed), layers, gate_up_mb, sink);
   measure("gateup-wide", gateup_wide, dim3(kFfn / 16, kUsed), layers, gate_up_mb, sink);
   measure("down-wide", down_wide, dim3(32, kUsed), layers, down_mb, sink);
   measure("all-wide", all_wide, dim3(48, kUsed), layers, gate_up_mb + down_mb, sink);
