@@ -70,21 +70,6 @@ __device__ uint32_t read_group(const uint8_t* row, int g) {
   return v;
 }
 
-__global__ void __launch_bounds__(256) gateup_narrow(Layer layer, Span* span, uint32_t* sink) {
-  span_begin(span);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int row = (blockIdx.x * 8 + warp) * 2;
-  const size_t expert = layer.experts[blockIdx.y];
-  uint32_t folded = 0;
-  for (int g = lane; g < kGroups; g += 32) {
-    for (int r = 0; r < 2; ++r) {
-      const size_t offset = expert * kGateMatrixBytes + (row + r) * kGateRowBytes;
-      folded ^= read_group(layer.gate + offset, g) ^ read_group(layer.up + offset, g);
-    }
-  }
-  span_end(span, folded, sink);
-}
-
 // The same fields of group g with a row laid out in planes: index bytes [0, 512), signs [512, 768), high
 // bits [768, 832), scale nibbles [832, 864), the 8 blocks' d [864, 880).
 __device__ uint32_t read_planar_group(const uint8_t* row, int g) {
@@ -93,7 +78,10 @@ __device__ uint32_t read_planar_group(const uint8_t* row, int g) {
          u16(row + 864 + 2 * (g / 8));
 }
 
-__global__ void __launch_bounds__(256) gateup_planar(Layer layer, Span* span, uint32_t* sink) {
+// The gate/up kernel's reads, group by group, with ReadGroup (read_group or read_planar_group) for a group's
+// fields: 2 rows of both matrices a warp, a lane's groups l and l + 32 of each row.
+template <uint32_t (*ReadGroup)(const uint8_t*, int)>
+__global__ void __launch_bounds__(256) gateup_by_group(Layer layer, Span* span, uint32_t* sink) {
   span_begin(span);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row = (blockIdx.x * 8 + warp) * 2;
@@ -102,7 +90,7 @@ __global__ void __launch_bounds__(256) gateup_planar(Layer layer, Span* span, ui
   for (int g = lane; g < kGroups; g += 32) {
     for (int r = 0; r < 2; ++r) {
       const size_t offset = expert * kGateMatrixBytes + (row + r) * kGateRowBytes;
-      folded ^= read_planar_group(layer.gate + offset, g) ^ read_planar_group(layer.up + offset, g);
+      folded ^= ReadGroup(layer.gate + offset, g) ^ ReadGroup(layer.up + offset, g);
     }
   }
   span_end(span, folded, sink);
@@ -199,8 +187,8 @@ int main() {
     std::copy(experts.begin(), experts.begin() + kUsed, layer.experts);
   }
   const double gate_up_mb = 2.0 * kUsed * kGateMatrixBytes / 1e6, down_mb = 1.0 * kUsed * kDownMatrixBytes / 1e6;
-  measure("gateup-narrow", gateup_narrow, dim3(kFfn / 16, kUsed), layers, gate_up_mb, sink);
-  measure("gateup-planar", gateup_planar, dim3(kFfn / 16, kUsed), layers, gate_up_mb, sink);
+  measure("gateup-narrow", gateup_by_group<read_group>, dim3(kFfn / 16, kUsed), layers, gate_up_mb, sink);
+  measure("gateup-planar", gateup_by_group<read_planar_group>, dim3(kFfn / 16, kUsed), layers, gate_up_mb, sink);
   measure("gateup-wide", gateup_wide, dim3(kFfn / 16, kUsed), layers, gate_up_mb, sink);
   measure("down-wide", down_wide, dim3(32, kUsed), layers, down_mb, sink);
   measure("all-wide", all_wide, dim3(48, kUsed), layers, gate_up_mb + down_mb, sink);
