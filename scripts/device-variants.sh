@@ -24,6 +24,8 @@
 #   ENVS='A=1;A=2' also measures the base binary under each environment setting (';' between them), as a
 #                 variant of its own with no rebuild (for a knob that picks a kernel at run time, e.g. one a
 #                 measurement patch adds)
+#   FLAGS='--a;--b' also measures the base binary with each of these strata bench arguments (';' between sets),
+#                 as a variant of its own with no rebuild (a path a flag turns off, e.g. --no-normed-inputs)
 #   GREP='a;b'    also keeps the last 6 lines matching each pattern (extended regex, ';' between them) of a
 #                 320-token decode: what a measurement patch (clock64 stamps of a kernel's phases, printed by the
 #                 kernel) prints, the patch applied by the call's command before this script and reverted after
@@ -60,9 +62,11 @@ configure_and_build "$build" "$PWD/.ref" /tmp/variants-logs || exit 1
 build_kernel_tracer "$build"
 synth_bench_model "$build" "$model" /tmp/variants-logs/synth.log
 
-# measure NAME [VAR=VALUE...]: the measurements of the tree as built, under those environment settings.
+# measure NAME [VAR=VALUE...]: the measurements of the tree as built, under those environment settings (and
+# with the bench arguments in $flags, unquoted: split at spaces).
+flags=
 measure() {
-  local name=$1 bench=(env "${@:2}" "$build/bin/strata" bench --model "$model" --backend cuda)
+  local name=$1 bench=(env "${@:2}" "$build/bin/strata" bench --model "$model" --backend cuda $flags)
   {
     [ "$prompt" = 1 ] && timeout 60 "${bench[@]}" -n 0 2>&1 | grep pp512
     for _ in 1 2; do timeout 30 "${bench[@]}" -p 0 2>&1 | grep tg128; done
@@ -112,20 +116,27 @@ run_tests() {
 # Every variant measured, in order; the kept binary each one's rounds run (a patch's own, or the base's for
 # an environment setting) and its settings.
 variants=(base)
-declare -A binary_of=([base]=base) settings_of=([base]=)
+declare -A binary_of=([base]=base) settings_of=([base]=) flags_of=([base]=)
 measure base
 keep_binaries base
 IFS=';' read -ra envs <<<"${ENVS:-}"
 for setting in "${envs[@]}"; do
   name=$(echo "env-$setting" | tr -c 'A-Za-z0-9_.\n-' '_')
-  variants+=("$name") binary_of[$name]=base settings_of[$name]=$setting
+  variants+=("$name") binary_of[$name]=base settings_of[$name]=$setting flags_of[$name]=
   measure "$name" $setting
   run_tests "$name" $setting
 done
+IFS=';' read -ra flag_sets <<<"${FLAGS:-}"
+for flags in "${flag_sets[@]}"; do
+  name=$(echo "flags$flags" | tr -c 'A-Za-z0-9_.\n-' '_')
+  variants+=("$name") binary_of[$name]=base settings_of[$name]= flags_of[$name]=$flags
+  measure "$name"
+done
+flags=
 [ "$source" = 1 ] && timeout 240 bash -c "source scripts/device-common.sh; source_profile '$build' '$model' '$out'"
 for patch in "$@"; do
   name=$(basename "$patch" .patch)
-  variants+=("$name") binary_of[$name]=$name settings_of[$name]=
+  variants+=("$name") binary_of[$name]=$name settings_of[$name]= flags_of[$name]=
   if ! patch -p1 --dry-run <"$patch" >/dev/null; then echo "$name: does not apply" >"$out/$name.txt"; continue; fi
   patch -p1 <"$patch" >/dev/null && applied+=("$patch")
   if timeout 300 bash -c "source scripts/device-common.sh; build_tree '$build' '/tmp/variants-build-$name.log' $(nproc)"; then
@@ -141,7 +152,7 @@ for ((round = 1; round <= rounds; round++)); do
   for name in "${variants[@]}"; do
     bin=$traces/bin-${binary_of[$name]}/strata
     [ -x "$bin" ] || continue
-    bench=(env ${settings_of[$name]} "$bin" bench --model "$model" --backend cuda)
+    bench=(env ${settings_of[$name]} "$bin" bench --model "$model" --backend cuda ${flags_of[$name]})
     timeout 30 "${bench[@]}" -p 0 2>&1 | grep tg128 | sed "s/$/  (round $round)/" >>"$out/$name.txt"
     [ -n "$ops" ] && timeout 60 "${bench[@]}" --ops "$ops" --op-calls 480 -r 5 2>&1 | grep ' us ' |
       sed "s/$/  (round $round)/" >>"$out/$name.txt"

@@ -638,6 +638,60 @@ TEST(BackendCpu, AddRmsNormAddsThenNormalizes) {
   EXPECT_NE(std::string(backend.message()).find("out must be neither x nor y"), std::string::npos) << backend.message();
 }
 
+// A normed input (ABI 1.5): the matmul of the norm of x + y, the sum written where asked, and inputs whose
+// buffers collide, or that are short or lack a weight, refused with a message naming them.
+TEST(BackendCpu, MatmulNormedMultipliesTheNormOfTheSum) {
+  const int32_t rows = 3, width = 64;
+  const auto x = random_floats(rows * width, 36, 3.0f), y = random_floats(rows * width, 37), gain = random_floats(width, 38);
+  const HostWeight w = make_weight(kF32, width, 24, 1, 39);
+  Backend backend(2);
+  strata_buffer* x_buffer = backend.upload(x);
+  strata_buffer* y_buffer = backend.upload(y);
+  strata_buffer* sum = backend.alloc_floats(x.size());
+  strata_buffer* normed = backend.alloc_floats(x.size());
+  strata_buffer* out = backend.alloc_floats(static_cast<size_t>(rows * w.ne1));
+  strata_weight* gain_weight = backend.load_f32(gain);
+  strata_weight* weight = backend.load(w);
+  const strata_normed_input in{sizeof(strata_normed_input), x_buffer, y_buffer, gain_weight, 1e-6f, sum, nullptr};
+  ASSERT_EQ(table().matmul_normed(backend.get(), weight, &in, rows, nullptr, out, backend.error()), STRATA_OK)
+      << backend.message();
+  std::vector<float> sums(x.size());
+  for (size_t i = 0; i < x.size(); ++i) sums[i] = x[i] + y[i];
+  EXPECT_EQ(backend.read<float>(sum, x.size()), sums);
+  EXPECT_EQ(backend.read<float>(x_buffer, x.size()), x);  // the stream itself stays as it was
+  ASSERT_EQ(table().rms_norm(backend.get(), sum, gain_weight, rows, width, 1e-6f, normed, backend.error()), STRATA_OK);
+  const auto norm = backend.read<float>(normed, x.size());
+  std::vector<double> expected(static_cast<size_t>(rows * w.ne1));
+  for (int32_t t = 0; t < rows; ++t) {
+    for (int64_t o = 0; o < w.ne1; ++o) {
+      double dot = 0.0;
+      for (int32_t i = 0; i < width; ++i) dot += double{w.decoded[o * width + i]} * norm[t * width + i];
+      expected[t * w.ne1 + o] = dot;
+    }
+  }
+  expect_near_all(backend.read<float>(out, expected.size()), expected, 1e-5, "matmul_normed");
+
+  struct Refused {
+    strata_normed_input in;
+    strata_buffer* out;
+    const char* message;
+  };
+  const Refused refused[] = {
+      {{sizeof(strata_normed_input), x_buffer, y_buffer, gain_weight, 1e-6f, x_buffer, nullptr}, out, "neither x nor y"},
+      {{sizeof(strata_normed_input), x_buffer, y_buffer, gain_weight, 1e-6f, sum, sum}, out, "are one buffer"},
+      {{sizeof(strata_normed_input), x_buffer, y_buffer, nullptr, 1e-6f, nullptr, nullptr}, out, "no norm weight"},
+      {{offsetof(strata_normed_input, normed), x_buffer, y_buffer, gain_weight, 1e-6f, nullptr, nullptr}, out,
+       "missing or short"},
+      {{sizeof(strata_normed_input), x_buffer, y_buffer, gain_weight, 1e-6f, sum, nullptr}, sum, "one of its normed input"},
+  };
+  for (const Refused& r : refused) {
+    EXPECT_EQ(table().matmul_normed(backend.get(), weight, &r.in, rows, nullptr, r.out, backend.error()),
+              STRATA_E_INVALID_ARGUMENT)
+        << r.message;
+    EXPECT_NE(std::string(backend.message()).find(r.message), std::string::npos) << backend.message();
+  }
+}
+
 TEST(BackendCpu, RopeNeoxRotatesPairsHalfTheRotatedDimsApart) {
   const int32_t n_tokens = 3, n_heads = 2, head_dim = 16, n_rot = 12;
   const float base = 10000.0f;

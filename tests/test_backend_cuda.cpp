@@ -279,6 +279,72 @@ TEST(BackendCuda, MatvecOnANormsRoundedOutputMatchesRoundingItsFloats) {
   }
 }
 
+// x + y (x alone without y) on the host, as float adds: what a normed input's sum must hold bit for bit.
+std::vector<float> host_sum(const std::vector<float>& x, const std::vector<float>* y) {
+  std::vector<float> sum = x;
+  if (y != nullptr) {
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += (*y)[i];
+  }
+  return sum;
+}
+
+// A normed input's norm as the core computes it without the ABI 1.5 entries, into out: add_rms_norm on a copy
+// of x (rms_norm without y).
+void norm_by_its_own_op(Backend& cuda, const std::vector<float>& x, strata_buffer* y, strata_weight* gain,
+                        int32_t rows, int32_t width, strata_buffer* out) {
+  const auto& t = cuda.table();
+  strata_buffer* copy = cuda.upload(x);
+  cuda.run("norm", [&](strata_backend* b, strata_error* e) {
+    return y != nullptr ? t.add_rms_norm(b, copy, y, gain, rows, width, 1e-6f, out, e)
+                        : t.rms_norm(b, copy, gain, rows, width, 1e-6f, out, e);
+  });
+}
+
+// matmul_normed (ABI 1.5) against the norm by its own op, then matmul: the 8-bit decode matvec normalizing x +
+// y in every block (rows of up to 4096 values), the norm kernel first for longer rows (4352) and for F32 weights
+// (no 8-bit kernel); the sum bit for bit x + y (a copy of x without y), x untouched. The two paths' norms may differ in the last bit
+// (the sum of squares in another order), so a value a hair from a rounding boundary may land one 8-bit level
+// off: the bound allows a level, not a wrong norm.
+TEST(BackendCuda, MatmulNormedMatchesTheNormThenTheMatmul) {
+  SKIP_WITHOUT_CUDA();
+  for (const int32_t n : {512, 2048, 4096, 4352}) {
+    for (const int32_t n_tokens : {1, 3, 8}) {
+      const auto x = random_floats(static_cast<size_t>(n_tokens * n), 70 + n_tokens, 3.0f);
+      const auto y = random_floats(x.size(), 80 + n_tokens);
+      Backend cuda(*cuda_plugin().table);
+      const auto& t = cuda.table();
+      strata_weight* gain = cuda.load(f32_weight(random_floats(n, 90)));
+      strata_buffer* x_buffer = cuda.upload(x);
+      strata_buffer* y_buffer = cuda.upload(y);
+      strata_buffer* sum = cuda.alloc_floats(x.size());
+      strata_buffer* normed = cuda.alloc_floats(x.size());
+      for (const uint32_t type_id : {kQ8_0, kQ4_K, kQ6_K, kIQ3_XXS, kIQ3_S, kF32}) {
+        const HostWeight weight = make_weight(type_id, n, 40, 1, 95 + type_id);
+        strata_weight* loaded = cuda.load(weight);
+        const size_t n_out = static_cast<size_t>(n_tokens * 40);
+        strata_buffer* out = cuda.alloc_floats(n_out);
+        for (const bool with_y : {true, false}) {
+          const std::string what = "type " + std::to_string(type_id) + ", " + std::to_string(n_tokens) + " tokens of " +
+                                   std::to_string(n) + (with_y ? ", x + y" : ", x");
+          norm_by_its_own_op(cuda, x, with_y ? y_buffer : nullptr, gain, n_tokens, n, normed);
+          cuda.run("matmul", [&](strata_backend* b, strata_error* e) {
+            return t.matmul(b, loaded, 0, normed, n_tokens, nullptr, out, e);
+          });
+          const auto expected = cuda.read(out, n_out);
+          const strata_normed_input in{sizeof(strata_normed_input), x_buffer, with_y ? y_buffer : nullptr, gain, 1e-6f,
+                                       sum, nullptr};
+          cuda.run("matmul_normed", [&](strata_backend* b, strata_error* e) {
+            return t.matmul_normed(b, loaded, &in, n_tokens, nullptr, out, e);
+          });
+          expect_close(cuda.read(out, n_out), expected, 3e-3, what);
+          EXPECT_EQ(cuda.read(sum, x.size()), host_sum(x, with_y ? &y : nullptr)) << what;
+          EXPECT_EQ(cuda.read(x_buffer, x.size()), x) << what;
+        }
+      }
+    }
+  }
+}
+
 // One-hot activations pick single weights out of the product, so the CUDA decoders show: on the batched
 // path each weight exactly as the CPU dequantizer's float rounded to f16, on the decode path as that float
 // (float types exactly, block types through their 8-bit levels).
@@ -948,6 +1014,83 @@ TEST(BackendCuda, MoeFfnMatchesTheCpuBackend) {
       }
     }
   }
+}
+
+// route_experts_normed (ABI 1.5) against the norm by its own op, then route_experts: on Hopper the cluster
+// kernel normalizing x + y in each of its blocks (rows of 2048), the norm kernel first for rows it does not
+// hold (4352) or steps past its shared memory (8 tokens of 2048); the same choice, the norm kept in normed (its
+// floats and the 8-bit copy the expert kernels read next: moe_ffn on it as on add_rms_norm's output) and the
+// sum bit for bit.
+TEST(BackendCuda, RouteExpertsNormedMatchesTheNormThenRouteExperts) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t ffn = 256, n_experts = 64;
+  for (const int64_t n : {2048, 4352}) {
+    const HostWeight router = make_weight(kF32, n, n_experts, 1, 100);
+    const ExpertWeights experts(ExpertTypes{kIQ3_S, kIQ3_S, kQ4_K}, n, ffn, n_experts, 101);
+    for (const int32_t n_tokens : {1, 3, 8}) {
+      const RouterStep step{n_tokens, static_cast<int32_t>(n_experts), 8, STRATA_ROUTING_SOFTMAX_TOPK_NORM};
+      const std::string what = std::to_string(n_tokens) + " tokens of " + std::to_string(n);
+      const auto x = random_floats(static_cast<size_t>(n_tokens * n), 110 + n_tokens, 3.0f);
+      const auto y = random_floats(x.size(), 120 + n_tokens);
+      Backend cuda(*cuda_plugin().table);
+      const auto& t = cuda.table();
+      strata_weight* gain = cuda.load(f32_weight(random_floats(static_cast<size_t>(n), 130)));
+      strata_weight* router_weight = cuda.load(router);
+      strata_weight* gate = cuda.load(experts.gate);
+      strata_weight* up = cuda.load(experts.up);
+      strata_weight* down = cuda.load(experts.down);
+      strata_buffer* x_buffer = cuda.upload(x);
+      strata_buffer* y_buffer = cuda.upload(y);
+      const auto moe = [&](strata_buffer* input, const RouterOutputs& routed) {
+        strata_buffer* out = cuda.alloc_floats(x.size());
+        cuda.run("moe_ffn", [&](strata_backend* b, strata_error* e) {
+          return t.moe_ffn(b, input, n_tokens, step.n_used, routed.ids, routed.weights, gate, up, down, out, e);
+        });
+        return cuda.read(out, x.size());
+      };
+
+      strata_buffer* own_norm = cuda.alloc_floats(x.size());
+      norm_by_its_own_op(cuda, x, y_buffer, gain, n_tokens, static_cast<int32_t>(n), own_norm);
+      const RouterOutputs expected_out = router_outputs(cuda, step);
+      queue_router(cuda, true, router_weight, own_norm, step, expected_out);
+      const Routed expected = read_routed(cuda, expected_out, step);
+      const auto expected_moe = moe(own_norm, expected_out);
+
+      strata_buffer* sum = cuda.alloc_floats(x.size());
+      strata_buffer* normed = cuda.alloc_floats(x.size());
+      const RouterOutputs actual_out = router_outputs(cuda, step);
+      const strata_normed_input in{sizeof(strata_normed_input), x_buffer, y_buffer, gain, 1e-6f, sum, normed};
+      cuda.run("route_experts_normed", [&](strata_backend* b, strata_error* e) {
+        return t.route_experts_normed(b, &in, router_weight, n_tokens, step.n_experts, step.n_used, step.routing,
+                                      actual_out.logits, actual_out.ids, actual_out.weights, e);
+      });
+      expect_same_routing(read_routed(cuda, actual_out, step), expected, what);
+      EXPECT_EQ(cuda.read(sum, x.size()), host_sum(x, &y)) << what;
+      expect_close(cuda.read(normed, x.size()), cuda.read(own_norm, x.size()), 3e-6, what + ": the norm");
+      expect_close(moe(normed, actual_out), expected_moe, 3e-3, what + ": moe_ffn on the norm");
+    }
+  }
+}
+
+// A normed input is checked before anything runs: colliding buffers and an output among them are refused.
+TEST(BackendCuda, NormedInputsWithCollidingBuffersAreRefused) {
+  SKIP_WITHOUT_CUDA();
+  const int32_t n = 512;
+  Backend cuda(*cuda_plugin().table);
+  const auto& t = cuda.table();
+  const auto x = random_floats(n, 140);
+  strata_weight* gain = cuda.load(f32_weight(random_floats(n, 141)));
+  strata_weight* weight = cuda.load(make_weight(kIQ3_S, n, 16, 1, 142));
+  strata_buffer* x_buffer = cuda.upload(x);
+  strata_buffer* y_buffer = cuda.upload(random_floats(n, 143));
+  strata_buffer* out = cuda.alloc_floats(16);
+  const strata_normed_input sum_is_y{sizeof(strata_normed_input), x_buffer, y_buffer, gain, 1e-6f, y_buffer, nullptr};
+  EXPECT_EQ(t.matmul_normed(cuda.get(), weight, &sum_is_y, 1, nullptr, out, cuda.error()), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_NE(cuda.message().find("neither x nor y"), std::string::npos) << cuda.message();
+  const strata_normed_input plain{sizeof(strata_normed_input), x_buffer, y_buffer, gain, 1e-6f, nullptr, nullptr};
+  EXPECT_EQ(t.matmul_normed(cuda.get(), weight, &plain, 1, nullptr, x_buffer, cuda.error()), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_NE(cuda.message().find("one of its normed input"), std::string::npos) << cuda.message();
+  EXPECT_EQ(cuda.read(x_buffer, x.size()), x);
 }
 
 // The device grouping of many experts: 300 (a prefix sum over several warps of the grouping block), 1600

@@ -185,6 +185,7 @@ struct RegionLog {
 RegionLog region_log;
 strata_status (*cpu_matmul)(strata_backend*, const strata_weight*, int32_t, const strata_buffer*, int32_t,
                             const strata_weight*, strata_buffer*, strata_error*) = nullptr;
+decltype(strata_backend_table::matmul_normed) cpu_matmul_normed = nullptr;
 
 // The core puts each layer's q, k and v projections (and nothing else) in a region, and none with
 // concurrent_ops off; the logits are the same either way.
@@ -208,6 +209,12 @@ TEST_F(BackendTable, TheQkvProjectionsRunInAConcurrentRegion) {
                            int32_t n_tokens, const strata_weight* bias, strata_buffer* out, strata_error* e) {
     region_log.matmuls_inside += region_log.open ? 1 : 0;
     return cpu_matmul(b, w, expert, x, n_tokens, bias, out, e);
+  };
+  cpu_matmul_normed = with_regions.matmul_normed;
+  with_regions.matmul_normed = [](strata_backend* b, const strata_weight* w, const strata_normed_input* in,
+                                  int32_t n_tokens, const strata_weight* bias, strata_buffer* out, strata_error* e) {
+    region_log.matmuls_inside += region_log.open ? 1 : 0;
+    return cpu_matmul_normed(b, w, in, n_tokens, bias, out, e);
   };
   Backend backend("backend-cpu with regions", with_regions, engine.plugins().quants(), 2, "{}");
   ASSERT_TRUE(backend.has_concurrency());
@@ -303,8 +310,9 @@ RouterLog router_log;
 decltype(strata_backend_table::route) cpu_route = nullptr;
 decltype(strata_backend_table::route_experts) cpu_route_experts = nullptr;
 
-// With fused_ops the core routes each layer by route_experts (ABI 1.3) where the table has it; without the
-// entry, or with fused_ops off, by matmul and route. The logits are the same to the bit every way.
+// With fused_ops (and normed inputs off) the core routes each layer by route_experts (ABI 1.3) where the table
+// has it; without the entry, or with fused_ops off, by matmul and route. The logits are the same to the bit
+// every way.
 TEST_F(BackendTable, TheRouterRunsAsOneOpWhereTheBackendHasIt) {
   const Engine& engine = *engine_;
   ASSERT_TRUE(engine.backend().has_route_experts());
@@ -340,10 +348,89 @@ TEST_F(BackendTable, TheRouterRunsAsOneOpWhereTheBackendHasIt) {
   for (const Case& c : {Case{with_model, true, n_layers, 0}, Case{with_model, false, 0, n_layers},
                         Case{without_model, true, 0, n_layers}}) {
     router_log = {};
-    Session session(c.model, {.n_ctx = 16, .execution = {.fused_ops = c.fused_ops}});
+    Session session(c.model, {.n_ctx = 16, .execution = {.fused_ops = c.fused_ops, .normed_inputs = false}});
     EXPECT_EQ(session.forward(tokens, true), expected);
     EXPECT_EQ(router_log.fused, c.fused) << "fused_ops " << c.fused_ops;
     EXPECT_EQ(router_log.routes, c.routes) << "fused_ops " << c.fused_ops;
+  }
+}
+
+// How the core reaches the residual stream's norms: the CPU table with counting add_rms_norm, matmul_normed
+// and route_experts_normed entries, which note what they are given.
+struct NormLog {
+  int add_rms_norms = 0, matmuls = 0, routers = 0, sums_written = 0, norms_kept = 0, without_y = 0;
+};
+NormLog norm_log;
+decltype(strata_backend_table::add_rms_norm) cpu_add_rms_norm = nullptr;
+decltype(strata_backend_table::route_experts_normed) cpu_route_experts_normed = nullptr;
+
+void note_normed_input(const strata_normed_input* in) {
+  norm_log.sums_written += in->sum != nullptr ? 1 : 0;
+  norm_log.norms_kept += in->normed != nullptr ? 1 : 0;
+  norm_log.without_y += in->y == nullptr ? 1 : 0;
+}
+
+// With normed inputs (ABI 1.5) the projections q, k and v and the router each read the residual stream through
+// its norm, q and the router writing the sum (the first layer's q a copy of the stream: it has no output to add
+// yet) and the router keeping the norm for the experts; add_rms_norm is not called. The CPU computes the same floats
+// either way, in one step and in single-token steps (the stream moving between its two buffers).
+TEST_F(BackendTable, TheNormsRunInsideTheOpsThatReadThemWhereTheBackendHasThem) {
+  const Engine& engine = *engine_;
+  ASSERT_TRUE(engine.backend().has_normed_inputs());
+  strata_backend_table counting = engine.backend().table();
+  cpu_add_rms_norm = counting.add_rms_norm;
+  cpu_matmul_normed = counting.matmul_normed;
+  cpu_route_experts_normed = counting.route_experts_normed;
+  counting.add_rms_norm = [](strata_backend* b, strata_buffer* x, const strata_buffer* y, const strata_weight* w,
+                             int32_t rows, int32_t width, float eps, strata_buffer* out, strata_error* e) {
+    ++norm_log.add_rms_norms;
+    return cpu_add_rms_norm(b, x, y, w, rows, width, eps, out, e);
+  };
+  counting.matmul_normed = [](strata_backend* b, const strata_weight* w, const strata_normed_input* in,
+                              int32_t n_tokens, const strata_weight* bias, strata_buffer* out, strata_error* e) {
+    ++norm_log.matmuls;
+    note_normed_input(in);
+    return cpu_matmul_normed(b, w, in, n_tokens, bias, out, e);
+  };
+  counting.route_experts_normed = [](strata_backend* b, const strata_normed_input* in, const strata_weight* router,
+                                     int32_t n_tokens, int32_t n_experts, int32_t n_used, int32_t routing,
+                                     strata_buffer* logits, strata_buffer* ids, strata_buffer* weights, strata_error* e) {
+    ++norm_log.routers;
+    note_normed_input(in);
+    return cpu_route_experts_normed(b, in, router, n_tokens, n_experts, n_used, routing, logits, ids, weights, e);
+  };
+  strata_backend_table older = counting;
+  older.struct_size = offsetof(strata_backend_table, matmul_normed);  // an ABI 1.4 table
+  Backend counting_backend("backend-cpu counting", counting, engine.plugins().quants(), 2, "{}");
+  Backend older_backend("backend-cpu 1.4", older, engine.plugins().quants(), 2, "{}");
+  EXPECT_FALSE(older_backend.has_normed_inputs());
+  const Model counting_model(engine.file(), counting_backend), older_model(engine.file(), older_backend);
+  const int32_t n_layers = engine.model().config().n_layer;
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  for (const int32_t batch : {8, 1}) {
+    Session plain(engine.model(), {.n_ctx = 16, .max_batch = batch, .execution = {.normed_inputs = false}});
+    const auto expected = plain.forward(tokens, true);
+    const int32_t steps = static_cast<int32_t>(tokens.size()) / batch;
+    struct Case {
+      const Model& model;
+      bool normed_inputs;
+      NormLog log;
+    };
+    const NormLog fused{0, 3 * n_layers * steps, n_layers * steps, 2 * n_layers * steps, n_layers * steps, 3 * steps};
+    const NormLog separate{(2 * n_layers - 1) * steps, 0, 0, 0, 0, 0};
+    for (const Case& c : {Case{counting_model, true, fused}, Case{counting_model, false, separate},
+                          Case{older_model, true, separate}}) {
+      norm_log = {};
+      Session session(c.model, {.n_ctx = 16, .max_batch = batch, .execution = {.normed_inputs = c.normed_inputs}});
+      const std::string what = "normed_inputs " + std::to_string(c.normed_inputs) + ", steps of " + std::to_string(batch);
+      EXPECT_EQ(session.forward(tokens, true), expected) << what;
+      EXPECT_EQ(norm_log.add_rms_norms, c.log.add_rms_norms) << what;
+      EXPECT_EQ(norm_log.matmuls, c.log.matmuls) << what;
+      EXPECT_EQ(norm_log.routers, c.log.routers) << what;
+      EXPECT_EQ(norm_log.sums_written, c.log.sums_written) << what;
+      EXPECT_EQ(norm_log.norms_kept, c.log.norms_kept) << what;
+      EXPECT_EQ(norm_log.without_y, c.log.without_y) << what;
+    }
   }
 }
 

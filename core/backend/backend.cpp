@@ -125,6 +125,11 @@ bool Backend::has_concurrency() const {
 
 bool Backend::has_route_experts() const { return has_entry(table_, &strata_backend_table::route_experts); }
 
+bool Backend::has_normed_inputs() const {
+  return has_entry(table_, &strata_backend_table::matmul_normed) &&
+         has_entry(table_, &strata_backend_table::route_experts_normed);
+}
+
 StepGraph::StepGraph(Backend& backend) : backend_(backend) {
   backend.run("graph create", [&](strata_error* e) { return backend.table().graph_create(backend.get(), &graph_, e); });
 }

@@ -112,6 +112,8 @@ class Backend {
   bool has_concurrency() const;
   // Whether route_experts does the router's matmul and the route as one op (ABI 1.3).
   bool has_route_experts() const;
+  // Whether matmul_normed and route_experts_normed read the residual stream through its norm (ABI 1.5).
+  bool has_normed_inputs() const;
   // Calls ops(), which calls independent ops (see concurrent_begin in strata/backend.h), inside a concurrent
   // region where the backend has them and concurrent is set; else plainly.
   template <class Ops>

@@ -31,6 +31,7 @@ Model::Model(const gguf::Model& file, Backend& backend)
 struct Session::Scratch {
   Scratch(Backend& backend, const ModelConfig& c, int32_t batch)
       : x(backend, floats(batch, c.n_embd)),
+        x_alt(backend, floats(batch, c.n_embd)),
         normed(backend, floats(batch, c.n_embd)),
         q(backend, floats(batch, int64_t{c.n_head} * c.head_dim)),
         k(backend, floats(batch, int64_t{c.n_head_kv} * c.head_dim)),
@@ -48,7 +49,7 @@ struct Session::Scratch {
       shared_gate = Buffer(backend, floats(batch, 1));
     }
   }
-  Buffer x, normed, q, k, v, attention, projected, router_logits, expert_ids, expert_weights, last_row, logits;
+  Buffer x, x_alt, normed, q, k, v, attention, projected, router_logits, expert_ids, expert_weights, last_row, logits;
   Buffer shared_a, shared_b, shared_gate;
 };
 
@@ -132,7 +133,9 @@ void Session::step(std::span<const int32_t> tokens, bool all_logits, float* logi
 void Session::run_layers(int32_t n, const std::vector<int32_t>& positions) {
   const int32_t n_layer = model_.config().n_layer;
   const auto layers = [&](int32_t first, int32_t end) {
-    residual_pending_ = first > 0;  // every layer leaves its output to be added
+    // Every layer starts from the stream in x and leaves its output to be added.
+    residual_ = &scratch_->x;
+    residual_pending_ = first > 0;
     for (int32_t il = first; il < end; ++il) {
       const LayerWeights& layer = model_.weights().layers[il];
       attention_block(layer, il, n, positions);
@@ -174,19 +177,26 @@ void Session::attention_block(const LayerWeights& layer, int32_t il, int32_t n, 
   auto* b = backend_.get();
   Scratch& s = *scratch_;
 
-  residual_then_norm(layer.attn_norm.get(), n);
-  // Three reads of normed into three buffers: independent.
+  // Three reads of the normed residual stream into three buffers: independent. With normed inputs each op
+  // normalizes the stream itself and q also writes the sum with the pending output (into the other residual
+  // buffer, which k and v do not read).
+  const bool normed_inputs = uses_normed_inputs();
+  if (!normed_inputs) residual_then_norm(layer.attn_norm.get(), n);
+  const auto project = [&](const char* what, const strata_weight* w, const strata_weight* bias, Buffer& out,
+                           bool writes_sum) {
+    if (!normed_inputs) {
+      backend_.run(what, [&](strata_error* e) { return t.matmul(b, w, 0, s.normed.get(), n, bias, out.get(), e); });
+      return;
+    }
+    const strata_normed_input in = normed_input(layer.attn_norm.get(), writes_sum, nullptr);
+    backend_.run(what, [&](strata_error* e) { return t.matmul_normed(b, w, &in, n, bias, out.get(), e); });
+  };
   backend_.concurrently(options_.execution.concurrent_ops, [&] {
-    backend_.run("matmul q", [&](strata_error* e) {
-      return t.matmul(b, layer.attn_q.get(), 0, s.normed.get(), n, layer.attn_q_bias.get(), s.q.get(), e);
-    });
-    backend_.run("matmul k", [&](strata_error* e) {
-      return t.matmul(b, layer.attn_k.get(), 0, s.normed.get(), n, layer.attn_k_bias.get(), s.k.get(), e);
-    });
-    backend_.run("matmul v", [&](strata_error* e) {
-      return t.matmul(b, layer.attn_v.get(), 0, s.normed.get(), n, layer.attn_v_bias.get(), s.v.get(), e);
-    });
+    project("matmul q", layer.attn_q.get(), layer.attn_q_bias.get(), s.q, true);
+    project("matmul k", layer.attn_k.get(), layer.attn_k_bias.get(), s.k, false);
+    project("matmul v", layer.attn_v.get(), layer.attn_v_bias.get(), s.v, false);
   });
+  if (normed_inputs) move_residual_to_sum();
   const strata_attention_params params{sizeof(strata_attention_params), il, n, c.n_head, c.n_head_kv, c.head_dim,
                                        1.0f / std::sqrt(static_cast<float>(c.head_dim)), positions.data()};
   if (options_.execution.fused_ops && backend_.has_attention_rope()) {
@@ -208,8 +218,31 @@ void Session::attention_block(const LayerWeights& layer, int32_t il, int32_t n, 
   residual_pending_ = true;
 }
 
-// The residual stream between blocks: a block leaves its output in projected for x; the next block's norm
-// adds it, in one op where the backend has add_rms_norm.
+// The residual stream between blocks: a block leaves its output in projected; the next block's norm adds it,
+// in one op where the backend has add_rms_norm, or inside the ops that read the norm (normed inputs).
+bool Session::uses_normed_inputs() const {
+  return options_.execution.fused_ops && options_.execution.normed_inputs && backend_.has_normed_inputs();
+}
+
+// The residual stream (with the pending output) through norm, as an op's input: writes_sum for the one op of
+// a block that also writes the sum into the other residual buffer (a copy of the stream where no output is
+// pending, so that every block moves the stream and a layer ends where it began: a replayed step graph runs
+// no core code that could follow it), normed for one that also keeps the norm.
+strata_normed_input Session::normed_input(const strata_weight* norm, bool writes_sum, Buffer* normed) const {
+  Scratch& s = *scratch_;
+  Buffer& other = residual_ == &s.x ? s.x_alt : s.x;
+  return {sizeof(strata_normed_input), residual_->get(),           residual_pending_ ? s.projected.get() : nullptr,
+          norm,                        model_.config().rms_eps,    writes_sum ? other.get() : nullptr,
+          normed != nullptr ? normed->get() : nullptr};
+}
+
+// After the ops of a normed input: the sum they wrote is the residual stream.
+void Session::move_residual_to_sum() {
+  Scratch& s = *scratch_;
+  residual_ = residual_ == &s.x ? &s.x_alt : &s.x;
+  residual_pending_ = false;
+}
+
 void Session::residual_then_norm(const strata_weight* norm, int32_t n) {
   const ModelConfig& c = model_.config();
   const auto& t = backend_.table();
@@ -217,21 +250,23 @@ void Session::residual_then_norm(const strata_weight* norm, int32_t n) {
   Scratch& s = *scratch_;
   if (residual_pending_ && options_.execution.fused_ops && backend_.has_add_rms_norm()) {
     backend_.run("residual + rms_norm", [&](strata_error* e) {
-      return t.add_rms_norm(b, s.x.get(), s.projected.get(), norm, n, c.n_embd, c.rms_eps, s.normed.get(), e);
+      return t.add_rms_norm(b, residual_->get(), s.projected.get(), norm, n, c.n_embd, c.rms_eps, s.normed.get(), e);
     });
     residual_pending_ = false;
     return;
   }
   add_pending_residual(n);
-  backend_.run("rms_norm", [&](strata_error* e) { return t.rms_norm(b, s.x.get(), norm, n, c.n_embd, c.rms_eps, s.normed.get(), e); });
+  backend_.run("rms_norm", [&](strata_error* e) {
+    return t.rms_norm(b, residual_->get(), norm, n, c.n_embd, c.rms_eps, s.normed.get(), e);
+  });
 }
 
 void Session::add_pending_residual(int32_t n) {
   if (!residual_pending_) return;
   Scratch& s = *scratch_;
   backend_.run("residual", [&](strata_error* e) {
-    return backend_.table().add(backend_.get(), s.x.get(), s.projected.get(), int64_t{n} * model_.config().n_embd,
-                                s.x.get(), e);
+    return backend_.table().add(backend_.get(), residual_->get(), s.projected.get(), int64_t{n} * model_.config().n_embd,
+                                residual_->get(), e);
   });
   residual_pending_ = false;
 }
@@ -264,21 +299,17 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
   auto* b = backend_.get();
   Scratch& s = *scratch_;
 
-  residual_then_norm(layer.ffn_norm.get(), n);
-  if (options_.execution.fused_ops && backend_.has_route_experts()) {
+  if (uses_normed_inputs()) {
+    // The router normalizes the stream itself, writes the sum, and keeps the norm for the experts.
+    const strata_normed_input in = normed_input(layer.ffn_norm.get(), true, &s.normed);
     backend_.run("router + route", [&](strata_error* e) {
-      return t.route_experts(b, s.normed.get(), layer.router.get(), n, c.n_expert, c.n_expert_used,
-                             c.architecture->routing, s.router_logits.get(), s.expert_ids.get(),
-                             s.expert_weights.get(), e);
+      return t.route_experts_normed(b, &in, layer.router.get(), n, c.n_expert, c.n_expert_used, c.architecture->routing,
+                                    s.router_logits.get(), s.expert_ids.get(), s.expert_weights.get(), e);
     });
+    move_residual_to_sum();
   } else {
-    backend_.run("router", [&](strata_error* e) {
-      return t.matmul(b, layer.router.get(), 0, s.normed.get(), n, nullptr, s.router_logits.get(), e);
-    });
-    backend_.run("route", [&](strata_error* e) {
-      return t.route(b, s.router_logits.get(), n, c.n_expert, c.n_expert_used, c.architecture->routing,
-                     s.expert_ids.get(), s.expert_weights.get(), e);
-    });
+    residual_then_norm(layer.ffn_norm.get(), n);
+    route_normed(layer, n);
   }
   backend_.run("moe_ffn", [&](strata_error* e) {
     return t.moe_ffn(b, s.normed.get(), n, c.n_expert_used, s.expert_ids.get(), s.expert_weights.get(),
@@ -313,6 +344,30 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
   });
   backend_.run("scale", [&](strata_error* e) { return t.scale_rows(b, s.projected.get(), s.shared_gate.get(), n, c.n_embd, e); });
   residual_pending_ = true;
+}
+
+// The router on the norm in the scratch's normed buffer: its product and the choice, as one op where the
+// backend fuses them.
+void Session::route_normed(const LayerWeights& layer, int32_t n) {
+  const ModelConfig& c = model_.config();
+  const auto& t = backend_.table();
+  auto* b = backend_.get();
+  Scratch& s = *scratch_;
+  if (options_.execution.fused_ops && backend_.has_route_experts()) {
+    backend_.run("router + route", [&](strata_error* e) {
+      return t.route_experts(b, s.normed.get(), layer.router.get(), n, c.n_expert, c.n_expert_used,
+                             c.architecture->routing, s.router_logits.get(), s.expert_ids.get(),
+                             s.expert_weights.get(), e);
+    });
+    return;
+  }
+  backend_.run("router", [&](strata_error* e) {
+    return t.matmul(b, layer.router.get(), 0, s.normed.get(), n, nullptr, s.router_logits.get(), e);
+  });
+  backend_.run("route", [&](strata_error* e) {
+    return t.route(b, s.router_logits.get(), n, c.n_expert, c.n_expert_used, c.architecture->routing,
+                   s.expert_ids.get(), s.expert_weights.get(), e);
+  });
 }
 
 void Session::output_logits(int32_t n, bool all_logits, float* logits) {

@@ -37,6 +37,9 @@ class Model {
 struct ExecutionOptions {
   bool step_graphs = true;  // replay decode steps as recorded graphs where the backend can
   bool fused_ops = true;    // fused entries where the backend has them (attention_rope, add_rms_norm, route_experts)
+  // the residual stream's norms computed inside the ops that read them (matmul_normed, route_experts_normed)
+  // where the backend has them, instead of an add_rms_norm before them; needs fused_ops
+  bool normed_inputs = true;
   bool concurrent_ops = true;  // independent ops (the q, k and v projections) at once where the backend can
 };
 
@@ -78,7 +81,11 @@ class Session {
   void attention_block(const LayerWeights& layer, int32_t il, int32_t n, const std::vector<int32_t>& positions);
   void prepare_qk_by_ops(const LayerWeights& layer, int32_t n, const std::vector<int32_t>& positions);
   void moe_block(const LayerWeights& layer, int32_t n);
+  void route_normed(const LayerWeights& layer, int32_t n);
   void residual_then_norm(const strata_weight* norm, int32_t n);
+  bool uses_normed_inputs() const;
+  strata_normed_input normed_input(const strata_weight* norm, bool writes_sum, Buffer* normed) const;
+  void move_residual_to_sum();
   void add_pending_residual(int32_t n);
   void output_logits(int32_t n, bool all_logits, float* logits);
 
@@ -92,8 +99,11 @@ class Session {
   // first use.
   std::map<int32_t, std::array<std::unique_ptr<StepGraph>, 2>> graphs_;
   int32_t position_ = 0;
-  // Within a step: a block's output waits in the scratch's projected buffer to be added to x.
+  // Within a step: a block's output waits in the scratch's projected buffer to be added to the residual
+  // stream, which is in the scratch's x, or in its x_alt after an op with a normed input wrote the sum there
+  // (the ops reading x at once must not see it change). Each layer starts and ends with it in x.
   bool residual_pending_ = false;
+  Buffer* residual_ = nullptr;
 };
 
 }  // namespace strata

@@ -129,6 +129,8 @@ void register_bench_command(CLI::App& app) {
                               (engine.backend().has_attention_rope() || engine.backend().has_add_rms_norm() ||
                                engine.backend().has_route_experts())},
             {"concurrent_ops", options->engine.execution.concurrent_ops && engine.backend().has_concurrency()},
+            {"normed_inputs", options->engine.execution.fused_ops && options->engine.execution.normed_inputs &&
+                                  engine.backend().has_normed_inputs()},
             {"test", result.test},
             {"n_prompt", result.n_prompt},
             {"n_gen", result.n_decode},

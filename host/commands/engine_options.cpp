@@ -23,6 +23,10 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
   command->add_flag("--no-fused-ops{false}", options.execution.fused_ops,
                     "Call the separate ops where the backend offers fused ones (q/k norms and rope inside attention, "
                     "the residual add with the next norm, the router's product with the routing)");
+  command->add_flag("--no-normed-inputs{false}", options.execution.normed_inputs,
+                    "Normalize the residual stream with an op of its own (add_rms_norm) before the projections and the "
+                    "router read it, where the backend could compute the norm inside them (matmul_normed, "
+                    "route_experts_normed)");
   command->add_flag("--no-concurrent-ops{false}", options.execution.concurrent_ops,
                     "Run every op after the previous one where the backend could run independent ones at once (the "
                     "q, k and v projections on several CUDA streams)");

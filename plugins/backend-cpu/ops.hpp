@@ -1,8 +1,8 @@
 // The backend table's entries as C++ functions (strata/backend.hpp declares them); cpu_backend.cpp builds
 // the table from them. Defined in: backend_instance.cpp (create, destroy, describe), memory.cpp (buffers,
 // weights), kv_cache.cpp (kv_create, kv_free), attention.cpp (attention, attention_rope), matmul.cpp, moe.cpp
-// (route, route_experts, moe_ffn) and elementwise.cpp (get_rows, rms_norm, add_rms_norm, rope_neox, add,
-// mul, unary, scale_rows).
+// (route, route_experts, moe_ffn), elementwise.cpp (get_rows, rms_norm, add_rms_norm, rope_neox, add, mul,
+// unary, scale_rows) and normed_input.cpp (matmul_normed, route_experts_normed).
 #pragma once
 
 #include "strata/backend.hpp"
@@ -12,5 +12,6 @@ namespace strata::cpu {
 STRATA_DECLARE_BACKEND_FUNCTIONS();
 STRATA_DECLARE_FUSED_BACKEND_FUNCTIONS();
 STRATA_DECLARE_ROUTE_EXPERTS_FUNCTION();
+STRATA_DECLARE_NORMED_INPUT_FUNCTIONS();
 
 }  // namespace strata::cpu

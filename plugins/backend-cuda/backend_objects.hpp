@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "cuda_status.hpp"
 #include "device_memory.hpp"
@@ -76,6 +77,28 @@ struct strata_weight {
 
 namespace strata::cuda {
 
+// A strata_buffer that grows on demand, for an op's rows between two of its kernels; like DeviceScratch it
+// keeps what it outgrew for queued work and recorded step graphs.
+class ScratchBuffer {
+ public:
+  explicit ScratchBuffer(const char* what) : what_(what) {}
+  strata_buffer& get(VramBudget& budget, size_t bytes) {
+    if (bytes > buffer_.bytes) {
+      strata_buffer grown;
+      grown.bytes = bytes + bytes / 2;
+      grown.memory = budget.allocate(grown.bytes, what_);
+      if (buffer_.memory.get() != nullptr) outgrown_.push_back(std::move(buffer_));
+      buffer_ = std::move(grown);
+    }
+    return buffer_;
+  }
+
+ private:
+  const char* what_;
+  strata_buffer buffer_;
+  std::vector<strata_buffer> outgrown_;
+};
+
 // A stream and what ops queued on it use privately.
 struct StreamLane {
   cudaStream_t stream = nullptr;
@@ -88,6 +111,9 @@ struct StreamLane {
   DeviceScratch moe_floats{"moe activation scratch"};
   DeviceScratch gemm_tiles{"gemm tile list scratch"};
   DeviceScratch attention_splits{"attention split state scratch"};
+  // A normed input's norm (with its 8-bit copy) and x + y, where its op runs the norm as a kernel of its own.
+  ScratchBuffer normed_rows{"normed input scratch"};
+  DeviceScratch residual_sum{"normed input sum scratch"};
   // route_experts' count of its blocks that are done (one unsigned, 0 between launches): the last one routes.
   // A lane's own, so that launches on two lanes at once do not count into one.
   DeviceAllocation router_blocks_done;

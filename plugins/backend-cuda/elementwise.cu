@@ -6,6 +6,7 @@
 #include "activation_functions.cuh"
 #include "backend_objects.hpp"
 #include "cuda_status.hpp"
+#include "normed_input.hpp"
 #include "ops.hpp"
 #include "rope.cuh"
 #include "strata/cuda_block_kernels.cuh"
@@ -43,7 +44,8 @@ struct Sigmoid {
 };
 
 // One block per row: the sum of squares, then out = x * (1 / sqrt(mean + eps)) * gain. With kAdd, x first
-// becomes x + y (written back through x_sum, the same rows as x): the residual add before a norm. Rows of a
+// becomes x + y, written to x_sum (x itself for add_rms_norm, another buffer for a normed input's sum) and
+// normalized from there. Rows of a
 // multiple of 4 values (kVector) are read 16 bytes at a time with several loads in flight per thread: a
 // decode step's norm is a single row, one block, so its loads are all there is to hide. With levels (kVector
 // rows of a multiple of 32 values), out is also written rounded to 8 bits as the decode kernels round
@@ -90,6 +92,7 @@ __global__ void rms_norm_kernel(const float* x, const float* y, float* x_sum, co
   }
   const float scale = 1.0f / sqrtf(sdk::cuda::block_sum(sum, warp_sums) / static_cast<float>(width) + eps);
   // Each thread reads back only the sums it wrote itself above.
+  if constexpr (kAdd) row = x_sum + offset;
   float* result = out + offset;
   if constexpr (kVector) {
     const auto* quads = reinterpret_cast<const float4*>(row);
@@ -196,6 +199,27 @@ void add_rms_norm(strata_backend* backend, strata_buffer* x, const strata_buffer
                   int32_t rows, int32_t width, float eps, strata_buffer* out) {
   launch_rms_norm(deref(backend, "backend"), sdk::norm_operands(x, y, rows, width, out),
                   f32_vector(weight, width, "add_rms_norm weight"), rows, width, eps, *out);
+}
+
+NormedInput normed_input(const strata_normed_input* in, int32_t rows, int32_t width, const std::string& what) {
+  const sdk::NormedOperands operands = sdk::normed_operands<strata_buffer>(in, rows, width, what);
+  return {operands, f32_vector(in->weight, width, (what + " norm weight").c_str()), in->eps, in->normed};
+}
+
+const strata_buffer& normalize_first(strata_backend& backend, const NormedInput& input, int32_t rows, int32_t width) {
+  const size_t bytes = static_cast<size_t>(rows) * static_cast<size_t>(width) * sizeof(float);
+  strata_buffer& out = input.normed != nullptr ? *input.normed : backend.lane().normed_rows.get(backend.budget, bytes);
+  float* x_sum = input.rows.y == nullptr  ? nullptr
+                 : input.rows.sum != nullptr ? input.rows.sum
+                                             : backend.lane().residual_sum.get<float>(backend.budget, bytes / sizeof(float));
+  float* out_values = sdk::floats(&out, int64_t{rows} * width, "normed input's norm");
+  if (input.rows.y == nullptr && input.rows.sum != nullptr) {
+    check(cudaMemcpyAsync(input.rows.sum, input.rows.x, bytes, cudaMemcpyDeviceToDevice, backend.stream),
+          "copying a normed input's x to its sum");
+  }
+  launch_rms_norm(backend, sdk::NormOperands{input.rows.x, x_sum, input.rows.y, out_values}, input.gain, rows, width,
+                  input.eps, out);
+  return out;
 }
 
 void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens,

@@ -12,6 +12,7 @@
 #include "cuda_status.hpp"
 #include "f16_packing.cuh"
 #include "matmul.hpp"
+#include "normed_input.hpp"
 #include "ops.hpp"
 #include "strata/cuda_launch.cuh"
 
@@ -143,6 +144,14 @@ void multiply(strata_backend& backend, const strata_weight& weight, int64_t expe
 
 namespace {
 
+// out[t] += bias for n_tokens rows of width, where there is a bias.
+void add_bias(strata_backend& backend, const float* bias, int64_t width, int32_t n_tokens, float* out) {
+  if (bias == nullptr || n_tokens == 0) return;
+  sdk::cuda::launch_after_previous(add_bias_kernel, blocks_for(n_tokens * width, kThreads), kThreads, 0, backend.stream,
+                                   out, bias, n_tokens, width);
+  check_launch("add_bias");
+}
+
 // The decode matvec on x's 8-bit copy, where the norm that wrote x left one and the type takes it; false
 // otherwise (a format without 8-bit kernels declines), and the float activations go in.
 bool multiply_rounded(strata_backend& backend, const strata_weight& weight, int32_t expert, const strata_buffer& x,
@@ -161,6 +170,32 @@ bool multiply_rounded(strata_backend& backend, const strata_weight& weight, int3
   return true;
 }
 
+// The products of a matmul whose input is x (the buffer, for its 8-bit copy) on the current lane, then the bias.
+void multiply_then_bias(strata_backend& backend, const strata_weight& weight, int32_t expert, const strata_buffer& x,
+                        const float* x_values, int32_t n_tokens, const float* bias, float* out) {
+  if (!multiply_rounded(backend, weight, expert, x, n_tokens, out)) multiply(backend, weight, expert, x_values, n_tokens, out);
+  add_bias(backend, bias, weight.ne1, n_tokens, out);
+}
+
+// The decode matvec that normalizes its input in every block (strata_quant_type::cuda_matvec_normed), where the
+// type has it and takes the call; false otherwise (the norm then runs first). An input that asks for its norm's
+// rows runs the norm kernel, which writes them.
+bool multiply_normed(strata_backend& backend, const strata_weight& weight, const NormedInput& input, int32_t n_tokens,
+                     float* out) {
+  if (n_tokens < 1 || n_tokens > kMaxMatvecTokens || weight.kernels.matvec_normed == nullptr || input.normed != nullptr) {
+    return false;
+  }
+  const strata_cuda_normed_rows rows{sizeof(strata_cuda_normed_rows), input.rows.x, input.rows.y, input.gain, input.eps,
+                                     input.rows.sum};
+  char message[512] = "";
+  strata_error error{message, sizeof message};
+  const strata_status status = weight.kernels.matvec_normed(weight.matrix(0), weight.ne0, weight.ne1, weight.row_bytes,
+                                                            &rows, n_tokens, out, backend.stream, &error);
+  if (status == STRATA_E_UNSUPPORTED) return false;
+  if (status != STRATA_OK) throw sdk::Failure(status, "matmul_normed " + weight.name + ": " + message);
+  return true;
+}
+
 }  // namespace
 
 void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, const strata_buffer* x,
@@ -169,15 +204,26 @@ void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, con
   instance.take_next_lane();
   const auto& weight = deref(w, "matmul weight");
   const sdk::MatmulOperands operands = sdk::matmul_operands(weight, expert, x, n_tokens, out);
-  float* out_values = operands.out;
   const float* bias_values = bias != nullptr ? f32_vector(bias, weight.ne1, "matmul bias") : nullptr;
-  if (!multiply_rounded(instance, weight, expert, *x, n_tokens, out_values)) {
-    multiply(instance, weight, expert, operands.x, n_tokens, out_values);
+  multiply_then_bias(instance, weight, expert, *x, operands.x, n_tokens, bias_values, operands.out);
+}
+
+void matmul_normed(strata_backend* backend, const strata_weight* w, const strata_normed_input* in, int32_t n_tokens,
+                   const strata_weight* bias, strata_buffer* out) {
+  auto& instance = deref(backend, "backend");
+  instance.take_next_lane();
+  const auto& weight = deref(w, "matmul_normed weight");
+  const NormedInput input = normed_input(in, n_tokens, static_cast<int32_t>(weight.ne0), "matmul_normed " + weight.name);
+  sdk::check_normed_output(in, out, "matmul_normed " + weight.name);
+  float* out_values = floats(out, n_tokens * weight.ne1, "matmul_normed out");
+  const float* bias_values = bias != nullptr ? f32_vector(bias, weight.ne1, "matmul_normed bias") : nullptr;
+  if (n_tokens == 0) return;
+  if (multiply_normed(instance, weight, input, n_tokens, out_values)) {
+    add_bias(instance, bias_values, weight.ne1, n_tokens, out_values);
+    return;
   }
-  if (bias_values == nullptr || n_tokens == 0) return;
-  sdk::cuda::launch_after_previous(add_bias_kernel, blocks_for(n_tokens * weight.ne1, kThreads), kThreads, 0,
-                                   instance.stream, out_values, bias_values, n_tokens, weight.ne1);
-  check_launch("add_bias");
+  const strata_buffer& rows = normalize_first(instance, input, n_tokens, static_cast<int32_t>(weight.ne0));
+  multiply_then_bias(instance, weight, 0, rows, static_cast<const float*>(rows.base()), n_tokens, bias_values, out_values);
 }
 
 }  // namespace strata::cuda

@@ -10,6 +10,7 @@
 #include "backend_objects.hpp"
 #include "cuda_status.hpp"
 #include "matmul.hpp"
+#include "normed_input.hpp"
 #include "ops.hpp"
 #include "strata/cuda_block_kernels.cuh"
 
@@ -232,14 +233,25 @@ __global__ void __launch_bounds__(kRouterWarps* kWarp)
 // the logits through L2: what the last-block scheme above pays on the critical path of every layer.
 // kTokens is the most tokens an instance takes: decode steps of one token take an instance of a third of the
 // code (28 KB of sm_90 code instead of 73 with 8 guarded tokens in every loop), whose instructions a step
-// fetches afresh in every layer.
+// fetches afresh in every layer. With norm.gain (route_experts_normed) x is the residual stream, which every
+// block normalizes itself instead of copying (sdk::cuda::normalize_rows), each block writing its share of
+// the sum and, where asked, of the norm's output with its 8-bit copy (the expert kernels read it next).
 constexpr int kClusterBlocks = 16;
 constexpr int kClusterWarps = 8;
 
+// Where route_experts_cluster_kernel puts the norm of a normed input besides its shared memory (all NULL for
+// none; levels and scales in strata_buffer's 8-bit layout).
+struct NormOutputs {
+  float* values;
+  int8_t* levels;
+  float* scales;
+};
+
 template <int kTokens>
 __global__ void __launch_bounds__(kClusterWarps* kWarp)
-    route_experts_cluster_kernel(const float* router, int n, int n_experts, const float* x, int n_tokens, int n_used,
-                                 bool renormalize, float* logits, int32_t* ids, float* weights) {
+    route_experts_cluster_kernel(const float* router, int n, int n_experts, const float* x, sdk::cuda::NormedRows norm,
+                                 NormOutputs normed, int n_tokens, int n_used, bool renormalize, float* logits,
+                                 int32_t* ids, float* weights) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
@@ -257,10 +269,27 @@ __global__ void __launch_bounds__(kClusterWarps* kWarp)
     sdk::cuda::prefetch_lines(reinterpret_cast<const uint8_t*>(router_rows + int64_t{expert} * row_vectors),
                               row_vectors * sizeof(float4), lane, kWarp);
   }
+  const sdk::cuda::NormGains gains = norm.gain != nullptr ? sdk::cuda::load_norm_gains(norm.gain, n) : sdk::cuda::NormGains{};
   sdk::cuda::wait_for_previous_kernel();
 
   extern __shared__ float4 step_x[];  // n_tokens x row_vectors, then (read in the first block) the logits
-  for (int i = threadIdx.x; i < n_tokens * row_vectors; i += blockDim.x) step_x[i] = reinterpret_cast<const float4*>(x)[i];
+  if (norm.gain == nullptr) {
+    for (int i = threadIdx.x; i < n_tokens * row_vectors; i += blockDim.x) step_x[i] = reinterpret_cast<const float4*>(x)[i];
+  } else {
+    const int rank = static_cast<int>(cluster.block_rank()), eights = n / 8;
+    const int share_first = rank * eights / kClusterBlocks, share_end = (rank + 1) * eights / kClusterBlocks;
+    sdk::cuda::normalize_rows<kTokens>(x, norm, gains, n_tokens, n, share_first, share_end,
+                              [&](int row, int eight, float4 a, float4 b, float amax) {
+                                float4* to = step_x + row * row_vectors + 2 * eight;
+                                to[0] = a, to[1] = b;
+                                if (normed.values == nullptr || eight < share_first || eight >= share_end) return;
+                                auto* values = reinterpret_cast<float4*>(normed.values + int64_t{row} * n) + 2 * eight;
+                                values[0] = a, values[1] = b;
+                                if (normed.levels != nullptr) {
+                                  sdk::cuda::store_rounded_eight(normed.levels, normed.scales, n, row, eight, a, b, amax);
+                                }
+                              });
+  }
   __syncthreads();
   cluster.barrier_wait(std::move(arrival));
   float* own_logits = reinterpret_cast<float*>(step_x + n_tokens * row_vectors);
@@ -323,16 +352,17 @@ bool fits_cluster_kernel(int64_t n, int32_t n_tokens, int32_t n_experts) {
 }
 
 // route_experts_cluster_kernel for the step's tokens (as many as kTokens) of an F32 router of n values per
-// row, if it takes the step; whether it did.
+// row, if it takes the step (and, for a normed input, rows that normalize_rows holds); whether it did.
 template <int kTokens>
 bool launch_cluster_kernel(cudaStream_t stream, const float* router, int64_t n, const sdk::MatmulOperands& product,
-                           int32_t n_tokens, int32_t n_experts, int32_t n_used, bool renormalize,
-                           const sdk::RouteOperands& choice) {
+                           const sdk::cuda::NormedRows& norm, const NormOutputs& normed, int32_t n_tokens,
+                           int32_t n_experts, int32_t n_used, bool renormalize, const sdk::RouteOperands& choice) {
   if (!fits_cluster_kernel<kTokens>(n, n_tokens, n_experts)) return false;
+  if (norm.gain != nullptr && !sdk::cuda::fits_normalize_rows(n, kClusterWarps * kWarp)) return false;
   sdk::cuda::launch_after_previous_in_clusters(kClusterBlocks, route_experts_cluster_kernel<kTokens>, kClusterBlocks,
                                                kClusterWarps * kWarp, cluster_shared_bytes(n, n_tokens, n_experts),
-                                               stream, router, static_cast<int>(n), n_experts, product.x, n_tokens,
-                                               n_used, renormalize, product.out, choice.ids, choice.weights);
+                                               stream, router, static_cast<int>(n), n_experts, product.x, norm, normed,
+                                               n_tokens, n_used, renormalize, product.out, choice.ids, choice.weights);
   check_launch("route_experts");
   return true;
 }
@@ -373,6 +403,41 @@ unsigned* router_blocks_done(strata_backend& instance) {
 
 }  // namespace
 
+namespace {
+
+// route_experts on the current lane, for x (float rows, or a normed input's residual stream when norm.gain is
+// set). false where the step takes neither of its one-kernel paths with a normed input, which the caller then
+// normalizes first; with plain rows, route_experts falls back to the product and the route op.
+bool route_on_lane(strata_backend& instance, const strata_weight& weight, const float* x_values,
+                   const sdk::cuda::NormedRows& norm, const NormOutputs& normed, int32_t n_tokens, int32_t n_experts,
+                   int32_t n_used, int32_t routing, strata_buffer* logits, strata_buffer* ids, strata_buffer* weights) {
+  const bool normed_input = norm.gain != nullptr;
+  float* logit_values = floats(logits, n_tokens * n_experts, "route_experts logits");
+  if (!fits_one_kernel(weight, x_values, n_tokens, n_experts)) {
+    if (normed_input) return false;
+    multiply(instance, weight, 0, x_values, n_tokens, logit_values);
+    route(&instance, logits, n_tokens, n_experts, n_used, routing, ids, weights);
+    return true;
+  }
+  const sdk::RouteOperands choice = sdk::route_operands(logits, n_tokens, n_experts, n_used, routing, ids, weights);
+  const auto* router_values = reinterpret_cast<const float*>(weight.matrix(0));
+  const bool renormalize = routing == STRATA_ROUTING_SOFTMAX_TOPK_NORM;
+  const auto launch_cluster = n_tokens == 1 ? launch_cluster_kernel<1> : launch_cluster_kernel<kMaxMatvecTokens>;
+  if (launch_cluster(instance.stream, router_values, weight.ne0, {x_values, logit_values}, norm, normed, n_tokens,
+                     n_experts, n_used, renormalize, choice)) {
+    return true;
+  }
+  if (normed_input) return false;
+  sdk::cuda::launch_after_previous(route_experts_kernel, blocks_for(n_experts, kRouterWarps), kRouterWarps * kWarp,
+                                   kRouterWarps * n_experts * sizeof(float), instance.stream, router_values,
+                                   static_cast<int>(weight.ne0), n_experts, x_values, n_tokens, n_used, renormalize,
+                                   logit_values, choice.ids, choice.weights, router_blocks_done(instance));
+  check_launch("route_experts");
+  return true;
+}
+
+}  // namespace
+
 void route_experts(strata_backend* backend, const strata_buffer* x, const strata_weight* router, int32_t n_tokens,
                    int32_t n_experts, int32_t n_used, int32_t routing, strata_buffer* logits, strata_buffer* ids,
                    strata_buffer* weights) {
@@ -380,25 +445,36 @@ void route_experts(strata_backend* backend, const strata_buffer* x, const strata
   const auto& weight = deref(router, "route_experts router");
   sdk::check_router(weight, n_experts);
   const sdk::MatmulOperands product = sdk::matmul_operands(weight, 0, x, n_tokens, logits);
-  if (!fits_one_kernel(weight, product.x, n_tokens, n_experts)) {
-    matmul(backend, router, 0, x, n_tokens, nullptr, logits);
-    route(backend, logits, n_tokens, n_experts, n_used, routing, ids, weights);
-    return;
-  }
   instance.take_next_lane();
-  const sdk::RouteOperands choice = sdk::route_operands(logits, n_tokens, n_experts, n_used, routing, ids, weights);
-  const auto* router_values = reinterpret_cast<const float*>(weight.matrix(0));
-  const bool renormalize = routing == STRATA_ROUTING_SOFTMAX_TOPK_NORM;
-  const auto launch_cluster = n_tokens == 1 ? launch_cluster_kernel<1> : launch_cluster_kernel<kMaxMatvecTokens>;
-  if (launch_cluster(instance.stream, router_values, weight.ne0, product, n_tokens, n_experts, n_used, renormalize,
-                     choice)) {
+  route_on_lane(instance, weight, product.x, {}, {}, n_tokens, n_experts, n_used, routing, logits, ids, weights);
+}
+
+void route_experts_normed(strata_backend* backend, const strata_normed_input* in, const strata_weight* router,
+                          int32_t n_tokens, int32_t n_experts, int32_t n_used, int32_t routing, strata_buffer* logits,
+                          strata_buffer* ids, strata_buffer* weights) {
+  auto& instance = deref(backend, "backend");
+  const auto& weight = deref(router, "route_experts_normed router");
+  sdk::check_router(weight, n_experts);
+  const auto width = static_cast<int32_t>(weight.ne0);
+  const NormedInput input = normed_input(in, n_tokens, width, "route_experts_normed");
+  for (const strata_buffer* output : {logits, ids, weights}) sdk::check_normed_output(in, output, "route_experts_normed");
+  instance.take_next_lane();
+  if (n_tokens == 0) return;
+  NormOutputs normed{input.rows.normed, nullptr, nullptr};
+  const bool round = input.normed != nullptr && n_tokens <= kMaxMatvecTokens && width % 32 == 0;
+  if (round) {
+    input.normed->allocate_rounded(instance.budget);
+    normed.levels = input.normed->rounded_levels(), normed.scales = input.normed->rounded_scales();
+  }
+  const sdk::cuda::NormedRows norm{input.rows.y, input.gain, input.eps, input.rows.sum};
+  if (route_on_lane(instance, weight, input.rows.x, norm, normed, n_tokens, n_experts, n_used, routing, logits,
+                    ids, weights)) {
+    if (round) input.normed->mark_rounded(n_tokens, width);
     return;
   }
-  sdk::cuda::launch_after_previous(route_experts_kernel, blocks_for(n_experts, kRouterWarps), kRouterWarps * kWarp,
-                                   kRouterWarps * n_experts * sizeof(float), instance.stream, router_values,
-                                   static_cast<int>(weight.ne0), n_experts, product.x, n_tokens, n_used, renormalize,
-                                   product.out, choice.ids, choice.weights, router_blocks_done(instance));
-  check_launch("route_experts");
+  const strata_buffer& rows = normalize_first(instance, input, n_tokens, width);
+  route_on_lane(instance, weight, static_cast<const float*>(rows.base()), {}, {}, n_tokens, n_experts, n_used,
+                routing, logits, ids, weights);
 }
 
 }  // namespace strata::cuda

@@ -88,7 +88,8 @@ WeightKernels weight_kernels(const strata_quant_type& type) {
     case kTypeF16: return {&per_value_dequantize_f16<f16_dequantize_f16>, &f16_matvec, &f16_expert_matvec, &f16_grouped_gemm};
     case kTypeBF16: return {&per_value_dequantize_f16<bf16_dequantize_f16>, &bf16_matvec, &bf16_expert_matvec, &bf16_grouped_gemm};
     case kTypeQ8_0:
-      return {&q8_0_dequantize_f16, &q8_0_matvec, &q8_0_expert_matvec, &q8_0_grouped_gemm, &q8_0_matvec_q8};
+      return {&q8_0_dequantize_f16, &q8_0_matvec,    &q8_0_expert_matvec,
+              &q8_0_grouped_gemm,   &q8_0_matvec_q8, &q8_0_matvec_normed};
   }
   // A plugin older than a field does not have it.
   const auto has = [&](size_t end) { return type.struct_size >= end; };
@@ -102,6 +103,9 @@ WeightKernels weight_kernels(const strata_quant_type& type) {
   }
   if (has(offsetof(strata_quant_type, cuda_matvec_q8) + sizeof(type.cuda_matvec_q8))) {
     kernels.matvec_q8 = type.cuda_matvec_q8;
+  }
+  if (has(offsetof(strata_quant_type, cuda_matvec_normed) + sizeof(type.cuda_matvec_normed))) {
+    kernels.matvec_normed = type.cuda_matvec_normed;
   }
   return kernels;
 }

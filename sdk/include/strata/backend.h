@@ -94,6 +94,19 @@ enum {
   STRATA_UNARY_SIGMOID = 2
 };
 
+/* ABI 1.5: the input of an op that reads the residual stream through an RMS norm (matmul_normed,
+ * route_experts_normed): rms_norm(x + y) over rows x width (x alone where y is NULL) with weight and eps,
+ * as add_rms_norm computes it, width being the op's input width. */
+typedef struct strata_normed_input {
+  uint32_t struct_size;
+  const strata_buffer* x;       /* the residual stream */
+  const strata_buffer* y;       /* NULL, or a block's output still to be added to x */
+  const strata_weight* weight;  /* F32 [width] */
+  float eps;
+  strata_buffer* sum;           /* NULL, or where the op also writes x + y (x where y is NULL; neither x nor y) */
+  strata_buffer* normed;        /* NULL, or where the op also writes the norm's rows (neither x, y nor sum) */
+} strata_normed_input;
+
 typedef struct strata_backend_table {
   uint32_t struct_size;
 
@@ -223,6 +236,20 @@ typedef struct strata_backend_table {
    * before the backend is destroyed. */
   strata_status (*host_alloc)(strata_backend* backend, size_t bytes, void** out, strata_error* error);
   void (*host_free)(strata_backend* backend, void* memory);
+
+  /* ABI 1.5, optional, both or neither (NULL: the core calls add_rms_norm into a buffer, then matmul and
+   * route_experts on it). matmul (of w's first matrix) and route_experts on the rms_norm of a residual
+   * stream, which the op computes itself (strata_normed_input), so that a backend can fuse the norm into the
+   * kernels that read it: in a decode step every block of the matvec can normalize the few rows it reads
+   * instead of waiting for a norm kernel between the block that wrote y and it. Several such ops may read one
+   * x and y inside a concurrent region, where at most one of them writes sum or normed. */
+  strata_status (*matmul_normed)(strata_backend* backend, const strata_weight* w, const strata_normed_input* in,
+                                 int32_t n_tokens, const strata_weight* bias, strata_buffer* out,
+                                 strata_error* error);
+  strata_status (*route_experts_normed)(strata_backend* backend, const strata_normed_input* in,
+                                        const strata_weight* router, int32_t n_tokens, int32_t n_experts,
+                                        int32_t n_used, int32_t routing, strata_buffer* logits, strata_buffer* ids,
+                                        strata_buffer* weights, strata_error* error);
 } strata_backend_table;
 
 enum { STRATA_GRAPH_RUN = 0, STRATA_GRAPH_RECORD = 1, STRATA_GRAPH_REPLAY = 2 };

@@ -62,6 +62,15 @@ constexpr strata_backend_table with_host_memory(strata_backend_table table) {
   return table;
 }
 
+// A table with the normed-input ops (ABI 1.5) filled in: matmul_normed and route_experts_normed (see
+// STRATA_DECLARE_NORMED_INPUT_FUNCTIONS).
+template <auto MatmulNormed, auto RouteExpertsNormed>
+constexpr strata_backend_table with_normed_inputs(strata_backend_table table) {
+  table.matmul_normed = &BackendEntry<MatmulNormed>::call;
+  table.route_experts_normed = &BackendEntry<RouteExpertsNormed>::call;
+  return table;
+}
+
 }  // namespace strata::sdk
 
 // The C++ functions a backend namespace defines for STRATA_BACKEND_TABLE: every entry of the table,
@@ -118,12 +127,20 @@ constexpr strata_backend_table with_host_memory(strata_backend_table table) {
   void host_alloc(strata_backend* backend, size_t bytes, void** out);                                          \
   void host_free(strata_backend* backend, void* memory)
 
+// The optional normed-input ops of ABI 1.5, for a backend namespace that has them (see with_normed_inputs).
+#define STRATA_DECLARE_NORMED_INPUT_FUNCTIONS()                                                                \
+  void matmul_normed(strata_backend* backend, const strata_weight* w, const strata_normed_input* in,           \
+                     int32_t n_tokens, const strata_weight* bias, strata_buffer* out);                          \
+  void route_experts_normed(strata_backend* backend, const strata_normed_input* in, const strata_weight* router, \
+                            int32_t n_tokens, int32_t n_experts, int32_t n_used, int32_t routing,              \
+                            strata_buffer* logits, strata_buffer* ids, strata_buffer* weights)
+
 // A strata_backend_table from the functions of namespace NS: create, destroy, describe, buffer_alloc,
 // buffer_free, buffer_write, buffer_read, weight_load, weight_free, kv_create, kv_free and every op of
 // backend.h under its table name. Release functions (destroy, *_free) cannot fail and are used as they
 // are; describe(NULL) answers NAME. The optional entries, step graphs, fused ops, concurrent regions, the
-// fused router and host memory, are left NULL (see with_graphs, with_fused_ops, with_concurrency,
-// with_route_experts, with_host_memory).
+// fused router, host memory and normed inputs, are left NULL (see with_graphs, with_fused_ops,
+// with_concurrency, with_route_experts, with_host_memory, with_normed_inputs).
 #define STRATA_BACKEND_TABLE(NS, NAME)                                                                     \
   strata_backend_table {                                                                                   \
     sizeof(strata_backend_table), &::strata::sdk::BackendEntry<NS::create>::call, &NS::destroy,            \
@@ -138,7 +155,7 @@ constexpr strata_backend_table with_host_memory(strata_backend_table table) {
         &::strata::sdk::BackendEntry<NS::moe_ffn>::call, &::strata::sdk::BackendEntry<NS::add>::call,      \
         &::strata::sdk::BackendEntry<NS::mul>::call, &::strata::sdk::BackendEntry<NS::unary>::call,        \
         &::strata::sdk::BackendEntry<NS::scale_rows>::call, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, \
-        nullptr, nullptr, nullptr, nullptr, nullptr, nullptr                                                \
+        nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr                              \
   }
 
 // STRATA_BACKEND_TABLE(NS, NAME) with NS's step graph entries.

@@ -181,6 +181,45 @@ NormOperands norm_operands(const Buffer* x, std::type_identity_t<const Buffer*> 
           add ? floats(y, n, "add_rms_norm y") : nullptr, floats(out, n, add ? "add_rms_norm out" : "rms_norm out")};
 }
 
+// An ABI 1.5 normed input (matmul_normed, route_experts_normed) of rows x width, checked: what the op reads
+// and writes, each distinct (sum and normed neither x, y nor each other), and its norm weight, which the
+// backend reads as its F32 vectors. sum and normed are NULL where the input has none.
+struct NormedOperands {
+  const float* x;
+  const float* y;
+  float* sum;
+  float* normed;
+};
+
+template <class Buffer>
+NormedOperands normed_operands(const strata_normed_input* in, int32_t rows, int32_t width, const std::string& what) {
+  if (in == nullptr || in->struct_size < sizeof(strata_normed_input)) invalid_argument(what + ": missing or short normed input");
+  if (rows < 0 || width <= 0) invalid_argument(what + ": bad shape");
+  if (in->weight == nullptr) invalid_argument(what + ": the normed input has no norm weight");
+  const Buffer* outputs[] = {in->sum, in->normed};
+  for (const Buffer* output : outputs) {
+    if (output != nullptr && (output == in->x || output == in->y)) {
+      invalid_argument(what + ": the normed input's sum and normed must be neither x nor y");
+    }
+  }
+  if (in->sum != nullptr && in->sum == in->normed) invalid_argument(what + ": the normed input's sum and normed are one buffer");
+  const int64_t n = int64_t{rows} * width;
+  const std::string x_name = what + " x", y_name = what + " y", sum_name = what + " sum", normed_name = what + " normed";
+  return {floats(static_cast<const Buffer*>(in->x), n, x_name.c_str()),
+          in->y != nullptr ? floats(static_cast<const Buffer*>(in->y), n, y_name.c_str()) : nullptr,
+          in->sum != nullptr ? floats(static_cast<Buffer*>(in->sum), n, sum_name.c_str()) : nullptr,
+          in->normed != nullptr ? floats(static_cast<Buffer*>(in->normed), n, normed_name.c_str()) : nullptr};
+}
+
+// An output of an op with a normed input (in already checked by normed_operands), which must be none of its
+// buffers.
+template <class Buffer>
+void check_normed_output(const strata_normed_input* in, const Buffer* out, const std::string& what) {
+  if (out != nullptr && (out == in->x || out == in->y || out == in->sum || out == in->normed)) {
+    invalid_argument(what + ": an output is one of its normed input's buffers");
+  }
+}
+
 // attention_rope's preparation of q and k, checked against the attention's shape.
 inline const strata_qk_prepare& checked_qk_prepare(const strata_qk_prepare* prepare,
                                                    const strata_attention_params& params) {

@@ -234,23 +234,28 @@ int q8_rows_per_warp(int64_t n_rows, int64_t n, int64_t n_tokens, int matrices, 
   return rows;
 }
 
-// The matvec_q8_kernel instance of rows per warp (1, 2 or 4) for one token, or for as many as it holds.
-template <class Decoder, bool kOneToken>
+// The matvec_q8_kernel instance of rows per warp (1, 2 or 4) for one token, or for as many as it holds, on
+// normed or on other activations.
+template <class Decoder, bool kOneToken, bool kNormed>
 auto matvec_q8_kernel_of(int rows) {
   constexpr auto tokens = [](int rows_per_warp) { return kOneToken ? 1 : kMaxMatvecTokens / rows_per_warp; };
-  return rows == 4   ? matvec_q8_kernel<Decoder, 4, tokens(4)>
-         : rows == 2 ? matvec_q8_kernel<Decoder, 2, tokens(2)>
-                     : matvec_q8_kernel<Decoder, 1, tokens(1)>;
+  return rows == 4   ? matvec_q8_kernel<Decoder, 4, tokens(4), kNormed>
+         : rows == 2 ? matvec_q8_kernel<Decoder, 2, tokens(2), kNormed>
+                     : matvec_q8_kernel<Decoder, 1, tokens(1), kNormed>;
 }
 
-// matvec_q8_kernel with the rows per warp above, on float activations or on rounded ones (levels, scales),
-// either way staged in shared_bytes of shared memory.
+// matvec_q8_kernel with the rows per warp above, on float activations, on rounded ones (levels, scales) or on
+// the norm of x (norm.gain), staged in shared_bytes of shared memory.
 template <class Decoder>
 void launch_matvec_q8_rows(const uint8_t* weight, int64_t n, int64_t n_rows, size_t row_bytes, const float* x,
-                           const int8_t* levels, const float* scales, int64_t n_tokens, float* out, size_t shared_bytes,
-                           cudaStream_t stream) {
-  const auto kernel_of = [n_tokens](int rows) {
-    return n_tokens == 1 ? matvec_q8_kernel_of<Decoder, true>(rows) : matvec_q8_kernel_of<Decoder, false>(rows);
+                           const int8_t* levels, const float* scales, const NormedRows& norm, int64_t n_tokens,
+                           float* out, size_t shared_bytes, cudaStream_t stream) {
+  const bool normed = norm.gain != nullptr;
+  const auto kernel_of = [n_tokens, normed](int rows) {
+    if (normed) {
+      return n_tokens == 1 ? matvec_q8_kernel_of<Decoder, true, true>(rows) : matvec_q8_kernel_of<Decoder, false, true>(rows);
+    }
+    return n_tokens == 1 ? matvec_q8_kernel_of<Decoder, true, false>(rows) : matvec_q8_kernel_of<Decoder, false, false>(rows);
   };
   const int rows = q8_rows_per_warp(n_rows, n, n_tokens, 1, 1, kMaxRowsPerWarp, shared_bytes, kernel_of);
   const auto kernel = kernel_of(rows);
@@ -265,8 +270,8 @@ void launch_matvec_q8_rows(const uint8_t* weight, int64_t n, int64_t n_rows, siz
                                  fits_shared_memory(reinterpret_cast<const void*>(kernel), with_rows) &&
                                  grid <= resident_blocks(reinterpret_cast<const void*>(kernel), with_rows);
   launch_after_previous(kernel, grid, kWarp * kQ8Warps, weights_to_shared ? with_rows : shared_bytes, stream, weight,
-                        static_cast<int>(n), n_rows, row_bytes, x, levels, scales, static_cast<int>(n_tokens), out,
-                        weights_to_shared);
+                        static_cast<int>(n), n_rows, row_bytes, x, levels, scales, norm, static_cast<int>(n_tokens),
+                        out, weights_to_shared);
 }
 
 template <class Decoder>
@@ -284,7 +289,7 @@ strata_status launch_matvec(const void* weight, int64_t n, int64_t n_rows, size_
     const size_t shared = q8_shared_bytes(n_tokens, n);
     if (fits_shared_memory(reinterpret_cast<const void*>(matvec_q8_kernel<Decoder, 1>), shared)) {
       launch_matvec_q8_rows<Decoder>(static_cast<const uint8_t*>(weight), n, n_rows, row_bytes, x, nullptr, nullptr,
-                                     n_tokens, out, shared, cuda_stream);
+                                     NormedRows{}, n_tokens, out, shared, cuda_stream);
       return launch_status(error, "matvec launch");
     }
   }
@@ -316,8 +321,41 @@ strata_status launch_matvec_q8(const void* weight, int64_t n, int64_t n_rows, si
     }
     if (const strata_status status = prepare<Decoder>(error); status != STRATA_OK) return status;
     launch_matvec_q8_rows<Decoder>(static_cast<const uint8_t*>(weight), n, n_rows, row_bytes, nullptr, levels, scales,
-                                   n_tokens, out, shared, static_cast<cudaStream_t>(stream));
+                                   NormedRows{}, n_tokens, out, shared, static_cast<cudaStream_t>(stream));
     return launch_status(error, "matvec_q8 launch");
+  }
+}
+
+// cuda_matvec_normed: the 8-bit kernel normalizing its activations in every block; declined where the Decoder
+// has no unpack32 or the rows are longer than normalize_rows holds (the caller then normalizes first).
+template <class Decoder>
+strata_status launch_matvec_normed(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes,
+                                   const strata_cuda_normed_rows* x, int64_t n_tokens, float* out, void* stream,
+                                   strata_error* error) {
+  if constexpr (!HasQ8Unpack<Decoder>) {
+    return fail(error, STRATA_E_UNSUPPORTED, "matvec_normed: this type has no 8-bit decode kernel");
+  } else {
+    if (x == nullptr || x->struct_size < sizeof(strata_cuda_normed_rows) || x->x == nullptr || x->gain == nullptr ||
+        n_tokens < 1 || n_tokens > kMaxMatvecTokens || n % Decoder::block_elements != 0) {
+      return fail(error, STRATA_E_INVALID_ARGUMENT,
+                  "matvec_normed: " + std::to_string(n_tokens) + " tokens of " + std::to_string(n) +
+                      " values (1 to 8 tokens of whole blocks of " + std::to_string(Decoder::block_elements) +
+                      ", with x and the norm's gain)");
+    }
+    const size_t shared = q8_shared_bytes(n_tokens, n);
+    const bool aligned = is_16_byte_aligned(x->x) && is_16_byte_aligned(x->gain) &&
+                         (x->y == nullptr || is_16_byte_aligned(x->y)) && (x->sum == nullptr || is_16_byte_aligned(x->sum));
+    if (!aligned || !fits_normalize_rows(n, kWarp * kQ8Warps) ||
+        !fits_shared_memory(reinterpret_cast<const void*>(matvec_q8_kernel<Decoder, 1>), shared)) {
+      return fail(error, STRATA_E_UNSUPPORTED, "matvec_normed: rows of " + std::to_string(n) +
+                                                   " values are not normalized in the kernel");
+    }
+    if (n_rows <= 0) return STRATA_OK;
+    if (const strata_status status = prepare<Decoder>(error); status != STRATA_OK) return status;
+    launch_matvec_q8_rows<Decoder>(static_cast<const uint8_t*>(weight), n, n_rows, row_bytes, x->x, nullptr, nullptr,
+                                   NormedRows{x->y, x->gain, x->eps, x->sum}, n_tokens, out, shared,
+                                   static_cast<cudaStream_t>(stream));
+    return launch_status(error, "matvec_normed launch");
   }
 }
 
@@ -401,8 +439,8 @@ strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* st
 
 }  // namespace strata::sdk::cuda
 
-// Defines NAME_dequantize_f16, NAME_matvec, NAME_expert_matvec, NAME_grouped_gemm and NAME_matvec_q8
-// (strata/cuda_launchers.hpp) from a Decoder.
+// Defines NAME_dequantize_f16, NAME_matvec, NAME_expert_matvec, NAME_grouped_gemm, NAME_matvec_q8 and
+// NAME_matvec_normed (strata/cuda_launchers.hpp) from a Decoder.
 #define STRATA_DEFINE_CUDA_LAUNCHERS(NAME, DECODER)                                                            \
   strata_status NAME##_dequantize_f16(const void* blocks, uint16_t* out, int64_t n_blocks, void* stream,       \
                                       strata_error* error) {                                                  \
@@ -425,4 +463,11 @@ strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* st
                                                   strata_error* error) {                                       \
     return ::strata::sdk::cuda::launch_matvec_q8<DECODER>(weight, n, n_rows, row_bytes, levels, scales,        \
                                                          n_tokens, out, stream, error);                       \
+  }                                                                                                            \
+  [[maybe_unused]] strata_status NAME##_matvec_normed(const void* weight, int64_t n, int64_t n_rows,          \
+                                                      size_t row_bytes, const strata_cuda_normed_rows* x,     \
+                                                      int64_t n_tokens, float* out, void* stream,              \
+                                                      strata_error* error) {                                   \
+    return ::strata::sdk::cuda::launch_matvec_normed<DECODER>(weight, n, n_rows, row_bytes, x, n_tokens, out,  \
+                                                             stream, error);                                  \
   }

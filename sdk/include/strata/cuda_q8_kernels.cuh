@@ -100,6 +100,133 @@ __device__ inline float group_amax(float amax) {
   return amax;
 }
 
+// Values 8 * eight .. 8 * eight + 7 of a row of n (a, b) rounded with their group's amax into rows of levels
+// and scales (Q8Rows' layout); a group's first eight stores its scale.
+__device__ inline void store_rounded_eight(int8_t* levels, float* scales, int n, int row, int eight, float4 a,
+                                           float4 b, float amax) {
+  const float inverse_scale = q8_inverse_scale(amax);
+  int32_t* out = reinterpret_cast<int32_t*>(levels + static_cast<int64_t>(row) * n + 8 * eight);
+  out[0] = q8_round4(a, inverse_scale);
+  out[1] = q8_round4(b, inverse_scale);
+  if (eight % 4 == 0) scales[static_cast<int64_t>(row) * (n / kQ8Group) + eight / 4] = q8_scale(amax);
+}
+
+// The amax of the 8 values a, b of a lane whose 4 consecutive lanes hold a group of 32.
+__device__ inline float eight_amax(float4 a, float4 b) {
+  return group_amax<4>(fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
+                             fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w)))));
+}
+
+// Activations given as the RMS norm of a residual stream (strata_cuda_normed_rows, ABI 1.5): a kernel that
+// reads x and y itself and normalizes them in every block, instead of a norm kernel between the one that
+// wrote y and it. gain == nullptr: x are the activations as they are.
+struct NormedRows {
+  const float* y;
+  const float* gain;
+  float eps;
+  float* sum;
+};
+
+// Eights of values (8 consecutive) a thread of normalize_rows holds: rows of up to 16 values per thread
+// (4096 with 256 threads), kept in registers between the sum of squares and the normalization.
+inline constexpr int kNormedEightsPerThread = 2;
+
+__host__ __device__ inline bool fits_normalize_rows(int64_t n, int threads) {
+  return n % kQ8Group == 0 && n <= int64_t{kNormedEightsPerThread} * 8 * threads;
+}
+
+// A thread's share of the norm's gains for normalize_rows: weights, which no kernel writes, so a kernel loads
+// them before it waits for the previous one (a block of a decode step's norm has nothing else to hide them
+// behind).
+struct NormGains {
+  float4 values[kNormedEightsPerThread][2];
+};
+
+__device__ inline NormGains load_norm_gains(const float* gain, int n) {
+  NormGains gains;
+#pragma unroll
+  for (int u = 0; u < kNormedEightsPerThread; ++u) {
+    const int eight = threadIdx.x + u * static_cast<int>(blockDim.x);
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const auto* from = reinterpret_cast<const float4*>(gain) + 2 * eight;
+    gains.values[u][0] = eight < n / 8 ? from[0] : zero;
+    gains.values[u][1] = eight < n / 8 ? from[1] : zero;
+  }
+  return gains;
+}
+
+// Each of the rows (at most kMaxRows) of x (+ norm.y) normalized as the norm kernels do, (x + y) * (1 / sqrt(mean((x + y)^2)
+// + eps)) * gain, and handed 8 values at a time to store(row, eight, a, b, amax), amax being that of their
+// group of 32 (held by 4 consecutive threads). The eights in [sum_first, sum_end) of every row also go to
+// norm.sum as x + y (the caller's share of that output). Every thread of the block calls it, with rows that
+// fits_normalize_rows and its gains (load_norm_gains); no barrier at the end. Like the norm kernels it reads
+// x and y (the previous kernels' outputs) after the caller's wait.
+template <int kMaxRows, class Store>
+__device__ inline void normalize_rows(const float* x, const NormedRows& norm, const NormGains& gains, int rows, int n,
+                                      int sum_first, int sum_end, Store store) {
+  __shared__ float warp_partials[kWarp];
+  const int eights = n / 8, stride = static_cast<int>(blockDim.x);
+  const int warp_first_eight = threadIdx.x / kWarp * kWarp;
+#pragma unroll 1
+  for (int row = 0; row < kMaxRows && row < rows; ++row) {
+    if (row > 0) __syncthreads();  // the previous row's partials are read
+    const int64_t offset = static_cast<int64_t>(row) * n;
+    float4 values[kNormedEightsPerThread][2];
+    float squares = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kNormedEightsPerThread; ++u) {
+      const int eight = threadIdx.x + u * stride;
+      float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a;
+      if (eight < eights) {
+        const auto* from = reinterpret_cast<const float4*>(x + offset) + 2 * eight;
+        a = from[0], b = from[1];
+        if (norm.y != nullptr) {
+          const auto* add = reinterpret_cast<const float4*>(norm.y + offset) + 2 * eight;
+          const float4 c = add[0], d = add[1];
+          a = make_float4(a.x + c.x, a.y + c.y, a.z + c.z, a.w + c.w);
+          b = make_float4(b.x + d.x, b.y + d.y, b.z + d.z, b.w + d.w);
+        }
+        if (norm.sum != nullptr && eight >= sum_first && eight < sum_end) {
+          auto* to = reinterpret_cast<float4*>(norm.sum + offset) + 2 * eight;
+          to[0] = a, to[1] = b;
+        }
+        squares += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+      }
+      values[u][0] = a, values[u][1] = b;
+    }
+    const float scale = 1.0f / sqrtf(block_sum(squares, warp_partials) / static_cast<float>(n) + norm.eps);
+#pragma unroll
+    for (int u = 0; u < kNormedEightsPerThread; ++u) {
+      if (warp_first_eight + u * stride >= eights) break;  // whole warps only, for the shuffles of eight_amax
+      const int eight = threadIdx.x + u * stride;
+      const bool active = eight < eights;
+      float4 a = values[u][0], b = values[u][1];
+      if (active) {
+        const float4 g = gains.values[u][0], h = gains.values[u][1];
+        a = make_float4(a.x * scale * g.x, a.y * scale * g.y, a.z * scale * g.z, a.w * scale * g.w);
+        b = make_float4(b.x * scale * h.x, b.y * scale * h.y, b.z * scale * h.z, b.w * scale * h.w);
+      }
+      const float amax = eight_amax(a, b);
+      if (active) store(row, eight, a, b, amax);
+    }
+  }
+}
+
+// normalize_rows into 8-bit rows in shared memory (activations_to_shared's layout), block 0 writing the sum;
+// the caller's barrier makes them visible.
+template <int kMaxRows>
+__device__ inline Q8Rows normed_activations_to_shared(const float* x, const NormedRows& norm, const NormGains& gains,
+                                                      int rows, int n) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  auto* levels = reinterpret_cast<int8_t*>(shared);
+  auto* scales = reinterpret_cast<float*>(shared + static_cast<int64_t>(rows) * n);
+  normalize_rows<kMaxRows>(x, norm, gains, rows, n, 0, blockIdx.x == 0 ? n / 8 : 0,
+                 [&](int row, int eight, float4 a, float4 b, float amax) {
+                   store_rounded_eight(levels, scales, n, row, eight, a, b, amax);
+                 });
+  return {levels, scales, n};
+}
+
 // Activation rows first_row .. first_row + rows - 1 of n values as 8-bit rows in shared memory, ending with
 // a barrier (which the decoder tables need too). Rounded here from the floats x, where each thread takes 8
 // consecutive values and the 4 lanes of a group agree on its scale (a block of 256 threads rounds 2048
@@ -131,14 +258,8 @@ __device__ inline Q8Rows activations_to_shared(const float* x, const int8_t* x_l
       const float4* values = reinterpret_cast<const float4*>(x + static_cast<int64_t>(first_row + row) * n + 8 * eight);
       a = values[0], b = values[1];
     }
-    const float amax = group_amax<4>(fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
-                                           fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w)))));
-    if (!active) continue;
-    const float inverse_scale = q8_inverse_scale(amax);
-    int32_t* out = reinterpret_cast<int32_t*>(levels + static_cast<int64_t>(row) * n + 8 * eight);
-    out[0] = q8_round4(a, inverse_scale);
-    out[1] = q8_round4(b, inverse_scale);
-    if (eight % 4 == 0) scales[row * groups_per_row + eight / 4] = q8_scale(amax);
+    const float amax = eight_amax(a, b);
+    if (active) store_rounded_eight(levels, scales, n, row, eight, a, b, amax);
   }
   __syncthreads();
   return {levels, scales, n};
@@ -190,13 +311,17 @@ __device__ inline void unpack_group(const uint8_t* row, int g, int32_t levels[8]
 // budget (kMinBlocks) so that the grid stays within one wave of resident blocks: see q8_rows_per_warp().
 // With weights_to_shared the block copies its rows (contiguous: kQ8Warps * kRows of them) into its shared
 // memory after the activations while the kernel before it still runs, and the warps decode from there:
-// after the wait only the activations come from L2. Without, each warp asks L2 for its rows.
+// after the wait only the activations come from L2. Without, each warp asks L2 for its rows. kNormed
+// instances take the norm of x (+ norm.y) as activations, which every block computes
+// (normed_activations_to_shared); the others floats or rounded rows.
 // kTokens is the most tokens the instance takes: decode steps of one token take an instance without the
-// guarded paths of the others (the code of a kernel that runs once per layer is fetched afresh each time).
-template <class Decoder, int kRows, int kTokens = kMaxMatvecTokens / kRows>
+// guarded paths of the others (the code of a kernel that runs once per layer is fetched afresh each time, and
+// each activation source is an instance of its own for the same reason).
+template <class Decoder, int kRows, int kTokens = kMaxMatvecTokens / kRows, bool kNormed = false>
 __global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 3 : kRows == 2 ? 2 : 1)
     matvec_q8_kernel(const uint8_t* weight, int n, int64_t n_rows, size_t row_bytes, const float* x,
-                     const int8_t* x_levels, const float* x_scales, int n_tokens, float* out, bool weights_to_shared) {
+                     const int8_t* x_levels, const float* x_scales, NormedRows norm, int n_tokens, float* out,
+                     bool weights_to_shared) {
   static_assert(kTokens * kRows <= kMaxMatvecTokens);
   let_next_kernel_launch();
   const int lane = threadIdx.x % kWarp;
@@ -211,10 +336,20 @@ __global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 3 : kRows == 2 ?
     prefetch_lines(weight + first_row * row_bytes, kRows * row_bytes, lane, kWarp);
   }
   load_decoder_tables<Decoder>();
-  wait_async_copies<0>();
-  __syncthreads();  // the tables and the staged rows, copied by all threads (weights: no kernel writes them)
-  wait_for_previous_kernel();
-  const Q8Rows q = activation_rows(x, x_levels, x_scales, 0, n_tokens, n);
+  Q8Rows q;
+  if constexpr (kNormed) {
+    // The norm's loads go out while the staged rows may still be on their way.
+    const NormGains gains = load_norm_gains(norm.gain, n);
+    wait_for_previous_kernel();
+    q = normed_activations_to_shared<kTokens>(x, norm, gains, n_tokens, n);
+    wait_async_copies<0>();
+    __syncthreads();  // the tables, the staged rows and the rounded activations
+  } else {
+    wait_async_copies<0>();
+    __syncthreads();  // the tables and the staged rows, copied by all threads (weights: no kernel writes them)
+    wait_for_previous_kernel();
+    q = activation_rows(x, x_levels, x_scales, 0, n_tokens, n);
+  }
   if (first_row >= n_rows) return;
   const uint8_t* rows = weights_to_shared ? staged_rows + (first_row - block_first_row) * row_bytes
                                           : weight + first_row * row_bytes;

@@ -114,13 +114,18 @@ concept HasCudaGroupedGemm = HasCudaKernels<Codec> && requires { &Codec::cuda_gr
 //                                       int64_t, float*, void*, strata_error*);
 template <class Codec>
 concept HasCudaMatvecQ8 = HasCudaKernels<Codec> && requires { &Codec::cuda_matvec_q8; };
+// And the matvec that normalizes its activations itself (ABI 1.5):
+//   static strata_status cuda_matvec_normed(const void*, int64_t, int64_t, size_t, const strata_cuda_normed_rows*,
+//                                           int64_t, float*, void*, strata_error*);
+template <class Codec>
+concept HasCudaMatvecNormed = HasCudaKernels<Codec> && requires { &Codec::cuda_matvec_normed; };
 
 template <class Codec>
 constexpr strata_quant_type make_quant_type() {
   strata_quant_type type{sizeof(strata_quant_type), Codec::type_id,   Codec::name,
                          Codec::block_elements,      Codec::block_bytes, &QuantTypeAdapter<Codec>::dequantize,
                          &QuantTypeAdapter<Codec>::quantize, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                         nullptr};
+                         nullptr, nullptr};
   if constexpr (HasCpuDot<Codec>) {
     type.cpu_activation_type = Codec::cpu_activation_type;
     type.cpu_dot_rows = &Codec::cpu_dot_rows;
@@ -133,6 +138,7 @@ constexpr strata_quant_type make_quant_type() {
   if constexpr (HasCudaExpertKernels<Codec>) type.cuda_expert_matvec = &Codec::cuda_expert_matvec;
   if constexpr (HasCudaGroupedGemm<Codec>) type.cuda_grouped_gemm = &Codec::cuda_grouped_gemm;
   if constexpr (HasCudaMatvecQ8<Codec>) type.cuda_matvec_q8 = &Codec::cuda_matvec_q8;
+  if constexpr (HasCudaMatvecNormed<Codec>) type.cuda_matvec_normed = &Codec::cuda_matvec_normed;
   return type;
 }
 

@@ -66,6 +66,18 @@ typedef struct strata_cuda_grouped_gemm {
   float* out;
 } strata_cuda_grouped_gemm;
 
+/* ABI 1.5: activations that are the RMS norm of a residual stream, which the kernel computes itself from
+ * the rows it reads (see strata_backend_table::matmul_normed): row t of the activations is
+ * (x[t] + y[t]) / sqrt(mean((x[t] + y[t])^2) + eps) * gain, with y = 0 where y is NULL. All device memory. */
+typedef struct strata_cuda_normed_rows {
+  uint32_t struct_size;
+  const float* x;               /* [n_tokens][n] */
+  const float* y;               /* NULL, or [n_tokens][n] added to x first */
+  const float* gain;            /* the norm's n weights */
+  float eps;
+  float* sum;                   /* NULL, or where the launch writes x + y (x where y is NULL; neither x nor y) */
+} strata_cuda_normed_rows;
+
 typedef struct strata_quant_type {
   uint32_t struct_size;
   uint32_t type_id;         /* GGUF type id, e.g. 21 for IQ3_S */
@@ -127,6 +139,13 @@ typedef struct strata_quant_type {
   strata_status (*cuda_matvec_q8)(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes,
                                   const int8_t* levels, const float* scales, int64_t n_tokens, float* out,
                                   void* stream, strata_error* error);
+  /* ABI 1.5. Optional (NULL: the backend normalizes into a buffer first and calls cuda_matvec_q8). The decode
+   * matvec on activations given as the norm of strata_cuda_normed_rows: every block of the kernel computes
+   * the norm of the few rows itself while the kernel before it is the only one between the residual
+   * stream's producer and it. STRATA_E_UNSUPPORTED declines a call (rows longer than the kernel holds). */
+  strata_status (*cuda_matvec_normed)(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes,
+                                      const strata_cuda_normed_rows* x, int64_t n_tokens, float* out, void* stream,
+                                      strata_error* error);
 } strata_quant_type;
 
 typedef struct strata_quant_table {
