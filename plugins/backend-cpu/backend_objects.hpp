@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -17,12 +19,22 @@
 #include "thread_pool.hpp"
 
 struct strata_buffer {
+  static constexpr size_t kAlignment = 64;  // a cache line, and one AVX-512 vector
   struct FreeDeleter {
     void operator()(std::byte* p) const { std::free(p); }
   };
-  std::unique_ptr<std::byte, FreeDeleter> data;  // 64-byte aligned, zeroed
+  std::unique_ptr<std::byte, FreeDeleter> data;  // kAlignment-aligned; zeroed where buffer_alloc made it
   size_t bytes = 0;
   std::byte* base() const { return data.get(); }
+  // Makes room for at least bytes (the old contents go where it grows); throws std::bad_alloc.
+  void reserve(size_t at_least) {
+    if (data && bytes >= at_least) return;
+    const size_t rounded = (at_least + kAlignment - 1) / kAlignment * kAlignment;
+    if (rounded < at_least) throw std::bad_alloc();
+    data.reset(static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded)));
+    if (!data) throw std::bad_alloc();
+    bytes = at_least;
+  }
 };
 
 struct strata_weight {
@@ -51,6 +63,7 @@ struct strata_backend {
   std::vector<std::byte> activations;  // matmul inputs converted to the kernels' activation types
   std::vector<float> moe_floats;       // moe_ffn's gathered inputs and per-expert results
   std::vector<int32_t> moe_slots;      // moe_ffn's (token, choice) slots grouped by expert
+  strata_buffer normed_sum, normed_rows;  // a normed input's x + y and norm where the op is given no place
 
   // A worker's float scratch of at least count values.
   float* worker_floats(int worker, size_t count) {

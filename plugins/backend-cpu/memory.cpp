@@ -7,22 +7,13 @@
 #include "ops.hpp"
 
 namespace strata::cpu {
-namespace {
-
-constexpr size_t kAlignment = 64;  // a cache line, and one AVX-512 vector
-
-}  // namespace
 
 void buffer_alloc(strata_backend* backend, size_t bytes, strata_buffer** out) {
   deref(backend, "backend");
   deref(out, "out");
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded < bytes) throw std::bad_alloc();
   auto buffer = std::make_unique<strata_buffer>();
-  buffer->data.reset(static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded)));
-  if (!buffer->data) throw std::bad_alloc();
-  std::memset(buffer->data.get(), 0, rounded);
-  buffer->bytes = bytes;
+  buffer->reserve(bytes);
+  std::memset(buffer->data.get(), 0, bytes);
   *out = buffer.release();
 }
 

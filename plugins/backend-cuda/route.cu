@@ -411,10 +411,10 @@ namespace {
 bool route_on_lane(strata_backend& instance, const strata_weight& weight, const float* x_values,
                    const sdk::cuda::NormedRows& norm, const NormOutputs& normed, int32_t n_tokens, int32_t n_experts,
                    int32_t n_used, int32_t routing, strata_buffer* logits, strata_buffer* ids, strata_buffer* weights) {
-  const bool normed_input = norm.gain != nullptr;
+  const bool from_residual = norm.gain != nullptr;
   float* logit_values = floats(logits, n_tokens * n_experts, "route_experts logits");
   if (!fits_one_kernel(weight, x_values, n_tokens, n_experts)) {
-    if (normed_input) return false;
+    if (from_residual) return false;
     multiply(instance, weight, 0, x_values, n_tokens, logit_values);
     route(&instance, logits, n_tokens, n_experts, n_used, routing, ids, weights);
     return true;
@@ -427,7 +427,7 @@ bool route_on_lane(strata_backend& instance, const strata_weight& weight, const 
                      n_experts, n_used, renormalize, choice)) {
     return true;
   }
-  if (normed_input) return false;
+  if (from_residual) return false;
   sdk::cuda::launch_after_previous(route_experts_kernel, blocks_for(n_experts, kRouterWarps), kRouterWarps * kWarp,
                                    kRouterWarps * n_experts * sizeof(float), instance.stream, router_values,
                                    static_cast<int>(weight.ne0), n_experts, x_values, n_tokens, n_used, renormalize,
