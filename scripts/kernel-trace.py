@@ -10,6 +10,10 @@ Then what happened between those steps (gaps over 3x the median, the host starti
 while the GPU ran no kernel: the host's CUDA runtime calls and the copies, by time spent inside the gap. The
 tracing itself slows the host's calls (a graph launch most: ~600 us traced against ~200 us of untraced
 step-to-step time), so read those as where the host's time goes, not as its size.
+Last, a middle layer as it ran: its kernels in order of their starts, each one's start and end after the
+layer's first kernel started (means over the steps), so that a kernel that starts late (waiting for room on
+the SMs, or for a kernel on another stream) shows. A layer runs from one launch of the step's first kernel
+that runs once per layer to the next.
 Usage: kernel-trace.py trace.csv [steps to skip, default 4]"""
 import collections
 import csv
@@ -90,6 +94,11 @@ def main():
     for key in sorted(share, key=lambda k: -share[k]):
         print(f"{share[key] / n / 1e3:9.1f} {own[key] / n / 1e3:8.1f} {launches[key] / n:6.0f} "
               f"{own[key] / launches[key] / 1e3:10.2f}  {key}")
+    print_between_steps(chosen, others)
+    print_middle_layer(chosen)
+
+
+def print_between_steps(chosen, others):
     gaps = [(max(k["end"] for k in a), b[0]["start"]) for a, b in zip(chosen, chosen[1:]) if a[-1]["end"] < b[0]["start"]]
     if not gaps:
         return
@@ -107,5 +116,28 @@ def main():
     for key in sorted(inside, key=lambda k: -inside[k])[:15]:
         print(f"{inside[key] / len(gaps) / 1e3:9.1f} us  {key}")
 
+
+def print_middle_layer(chosen):
+    counts = collections.Counter(k["key"] for k in chosen[0])
+    n_layers = collections.Counter(counts.values()).most_common(1)[0][0]
+    if n_layers < 2:
+        return
+    anchor = next(k["key"] for k in chosen[0] if counts[k["key"]] == n_layers)
+    starts, ends = collections.defaultdict(list), collections.defaultdict(list)
+    for step in chosen:
+        firsts = [i for i, k in enumerate(step) if k["key"] == anchor]
+        middle = len(firsts) // 2
+        if middle + 1 >= len(firsts):
+            continue
+        layer = step[firsts[middle]:firsts[middle + 1]]
+        seen = collections.Counter()
+        for kernel in layer:  # a kernel that runs twice a layer (k and v of one type) is told apart by its turn
+            seen[kernel["key"]] += 1
+            starts[(kernel["key"], seen[kernel["key"]])].append(kernel["start"] - layer[0]["start"])
+            ends[(kernel["key"], seen[kernel["key"]])].append(kernel["end"] - layer[0]["start"])
+    print(f"layer {n_layers // 2} of {n_layers} (from the start of its {anchor}), us after its start:")
+    print(f"{'start':>7} {'end':>7}  kernel [grid]")
+    for key in sorted(starts, key=lambda key: statistics.mean(starts[key])):
+        print(f"{statistics.mean(starts[key]) / 1e3:7.2f} {statistics.mean(ends[key]) / 1e3:7.2f}  {key[0]}")
 
 main()
