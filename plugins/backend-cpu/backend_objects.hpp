@@ -26,12 +26,16 @@ struct strata_buffer {
   std::unique_ptr<std::byte, FreeDeleter> data;  // kAlignment-aligned; zeroed where buffer_alloc made it
   size_t bytes = 0;
   std::byte* base() const { return data.get(); }
+  // The bytes an allocation of at least these takes: whole kAlignment units, at least one.
+  static size_t allocated_bytes(size_t at_least) {
+    const size_t rounded = (at_least + kAlignment - 1) / kAlignment * kAlignment;
+    if (rounded < at_least) throw std::bad_alloc();
+    return rounded == 0 ? kAlignment : rounded;
+  }
   // Makes room for at least bytes (the old contents go where it grows); throws std::bad_alloc.
   void reserve(size_t at_least) {
     if (data && bytes >= at_least) return;
-    const size_t rounded = (at_least + kAlignment - 1) / kAlignment * kAlignment;
-    if (rounded < at_least) throw std::bad_alloc();
-    data.reset(static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded)));
+    data.reset(static_cast<std::byte*>(std::aligned_alloc(kAlignment, allocated_bytes(at_least))));
     if (!data) throw std::bad_alloc();
     bytes = at_least;
   }

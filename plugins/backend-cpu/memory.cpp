@@ -13,7 +13,7 @@ void buffer_alloc(strata_backend* backend, size_t bytes, strata_buffer** out) {
   deref(out, "out");
   auto buffer = std::make_unique<strata_buffer>();
   buffer->reserve(bytes);
-  std::memset(buffer->data.get(), 0, bytes);
+  std::memset(buffer->data.get(), 0, strata_buffer::allocated_bytes(bytes));
   *out = buffer.release();
 }
 
