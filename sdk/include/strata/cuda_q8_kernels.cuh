@@ -155,8 +155,8 @@ __device__ inline NormGains load_norm_gains(const float* gain, int n) {
   return gains;
 }
 
-// Each of the rows (at most kMaxRows) of x (+ norm.y) normalized as the norm kernels do, (x + y) * (1 / sqrt(mean((x + y)^2)
-// + eps)) * gain, and handed 8 values at a time to store(row, eight, a, b, amax), amax being that of their
+// Each of the rows (at most kMaxRows) of x (+ norm.y) normalized as the norm kernels do,
+// (x + y) * (1 / sqrt(mean((x + y)^2) + eps)) * gain, and handed 8 values at a time to store(row, eight, a, b, amax), amax being that of their
 // group of 32 (held by 4 consecutive threads). The eights in [sum_first, sum_end) of every row also go to
 // norm.sum as x + y (the caller's share of that output). Every thread of the block calls it, with rows that
 // fits_normalize_rows and its gains (load_norm_gains); no barrier at the end. Like the norm kernels it reads
