@@ -131,6 +131,7 @@ struct NormedRows {
 // (4096 with 256 threads), kept in registers between the sum of squares and the normalization.
 inline constexpr int kNormedEightsPerThread = 2;
 
+// Whether normalize_rows holds rows of n values in a block of threads.
 __host__ __device__ inline bool fits_normalize_rows(int64_t n, int threads) {
   return n % kQ8Group == 0 && n <= int64_t{kNormedEightsPerThread} * 8 * threads;
 }
@@ -156,11 +157,11 @@ __device__ inline NormGains load_norm_gains(const float* gain, int n) {
 }
 
 // Each of the rows (at most kMaxRows) of x (+ norm.y) normalized as the norm kernels do,
-// (x + y) * (1 / sqrt(mean((x + y)^2) + eps)) * gain, and handed 8 values at a time to store(row, eight, a, b, amax), amax being that of their
-// group of 32 (held by 4 consecutive threads). The eights in [sum_first, sum_end) of every row also go to
-// norm.sum as x + y (the caller's share of that output). Every thread of the block calls it, with rows that
-// fits_normalize_rows and its gains (load_norm_gains); no barrier at the end. Like the norm kernels it reads
-// x and y (the previous kernels' outputs) after the caller's wait.
+// (x + y) * (1 / sqrt(mean((x + y)^2) + eps)) * gain, and handed 8 values at a time to store(row, eight, a, b,
+// amax), amax being that of their group of 32 (held by 4 consecutive threads). The eights in [sum_first,
+// sum_end) of every row also go to norm.sum as x + y (the caller's share of that output). Every thread of the
+// block calls it, with rows that fits_normalize_rows and its gains (load_norm_gains); no barrier at the end.
+// Like the norm kernels it reads x and y (the previous kernels' outputs) after the caller's wait.
 template <int kMaxRows, class Store>
 __device__ inline void normalize_rows(const float* x, const NormedRows& norm, const NormGains& gains, int rows, int n,
                                       int sum_first, int sum_end, Store store) {
