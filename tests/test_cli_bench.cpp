@@ -1,5 +1,5 @@
 // `strata bench` end to end on a tiny reference model: the tests it runs, their names and the JSON fields,
-// with and without --depth; single ops timed alone (--ops).
+// with and without --depth (and the path flags a line reports); single ops timed alone (--ops).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -45,6 +45,12 @@ TEST(BenchCli, DepthRunsEachTestAfterThatManyCachedTokens) {
   ASSERT_EQ(plain_lines.size(), 1u) << plain.out;
   EXPECT_EQ(plain_lines[0]["test"], "tg4");
   EXPECT_EQ(plain_lines[0]["n_depth"], 0);
+
+  // The execution paths a line ran are in it: normed inputs on by default on the CPU, off with the flag.
+  EXPECT_EQ(plain_lines[0]["normed_inputs"], true) << plain.out;
+  const auto separate = bench(model, "-p 0 --no-normed-inputs --json");
+  ASSERT_EQ(separate.exit_code, 0) << separate.err;
+  EXPECT_EQ(nlohmann::json::parse(separate.out)[0]["normed_inputs"], false) << separate.out;
 
   const auto negative = bench(model, "--depth -1");
   EXPECT_NE(negative.exit_code, 0);
