@@ -45,11 +45,10 @@ struct Sigmoid {
 
 // One block per row: the sum of squares, then out = x * (1 / sqrt(mean + eps)) * gain. With kAdd, x first
 // becomes x + y, written to x_sum (x itself for add_rms_norm, another buffer for a normed input's sum) and
-// normalized from there. Rows of a
-// multiple of 4 values (kVector) are read 16 bytes at a time with several loads in flight per thread: a
-// decode step's norm is a single row, one block, so its loads are all there is to hide. With levels (kVector
-// rows of a multiple of 32 values), out is also written rounded to 8 bits as the decode kernels round
-// (strata_quant_type::cuda_matvec_q8's layout): 8 consecutive threads hold a group of 32.
+// normalized from there. Rows of a multiple of 4 values (kVector) are read 16 bytes at a time with several
+// loads in flight per thread: a decode step's norm is a single row, one block, so its loads are all there is
+// to hide. With levels (kVector rows of a multiple of 32 values), out is also written rounded to 8 bits as the
+// decode kernels round (strata_quant_type::cuda_matvec_q8's layout): 8 consecutive threads hold a group of 32.
 template <bool kVector, bool kAdd>
 __global__ void rms_norm_kernel(const float* x, const float* y, float* x_sum, const float* gain, float* out, int width,
                                 float eps, int8_t* levels, float* level_scales) {

@@ -244,6 +244,12 @@ auto matvec_q8_kernel_of(int rows) {
                      : matvec_q8_kernel<Decoder, 1, tokens(1), kNormed>;
 }
 
+// The instance above for a step of n_tokens.
+template <class Decoder, bool kNormed>
+auto matvec_q8_kernel_for(int64_t n_tokens, int rows) {
+  return n_tokens == 1 ? matvec_q8_kernel_of<Decoder, true, kNormed>(rows) : matvec_q8_kernel_of<Decoder, false, kNormed>(rows);
+}
+
 // matvec_q8_kernel with the rows per warp above, on float activations, on rounded ones (levels, scales) or on
 // the norm of x (norm.gain), staged in shared_bytes of shared memory.
 template <class Decoder>
@@ -252,10 +258,7 @@ void launch_matvec_q8_rows(const uint8_t* weight, int64_t n, int64_t n_rows, siz
                            float* out, size_t shared_bytes, cudaStream_t stream) {
   const bool normed = norm.gain != nullptr;
   const auto kernel_of = [n_tokens, normed](int rows) {
-    if (normed) {
-      return n_tokens == 1 ? matvec_q8_kernel_of<Decoder, true, true>(rows) : matvec_q8_kernel_of<Decoder, false, true>(rows);
-    }
-    return n_tokens == 1 ? matvec_q8_kernel_of<Decoder, true, false>(rows) : matvec_q8_kernel_of<Decoder, false, false>(rows);
+    return normed ? matvec_q8_kernel_for<Decoder, true>(n_tokens, rows) : matvec_q8_kernel_for<Decoder, false>(n_tokens, rows);
   };
   const int rows = q8_rows_per_warp(n_rows, n, n_tokens, 1, 1, kMaxRowsPerWarp, shared_bytes, kernel_of);
   const auto kernel = kernel_of(rows);
