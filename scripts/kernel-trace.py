@@ -12,8 +12,9 @@ tracing itself slows the host's calls (a graph launch most: ~600 us traced again
 step-to-step time), so read those as where the host's time goes, not as its size.
 Last, a middle layer as it ran: its kernels in order of their starts, each one's start and end after the
 layer's first kernel started (means over the steps), so that a kernel that starts late (waiting for room on
-the SMs, or for a kernel on another stream) shows. A layer runs from one launch of the step's first kernel
-that runs once per layer to the next.
+the SMs, or for a kernel on another stream) shows; with the layer before's kernels still running then and
+the next layer's first (a kernel in only some steps' window is averaged over those). A layer runs from one
+launch of the step's first kernel that runs once per layer to the next.
 Usage: kernel-trace.py trace.csv [steps to skip, default 4]"""
 import collections
 import csv
@@ -129,12 +130,18 @@ def print_middle_layer(chosen):
         middle = len(firsts) // 2
         if middle + 1 >= len(firsts):
             continue
-        layer = step[firsts[middle]:firsts[middle + 1]]
+        begin = step[firsts[middle]]["start"]
+        # The layer before's last kernels (those still running when this layer's first starts, which shows
+        # how far the layers overlap), this layer's, and the next layer's first (the layer's period).
+        before = [k for k in step[firsts[middle - 1]:firsts[middle]] if k["end"] > begin] if middle > 0 else []
+        tagged = [(k, " (layer before)") for k in before] + [(k, "") for k in step[firsts[middle]:firsts[middle + 1]]]
+        tagged.append((step[firsts[middle + 1]], " (next layer)"))
         seen = collections.Counter()
-        for kernel in layer:  # a kernel that runs twice a layer (k and v of one type) is told apart by its turn
-            seen[kernel["key"]] += 1
-            starts[(kernel["key"], seen[kernel["key"]])].append(kernel["start"] - layer[0]["start"])
-            ends[(kernel["key"], seen[kernel["key"]])].append(kernel["end"] - layer[0]["start"])
+        for kernel, tag in tagged:  # a kernel that runs twice a layer (k and v of one type) is told apart by its turn
+            key = kernel["key"] + tag
+            seen[key] += 1
+            starts[(key, seen[key])].append(kernel["start"] - begin)
+            ends[(key, seen[key])].append(kernel["end"] - begin)
     print(f"layer {n_layers // 2} of {n_layers} (from the start of its {anchor}), us after its start:")
     print(f"{'start':>7} {'end':>7}  kernel [grid]")
     for key in sorted(starts, key=lambda key: statistics.mean(starts[key])):
