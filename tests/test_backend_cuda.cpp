@@ -88,6 +88,13 @@ class Backend : public TestBackend {
                                                                  : &TestTypes::finder<TestTypes::Variant::as_offered>) {}
 };
 
+// The CUDA backend's options a test of a weight type runs under: the file's layout, and the repacked one where
+// the type's quant plugin offers one for its kernels (ABI 1.6: IQ3_S as 4-bit levels).
+std::vector<std::string> weight_layouts(uint32_t type_id) {
+  if (test_types().type(type_id).cuda_repacked == nullptr) return {"{}"};
+  return {"{}", R"({"repacked_weights": 1})"};
+}
+
 // The CPU and the CUDA backend side by side: each test runs the same op on both.
 struct Pair {
   Backend cpu{strata::cpu::cpu_backend_table()};
@@ -134,10 +141,13 @@ TEST_P(BackendCudaMatmul, MatchesTheCpuBackend) {
   // The decode path rounds the activations of block types to 8 bits (the CPU gets them so rounded), the
   // batched path weights and activations to f16; float types decode in float.
   const bool decode = n_tokens <= 8, float_type = type_id == kF32 || type_id == kF16 || type_id == kBF16;
-  Pair pair;
-  const auto expected = matmul(pair.cpu, weight, 2, decode && !float_type ? q8_rounded(x) : x, n_tokens, &bias);
-  const auto actual = matmul(pair.cuda, weight, 2, x, n_tokens, &bias);
-  expect_close(actual, expected, decode || type_id == kF32 ? 1e-5 : 3e-3, "matmul");
+  Backend cpu(strata::cpu::cpu_backend_table());
+  const auto expected = matmul(cpu, weight, 2, decode && !float_type ? q8_rounded(x) : x, n_tokens, &bias);
+  for (const std::string& options : weight_layouts(type_id)) {
+    Backend cuda(*cuda_plugin().table, options);
+    expect_close(matmul(cuda, weight, 2, x, n_tokens, &bias), expected, decode || type_id == kF32 ? 1e-5 : 3e-3,
+                 "matmul, options " + options);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(TypesAndBatches, BackendCudaMatmul,
@@ -360,21 +370,24 @@ TEST_P(BackendCudaDecoding, DecodesEveryWeightAsTheCpuDequantizer) {
   for (int64_t r = 0; r < ne1; ++r) {
     for (int64_t c = 0; c < ne0; ++c) row_amax[r] = std::max(row_amax[r], std::fabs(weight.decoded[r * ne0 + c]));
   }
-  Backend backend(*cuda_plugin().table);
-  for (const int32_t n_tokens : {8, 16}) {
-    for (int64_t first_column = 0; first_column < ne0; first_column += n_tokens) {
-      std::vector<float> x(static_cast<size_t>(n_tokens * ne0), 0.0f);
-      for (int32_t t = 0; t < n_tokens; ++t) x[t * ne0 + first_column + t] = 1.0f;
-      const auto out = matmul(backend, weight, 0, x, n_tokens);
-      for (int32_t t = 0; t < n_tokens; ++t) {
-        for (int64_t r = 0; r < ne1; ++r) {
-          float expected = weight.decoded[r * ne0 + first_column + t];
-          if (n_tokens > 8) expected = strata::sdk::fp16_to_fp32(strata::sdk::fp32_to_fp16(expected));
-          // The 8-bit decode path multiplies integer levels by the block's scales and the activation's
-          // (1 as 127 / 127), minus an offset for Q4_K/Q5_K: a few roundings of the row's largest values.
-          const float tolerance = n_tokens <= 8 && eight_bit ? 16 * FLT_EPSILON * row_amax[r] : 0.0f;
-          ASSERT_NEAR(out[t * ne1 + r], expected, tolerance) << "row " << r << " column " << first_column + t << ", "
-                                                             << n_tokens << " tokens";
+  for (const std::string& options : weight_layouts(type_id)) {
+    SCOPED_TRACE("options " + options);
+    Backend backend(*cuda_plugin().table, options);
+    for (const int32_t n_tokens : {8, 16}) {
+      for (int64_t first_column = 0; first_column < ne0; first_column += n_tokens) {
+        std::vector<float> x(static_cast<size_t>(n_tokens * ne0), 0.0f);
+        for (int32_t t = 0; t < n_tokens; ++t) x[t * ne0 + first_column + t] = 1.0f;
+        const auto out = matmul(backend, weight, 0, x, n_tokens);
+        for (int32_t t = 0; t < n_tokens; ++t) {
+          for (int64_t r = 0; r < ne1; ++r) {
+            float expected = weight.decoded[r * ne0 + first_column + t];
+            if (n_tokens > 8) expected = strata::sdk::fp16_to_fp32(strata::sdk::fp32_to_fp16(expected));
+            // The 8-bit decode path multiplies integer levels by the block's scales and the activation's
+            // (1 as 127 / 127), minus an offset for Q4_K/Q5_K: a few roundings of the row's largest values.
+            const float tolerance = n_tokens <= 8 && eight_bit ? 16 * FLT_EPSILON * row_amax[r] : 0.0f;
+            ASSERT_NEAR(out[t * ne1 + r], expected, tolerance) << "row " << r << " column " << first_column + t << ", "
+                                                               << n_tokens << " tokens";
+          }
         }
       }
     }
@@ -399,6 +412,20 @@ TEST(BackendCuda, AWeightBeyondTheBudgetFailsNamingItsSize) {
   EXPECT_EQ(backend.try_load(make_weight(kQ8_0, 256, 64, 1, 1), &loaded), STRATA_E_OUT_OF_MEMORY);
   EXPECT_NE(backend.message().find("weight blk.0.test.weight (Q8_0) needs"), std::string::npos) << backend.message();
   EXPECT_NE(backend.message().find("vram_reserve_mib"), std::string::npos) << backend.message();
+}
+
+// A repacked weight takes its layout's bytes (IQ3_S: 136 a block, not 110), which the budget's message names:
+// 2048 x 1024 is 0.86 MiB as IQ3_S and 1.06 MiB as 4-bit levels.
+TEST(BackendCuda, RepackedWeightsTakeTheirLayoutsBytes) {
+  SKIP_WITHOUT_CUDA();
+  for (const auto& [options, needs] :
+       {std::pair<std::string, std::string>{R"({"vram_reserve_mib": 100000000})", "(IQ3_S) needs 0.9 MiB"},
+        {R"({"vram_reserve_mib": 100000000, "repacked_weights": 1})", "(IQ3_S (4-bit levels)) needs 1.1 MiB"}}) {
+    Backend backend(*cuda_plugin().table, options);
+    strata_weight* loaded = nullptr;
+    EXPECT_EQ(backend.try_load(make_weight(kIQ3_S, 2048, 1024, 1, 1), &loaded), STRATA_E_OUT_OF_MEMORY);
+    EXPECT_NE(backend.message().find(needs), std::string::npos) << backend.message();
+  }
 }
 
 TEST(BackendCuda, RejectsUnknownOptions) {
@@ -978,8 +1005,8 @@ struct ExpertWeights {
 TEST(BackendCuda, MoeFfnMatchesTheCpuBackend) {
   SKIP_WITHOUT_CUDA();
   const int64_t width = 256, ffn = 512, n_experts = 6;
-  for (const ExpertTypes types :
-       {ExpertTypes{kIQ3_S, kIQ3_S, kQ4_K}, ExpertTypes{kIQ3_XXS, kIQ3_XXS, kQ6_K}, ExpertTypes{kIQ3_S, kQ4_K, kQ8_0}}) {
+  for (const ExpertTypes types : {ExpertTypes{kIQ3_S, kIQ3_S, kQ4_K}, ExpertTypes{kIQ3_XXS, kIQ3_XXS, kQ6_K},
+                                  ExpertTypes{kIQ3_S, kQ4_K, kQ8_0}, ExpertTypes{kIQ3_S, kIQ3_S, kIQ3_S}}) {
     const auto& [gate, up, down] = ExpertWeights(types, width, ffn, n_experts, 41);
     for (const int32_t n_tokens : {1, 3, 8, 30, 200}) {
       const int32_t n_used = 2;
@@ -1006,11 +1033,14 @@ TEST(BackendCuda, MoeFfnMatchesTheCpuBackend) {
                                           : run_moe(cpu, gate, up, down, x, ids, weights, n_tokens, n_used);
       for (const bool abi_1_0 : {false, true}) {
         if (abi_1_0 && n_tokens > 8 && some_expert_decodes) continue;
-        Backend cuda(*cuda_plugin().table, "{}", abi_1_0);
-        expect_close(run_moe(cuda, gate, up, down, x, ids, weights, n_tokens, n_used), expected,
-                     n_tokens <= 8 ? 1e-2 : 6e-3,
-                     std::to_string(n_tokens) + " tokens, types " + std::to_string(types.gate) + "/" +
-                         std::to_string(types.up) + "/" + std::to_string(types.down) + (abi_1_0 ? ", ABI 1.0 types" : ""));
+        for (const std::string& options : abi_1_0 ? std::vector<std::string>{"{}"} : weight_layouts(types.gate)) {
+          Backend cuda(*cuda_plugin().table, options, abi_1_0);
+          expect_close(run_moe(cuda, gate, up, down, x, ids, weights, n_tokens, n_used), expected,
+                       n_tokens <= 8 ? 1e-2 : 6e-3,
+                       std::to_string(n_tokens) + " tokens, types " + std::to_string(types.gate) + "/" +
+                           std::to_string(types.up) + "/" + std::to_string(types.down) +
+                           (abi_1_0 ? ", ABI 1.0 types" : ", options " + options));
+        }
       }
     }
   }
@@ -1147,10 +1177,12 @@ TEST(BackendCuda, PromptMatmulOfEveryTypeMatchesTheCpuBackend) {
       Backend cpu(strata::cpu::cpu_backend_table());
       const auto expected = matmul(cpu, weight, 1, x, n_tokens);
       for (const bool abi_1_0 : {false, true}) {
-        Backend cuda(*cuda_plugin().table, "{}", abi_1_0);
-        expect_close(matmul(cuda, weight, 1, x, n_tokens), expected, 3e-3,
-                     "type " + std::to_string(type_id) + ", " + std::to_string(n_rows) + " rows" +
-                         (abi_1_0 ? ", ABI 1.0 types" : ""));
+        for (const std::string& options : abi_1_0 ? std::vector<std::string>{"{}"} : weight_layouts(type_id)) {
+          Backend cuda(*cuda_plugin().table, options, abi_1_0);
+          expect_close(matmul(cuda, weight, 1, x, n_tokens), expected, 3e-3,
+                       "type " + std::to_string(type_id) + ", " + std::to_string(n_rows) + " rows" +
+                           (abi_1_0 ? ", ABI 1.0 types" : ", options " + options));
+        }
       }
     }
   }
@@ -1507,11 +1539,13 @@ class BackendCudaReferenceLogits : public testing::TestWithParam<std::string> {
     top1_bar_ = peer.top1 - 0.05;
   }
 
-  std::vector<float> run(int32_t kv_type, int32_t batch, strata::ExecutionOptions execution = {}) const {
+  std::vector<float> run(int32_t kv_type, int32_t batch, strata::ExecutionOptions execution = {},
+                         int repacked_weights = 0) const {
     strata::EngineOptions options;
     options.model = model_path_;
     options.manifest = strata::test::default_manifest_path();
     options.backend = "cuda";
+    options.repacked_weights = repacked_weights;
     const strata::Engine engine(options);
     strata::SessionOptions session_options;
     session_options.n_ctx = static_cast<int32_t>(tokens_.size());
@@ -1550,6 +1584,11 @@ TEST_P(BackendCudaReferenceLogits, MeetTheBarInOneStepAndInDecodeSteps) {
                     0.0);
   expect_within_bar(run(STRATA_KV_F16, 1, {.step_graphs = true, .fused_ops = false}), "kv=f16 batch=1 separate ops",
                     1.0, 0.0);
+  // Weights in their repacked layouts (IQ3_S as 4-bit levels; the other types as they are).
+  for (const int32_t batch : {256, 1}) {
+    expect_within_bar(run(STRATA_KV_F16, batch, {}, 1), "kv=f16 batch=" + std::to_string(batch) + " repacked weights",
+                      1.0, 0.0);
+  }
 }
 
 TEST_P(BackendCudaReferenceLogits, Int8KvCacheStaysWithinFourTimesTheBar) {

@@ -15,6 +15,7 @@
 
 #include "core/gguf/gguf_file.hpp"
 #include "iq3_s.hpp"
+#include "iq3_s_nibbles.hpp"
 #include "iq3_tables.hpp"
 #include "iq3_xxs.hpp"
 #include "strata/half.hpp"
@@ -23,6 +24,7 @@
 namespace {
 
 using strata::iq3::Iq3SCodec;
+using strata::iq3::Iq3SNibblesCodec;
 using strata::iq3::Iq3XxsCodec;
 
 constexpr uint16_t kF16One = 0x3c00;
@@ -121,6 +123,99 @@ TEST(QuantIq3, SHandBuiltBlockDecodes) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(out[32 + i], second_sub_block[i]) << "value " << 32 + i;
   for (int i = 40; i < 64; ++i) EXPECT_EQ(out[i], 1.5f) << "value " << i;
   for (int i = 64; i < 256; ++i) EXPECT_EQ(out[i], 0.5f) << "value " << i;
+}
+
+#ifdef STRATA_REFERENCE_DIR
+const std::filesystem::path kReferenceDir = STRATA_REFERENCE_DIR;
+#else
+const std::filesystem::path kReferenceDir;
+#endif
+
+std::vector<uint8_t> repacked(const std::vector<uint8_t>& iq3_s) {
+  const int64_t n_blocks = static_cast<int64_t>(iq3_s.size() / Iq3SCodec::block_bytes);
+  std::vector<uint8_t> out(n_blocks * Iq3SNibblesCodec::block_bytes);
+  strata::iq3::repack_iq3_s(iq3_s.data(), out.data(), n_blocks);
+  return out;
+}
+
+// Bitwise, so that -0.0 against 0.0 or one ulp shows.
+void expect_same_floats(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    uint32_t x, y;
+    std::memcpy(&x, &a[i], 4);
+    std::memcpy(&y, &b[i], 4);
+    if (x != y) {
+      ADD_FAILURE() << what << ": value " << i << " is " << b[i] << ", IQ3_S gives " << a[i];
+      return;
+    }
+  }
+}
+
+TEST(QuantIq3, NibbleLayoutOfAHandBuiltBlock) {
+  std::vector<uint8_t> block(Iq3SCodec::block_bytes, 0);
+  put_u16(&block[0], kF16Half);
+  block[2 + 64 + 8 + 32] = 0x12;  // scales: sub-block 0 nibble 2, sub-block 1 nibble 1
+  block[2 + 64] = 0x02;           // value 4..7 of sub-block 0: grid point 256, bytes 7, 5, 9, 5
+  block[2 + 64 + 8] = 0x11;       // values 0 and 4 negative
+  const std::vector<uint8_t> nibbles = repacked(block);
+  EXPECT_EQ(nibbles[0] | nibbles[1] << 8, kF16Half);
+  EXPECT_EQ(nibbles[4], 0x12);
+  // Level m = 2k + 1 as k's 4 bits: value 0 is -1 (k -1: 0xf), value 4 is -7 (k -4: 0xc), value 5 is 5 (k 2),
+  // value 6 is 9 (k 4), value 16 is 1 (k 0) in value 0's byte's high nibble.
+  EXPECT_EQ(nibbles[8 + 0], 0x0f);
+  EXPECT_EQ(nibbles[8 + 4], 0x0c);
+  EXPECT_EQ(nibbles[8 + 5], 0x02);
+  EXPECT_EQ(nibbles[8 + 6], 0x04);
+  const std::vector<float> values = decode<Iq3SNibblesCodec>(nibbles);
+  EXPECT_EQ(values[4], -17.5f);
+  EXPECT_EQ(values[6], 22.5f);
+  expect_same_floats(decode<Iq3SCodec>(block), values, "hand-built block");
+}
+
+// Any bytes are an IQ3_S block (every index, sign and scale pattern is valid); d is kept finite here (NaN
+// payloads need not agree).
+TEST(QuantIq3, NibbleLayoutHoldsEveryIq3SBlockExactly) {
+  std::mt19937 rng(7);
+  std::vector<uint8_t> blocks(512 * Iq3SCodec::block_bytes);
+  for (uint8_t& byte : blocks) byte = static_cast<uint8_t>(rng());
+  for (size_t b = 0; b < 512; ++b) {
+    uint16_t d = static_cast<uint16_t>(rng());
+    if ((d & 0x7c00) == 0x7c00) d &= 0xbfff;  // an inf/NaN exponent becomes a finite one
+    put_u16(&blocks[b * Iq3SCodec::block_bytes], b == 0 ? 0 : d);
+  }
+  expect_same_floats(decode<Iq3SCodec>(blocks), decode<Iq3SNibblesCodec>(repacked(blocks)), "random blocks");
+}
+
+// The peer engine's IQ3_S tensors (the reference models), repacked.
+TEST(QuantIq3, NibbleLayoutHoldsTheReferenceModelsIq3STensors) {
+  const std::filesystem::path models = kReferenceDir / "models";
+  if (kReferenceDir.empty() || !std::filesystem::is_directory(models)) {
+    GTEST_SKIP() << "reference models not found (STRATA_REFERENCE_DIR=" << kReferenceDir << ")";
+  }
+  int compared = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(models)) {
+    if (entry.path().extension() != ".gguf") continue;
+    const strata::gguf::Model model(entry.path());
+    for (const strata::gguf::TensorInfo& tensor : model.tensors()) {
+      if (tensor.type != Iq3SCodec::type_id) continue;
+      const std::vector<uint8_t> stored(tensor.data, tensor.data + tensor.bytes);
+      expect_same_floats(decode<Iq3SCodec>(stored), decode<Iq3SNibblesCodec>(repacked(stored)), tensor.name);
+      ++compared;
+    }
+  }
+  if (compared == 0) GTEST_SKIP() << "no IQ3_S tensor in " << models;
+}
+
+TEST(QuantIq3, NibbleQuantizerIsIq3SRepacked) {
+  const std::vector<float> x = gaussian(4 * 512, 3);
+  std::vector<uint8_t> iq3_s(x.size() / 256 * Iq3SCodec::block_bytes), nibbles(x.size() / 256 * Iq3SNibblesCodec::block_bytes);
+  char message[256] = "";
+  strata_error error{message, sizeof message};
+  ASSERT_EQ(strata::sdk::quant_type_v<Iq3SCodec>.quantize(x.data(), iq3_s.data(), 4, 512, nullptr, &error), STRATA_OK);
+  ASSERT_EQ(strata::sdk::quant_type_v<Iq3SNibblesCodec>.quantize(x.data(), nibbles.data(), 4, 512, nullptr, &error),
+            STRATA_OK);
+  EXPECT_EQ(nibbles, repacked(iq3_s));
 }
 
 TEST(QuantIq3, ZeroBlocksDecodeToZero) {
@@ -235,11 +330,6 @@ TEST(QuantIq3, QuantizeSpeed) {
   report_speed<Iq3SCodec>();
 }
 
-#ifdef STRATA_REFERENCE_DIR
-const std::filesystem::path kReferenceDir = STRATA_REFERENCE_DIR;
-#else
-const std::filesystem::path kReferenceDir;
-#endif
 
 // For each IQ3 tensor of a quantized reference model whose NAME-f16.gguf sibling holds the same weights:
 // RMSE against the f16 values of our quantizer, and of the file's own (reference) quantization decoded by our

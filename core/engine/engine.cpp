@@ -17,6 +17,7 @@ Engine::Engine(const EngineOptions& options) {
   // has no VRAM).
   nlohmann::json instance_options = nlohmann::json::object();
   if (options.vram_reserve_mib >= 0) instance_options["vram_reserve_mib"] = options.vram_reserve_mib;
+  if (options.repacked_weights >= 0) instance_options["repacked_weights"] = options.repacked_weights;
   backend_ = std::make_unique<Backend>(chosen.name, *chosen.table, plugins_->quants(), options.threads,
                                        instance_options.dump());
   log().info("backend: {}", backend_->describe());

@@ -20,6 +20,8 @@ struct EngineOptions {
   int threads = 0;                 // <= 0: the backend's default (physical cores)
   ExecutionOptions execution;      // how sessions drive the backend (step graphs, fused ops)
   int64_t vram_reserve_mib = -1;   // VRAM a GPU backend leaves free; < 0: its default (manifest or 512 MiB)
+  int repacked_weights = -1;       // 1: a GPU backend keeps weights in faster, larger layouts; 0: as in the file;
+                                   // < 0: its default (manifest or off)
 };
 
 class Engine {

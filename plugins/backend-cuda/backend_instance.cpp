@@ -1,5 +1,6 @@
 // Creating a backend instance: its options, device, stream, cuBLAS handle and VRAM budget.
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +13,8 @@ namespace strata::cuda {
 namespace {
 
 constexpr int64_t kDefaultReserveMib = 512;
+// Whether weights take their type's repacked layout (quant.h, ABI 1.6; IQ3_S: 4-bit levels, +23.6% bytes).
+constexpr int64_t kDefaultRepackedWeights = 0;
 
 // The manifest's options for this plugin (set at init); an instance's own options override them.
 nlohmann::json& plugin_options() {
@@ -23,11 +26,13 @@ nlohmann::json parse_options(const char* options_json, const char* where) {
   auto options = nlohmann::json::parse(options_json != nullptr ? options_json : "{}", nullptr, false);
   if (options.is_discarded() || !options.is_object()) invalid_argument(std::string(where) + " are not a JSON object");
   for (const auto& [key, value] : options.items()) {
-    if (key != "vram_reserve_mib" && key != "device") {
-      invalid_argument(std::string(where) + ": unknown option \"" + key + "\" (known: vram_reserve_mib, device)");
+    if (key != "vram_reserve_mib" && key != "device" && key != "repacked_weights") {
+      invalid_argument(std::string(where) + ": unknown option \"" + key +
+                       "\" (known: vram_reserve_mib, device, repacked_weights)");
     }
-    if (!value.is_number_integer() || value.get<int64_t>() < 0) {
-      invalid_argument(std::string(where) + ": option \"" + key + "\" must be a non-negative integer");
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 || (key == "repacked_weights" && value.get<int64_t>() > 1)) {
+      invalid_argument(std::string(where) + ": option \"" + key + "\" must be a non-negative integer" +
+                       (key == "repacked_weights" ? " (0 or 1)" : ""));
     }
   }
   return options;
@@ -78,7 +83,10 @@ void create(const strata_backend_config* config, strata_backend** out) {
   const auto options = parse_options(checked.options_json, "backend-cuda options");
   const int device = select_device(option(options, "device", 0));
   const auto reserve_bytes = static_cast<size_t>(option(options, "vram_reserve_mib", kDefaultReserveMib)) << 20;
-  *out = new strata_backend(checked, device, reserve_bytes);
+  auto backend = std::make_unique<strata_backend>(checked, device, reserve_bytes);
+  backend->repack_weights = option(options, "repacked_weights", kDefaultRepackedWeights) != 0;
+  if (backend->repack_weights) backend->description += ", weights repacked";
+  *out = backend.release();
 }
 
 void destroy(strata_backend* backend) { delete backend; }

@@ -62,10 +62,11 @@ struct strata_buffer {
 
 struct strata_weight {
   std::string name;
-  const strata_quant_type* type = nullptr;
-  strata::cuda::WeightKernels kernels;
+  const strata_quant_type* type = nullptr;  // the file's type; kernels and row_bytes are its device layout's
+  strata::cuda::WeightKernels kernels;      // (type's cuda_repacked where the weight was repacked)
   int64_t ne0 = 0, ne1 = 0, ne2 = 0;
-  size_t row_bytes = 0;
+  size_t row_bytes = 0;       // on the device
+  size_t host_row_bytes = 0;  // in the file
   const std::byte* host = nullptr;  // the host's bytes (valid until weight_free): get_rows decodes there
   strata::cuda::DeviceAllocation device;
 
@@ -144,6 +145,7 @@ struct strata_backend {
   void use_lane(int index);
 
   int device;
+  bool repack_weights = false;  // store weights in their type's repacked layout where it has one
   void* quant_context;
   const strata_quant_type* (*find_quant_type)(void* quant_context, uint32_t type_id);
   strata::cuda::VramBudget budget;  // before the lanes: their scratches give their memory back to it

@@ -1,5 +1,6 @@
 // Activation buffers and weights in device memory, and the embedding lookup.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <iterator>
 #include <memory>
@@ -89,27 +90,52 @@ void host_free(strata_backend* backend, void* memory) {
   cudaFreeHost(memory);
 }
 
+namespace {
+
+// The layout the weight's rows take on the device: the type's repacked one where the backend repacks and the
+// quant plugin offers one with kernels (quant.h, ABI 1.6), else the file's.
+const strata_quant_type& device_type(const strata_backend& backend, const strata_quant_type& type) {
+  const bool offers = type.struct_size >= offsetof(strata_quant_type, cuda_repack) + sizeof(type.cuda_repack) &&
+                      type.cuda_repacked != nullptr && type.cuda_repack != nullptr;
+  if (!backend.repack_weights || !offers || !weight_kernels(*type.cuda_repacked).available()) return type;
+  return *type.cuda_repacked;
+}
+
+}  // namespace
+
 void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out) {
   auto& instance = deref(backend, "backend");
   const auto& checked = deref(desc, "weight desc");
   deref(out, "out");
   const strata_quant_type* type = instance.find_type(checked.type);
   const std::string name = sdk::check_weight_desc(checked, type);
+  const strata_quant_type& layout = device_type(instance, *type);
   auto weight = std::make_unique<strata_weight>();
   weight->name = name;
   weight->type = type;
-  weight->kernels = weight_kernels(*type);
+  weight->kernels = weight_kernels(layout);
   weight->ne0 = checked.ne0;
   weight->ne1 = checked.ne1;
   weight->ne2 = checked.ne2;
-  weight->row_bytes = static_cast<size_t>(checked.ne0 / type->block_elements) * type->block_bytes;
+  const auto blocks_per_row = static_cast<size_t>(checked.ne0 / type->block_elements);
+  weight->host_row_bytes = blocks_per_row * type->block_bytes;
+  weight->row_bytes = blocks_per_row * layout.block_bytes;
   weight->host = &deref(static_cast<const std::byte*>(checked.data), "weight data");
-  const size_t bytes = weight->row_bytes * static_cast<size_t>(checked.ne1 * checked.ne2);
-  weight->device = instance.budget.allocate(bytes, "weight " + name + " (" + type->name + ")");
+  const auto rows = static_cast<size_t>(checked.ne1 * checked.ne2);
+  weight->device = instance.budget.allocate(weight->row_bytes * rows, "weight " + name + " (" + layout.name + ")");
+  const void* upload = weight->host;
+  std::vector<std::byte> repacked;
+  if (&layout != type) {
+    repacked.resize(weight->row_bytes * rows);
+    check_call([&](strata_error* error) {
+      return type->cuda_repack(weight->host, repacked.data(), static_cast<int64_t>(blocks_per_row * rows), error);
+    });
+    upload = repacked.data();
+  }
   // Waited for here: the host bytes may be an mmap-ed file touched for the first time, and a copy from pageable
   // memory returns once the bytes are staged, before they land (cudaMemcpy too, on the legacy stream, which
   // the backend's non-blocking streams do not wait for): a kernel right after could read part of the old bytes.
-  check(cudaMemcpyAsync(weight->device.get(), weight->host, bytes, cudaMemcpyHostToDevice, instance.stream),
+  check(cudaMemcpyAsync(weight->device.get(), upload, weight->row_bytes * rows, cudaMemcpyHostToDevice, instance.stream),
         "uploading weight " + name);
   check(cudaStreamSynchronize(instance.stream), "uploading weight " + name);
   *out = weight.release();
@@ -145,7 +171,7 @@ void get_rows(strata_backend* backend, const strata_weight* table, const int32_t
                        " rows of " + weight.name);
     }
     check_call([&](strata_error* error) {
-      return weight.type->dequantize(weight.host + ids[i] * weight.row_bytes, rows.data() + i * width,
+      return weight.type->dequantize(weight.host + ids[i] * weight.host_row_bytes, rows.data() + i * width,
                                      width / weight.type->block_elements, error);
     });
   }

@@ -24,24 +24,35 @@ const Grid& s_grid() {
 
 }  // namespace
 
+void Iq3SCodec::signed_levels(const uint8_t* block, int8_t* levels) {
+  for (int ib = 0; ib < kSubBlocks; ++ib) {
+    const uint8_t high_bits = block[kQhOffset + ib];
+    for (int g = 0; g < kGroupsPerSubBlock; ++g) {
+      const int index = block[kQsOffset + kGroupsPerSubBlock * ib + g] | (((high_bits >> g) & 1) << 8);
+      const uint32_t point = kIq3SGrid[index];
+      const uint8_t signs = block[kSignsOffset + kSignBytesPerSubBlock * ib + g / 2];
+      for (int j = 0; j < kGroupValues; ++j) {
+        const auto magnitude = static_cast<int8_t>((point >> (8 * j)) & 0xffu);
+        *levels++ = (signs & kMaskIq2xs[kGroupValues * (g % 2) + j]) ? static_cast<int8_t>(-magnitude) : magnitude;
+      }
+    }
+  }
+}
+
+int Iq3SCodec::scale_nibble(const uint8_t* block, int sub_block) {
+  return (block[kScalesOffset + sub_block / 2] >> (4 * (sub_block % 2))) & 0xf;
+}
+
 void Iq3SCodec::dequantize(const uint8_t* blocks, float* out, int64_t n_blocks) {
+  int8_t levels[kBlockValues];
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* block = blocks + b * block_bytes;
     const float d = sdk::fp16_to_fp32(load_u16(block));
+    signed_levels(block, levels);
     for (int ib = 0; ib < kSubBlocks; ++ib) {
-      const int nibble = (block[kScalesOffset + ib / 2] >> (4 * (ib % 2))) & 0xf;
-      // Same float operations, in the same order, as the reference decoder.
-      const float sub_scale = d * static_cast<float>(1 + 2 * nibble);
-      const uint8_t high_bits = block[kQhOffset + ib];
-      for (int g = 0; g < kGroupsPerSubBlock; ++g) {
-        const int index = block[kQsOffset + kGroupsPerSubBlock * ib + g] | (((high_bits >> g) & 1) << 8);
-        const uint32_t point = kIq3SGrid[index];
-        const uint8_t signs = block[kSignsOffset + kSignBytesPerSubBlock * ib + g / 2];
-        for (int j = 0; j < kGroupValues; ++j) {
-          const float value = sub_scale * static_cast<float>((point >> (8 * j)) & 0xffu);
-          *out++ = (signs & kMaskIq2xs[kGroupValues * (g % 2) + j]) ? -value : value;
-        }
-      }
+      // Same float operations, in the same order, as the reference decoder (a sign flips the exact product).
+      const float sub_scale = d * static_cast<float>(1 + 2 * scale_nibble(block, ib));
+      for (int i = 0; i < kSubBlockValues; ++i) *out++ = sub_scale * static_cast<float>(levels[ib * kSubBlockValues + i]);
     }
   }
 }

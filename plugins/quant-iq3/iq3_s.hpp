@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "iq3_cpu_dot.hpp"
+#include "iq3_s_nibbles.hpp"
 #ifdef STRATA_WITH_CUDA
 #include "cuda/iq3_cuda.hpp"
 #endif
@@ -19,12 +20,18 @@ struct Iq3SCodec {
   static constexpr uint32_t type_id = 21, block_elements = 256, block_bytes = 110;
   static constexpr const char* name = "IQ3_S";
   static void dequantize(const uint8_t* blocks, float* out, int64_t n_blocks);
+  // A block's 256 grid bytes with their signs (odd, -15..15), and sub-block ib's scale nibble l.
+  static void signed_levels(const uint8_t* block, int8_t* levels);
+  static int scale_nibble(const uint8_t* block, int sub_block);
   static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);
   static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kIq3SDot>;
   static constexpr auto& cpu_dot_rows_multi = sdk::dispatched_dot_rows_multi<kIq3SDot>;
 #ifdef STRATA_WITH_CUDA
   STRATA_CODEC_CUDA_LAUNCHERS(cuda, iq3_s);
+  // On the GPU its values may be kept as 4-bit levels (iq3_s_nibbles.hpp).
+  using CudaRepacked = Iq3SNibblesCodec;
+  static constexpr auto& cuda_repack = repack_iq3_s;
 #endif
 };
 

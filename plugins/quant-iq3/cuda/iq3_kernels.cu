@@ -1,4 +1,4 @@
-// IQ3_XXS and IQ3_S block decoders for the SDK's CUDA kernels. Each decodes exactly as the CPU dequantizer
+// IQ3_XXS, IQ3_S and IQ3_S-as-4-bit-levels block decoders for the SDK's CUDA kernels. Each decodes exactly as the CPU dequantizer
 // (iq3_xxs.cpp, iq3_s.cpp): the same grid and sign tables, the same float products in the same order.
 #include <mutex>
 
@@ -133,9 +133,58 @@ struct Iq3SDecoder {
   }
 };
 
+// The four 4-bit two's-complement k of a word's bytes (its low nibbles, or its high ones with shift 4) as the
+// signed bytes 2k + 1: 2k's low five bits, one, and 0xe0 where k < 0 (bit 4 of 2k's) to extend the sign.
+// No byte carries into the next (at most 0x1f + 0xe0).
+__device__ inline int32_t odd_levels(uint32_t word, int shift) {
+  const uint32_t doubled = ((word >> shift) << 1) & 0x1e1e1e1eu;
+  return static_cast<int32_t>((doubled | 0x01010101u) + (doubled & 0x10101010u) * 14u);
+}
+
+// IQ3_S as 4-bit levels (iq3_s_nibbles.hpp), 136 bytes: d, 2 zero bytes, the scale nibbles, then 16 bytes
+// per 32-value group. A group is one 8-byte header load and two 8-byte level loads, and no table.
+struct Iq3SNibblesDecoder {
+  static constexpr int block_elements = 256, block_bytes = 136;
+  __device__ static float sub_scale(const uint8_t* block, int group) {
+    const uint2 header = *reinterpret_cast<const uint2*>(block);
+    return __fmul_rn(__half2float(__ushort_as_half(static_cast<unsigned short>(header.x))),
+                     static_cast<float>(1 + 2 * ((header.y >> (4 * group)) & 0xf)));
+  }
+  // The same float products as IQ3_S's decode8: d * (1 + 2l), then times the odd level.
+  __device__ static void decode8(const uint8_t* block, int chunk, float* values) {
+    const int group = chunk / 4, first = 8 * (chunk % 4);
+    const float scale = sub_scale(block, group);
+    const uint2 word = *reinterpret_cast<const uint2*>(block + 8 + 16 * group + first % 16);
+    const int shift = first < 16 ? 0 : 4;
+    const int32_t levels[2] = {odd_levels(word.x, shift), odd_levels(word.y, shift)};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      values[i] = __fmul_rn(scale, static_cast<float>(static_cast<int8_t>(levels[i / 4] >> (8 * (i % 4)))));
+    }
+  }
+  static constexpr bool q8_has_min = false;
+  // As IQ3_S: levels of magnitude at most 15, multipliers at most 31.
+  __device__ static sdk::cuda::F16Scale f16_scale(const uint8_t* block, int group) {
+    const uint2 header = *reinterpret_cast<const uint2*>(block);
+    return {__ushort_as_half(static_cast<unsigned short>(header.x)), __int2half_rn(1 + 2 * ((header.y >> (4 * group)) & 0xf))};
+  }
+  __device__ static void unpack32(const uint8_t* block, int group, int32_t* levels, float* d, float&) {
+    d[0] = d[1] = sub_scale(block, group);
+    const auto* words = reinterpret_cast<const uint2*>(block + 8 + 16 * group);
+    const uint2 first = words[0], second = words[1];
+    const uint32_t bytes[4] = {first.x, first.y, second.x, second.y};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      levels[i] = odd_levels(bytes[i], 0);      // values 4i .. 4i + 3
+      levels[4 + i] = odd_levels(bytes[i], 4);  // values 16 + 4i ..
+    }
+  }
+};
+
 }  // namespace
 
 STRATA_DEFINE_CUDA_LAUNCHERS(iq3_xxs, Iq3XxsDecoder)
 STRATA_DEFINE_CUDA_LAUNCHERS(iq3_s, Iq3SDecoder)
+STRATA_DEFINE_CUDA_LAUNCHERS(iq3_s_nibbles, Iq3SNibblesDecoder)
 
 }  // namespace strata::iq3::cuda

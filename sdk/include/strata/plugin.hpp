@@ -120,12 +120,31 @@ concept HasCudaMatvecQ8 = HasCudaKernels<Codec> && requires { &Codec::cuda_matve
 template <class Codec>
 concept HasCudaMatvecNormed = HasCudaKernels<Codec> && requires { &Codec::cuda_matvec_normed; };
 
+// And a repacked layout for its CUDA kernels (ABI 1.6): a Codec of its own with CUDA launchers, and the
+// exact conversion into it:
+//   using CudaRepacked = OtherCodec;   // type_id = Codec::type_id | STRATA_REPACKED_TYPE_BIT
+//   static void cuda_repack(const uint8_t* blocks, uint8_t* out, int64_t n_blocks);
+template <class Codec>
+concept HasCudaRepacked = requires { typename Codec::CudaRepacked; &Codec::cuda_repack; } &&
+                          HasCudaKernels<typename Codec::CudaRepacked>;
+
+template <class Codec>
+strata_status repack_adapter(const void* blocks, void* out, int64_t n_blocks, strata_error* error) {
+  return guarded(error, [&] { Codec::cuda_repack(static_cast<const uint8_t*>(blocks), static_cast<uint8_t*>(out), n_blocks); });
+}
+
+template <class Codec>
+constexpr strata_quant_type make_quant_type();
+
+template <class Codec>
+inline constexpr strata_quant_type quant_type_v = make_quant_type<Codec>();
+
 template <class Codec>
 constexpr strata_quant_type make_quant_type() {
   strata_quant_type type{sizeof(strata_quant_type), Codec::type_id,   Codec::name,
                          Codec::block_elements,      Codec::block_bytes, &QuantTypeAdapter<Codec>::dequantize,
                          &QuantTypeAdapter<Codec>::quantize, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                         nullptr, nullptr};
+                         nullptr, nullptr, nullptr, nullptr};
   if constexpr (HasCpuDot<Codec>) {
     type.cpu_activation_type = Codec::cpu_activation_type;
     type.cpu_dot_rows = &Codec::cpu_dot_rows;
@@ -139,11 +158,14 @@ constexpr strata_quant_type make_quant_type() {
   if constexpr (HasCudaGroupedGemm<Codec>) type.cuda_grouped_gemm = &Codec::cuda_grouped_gemm;
   if constexpr (HasCudaMatvecQ8<Codec>) type.cuda_matvec_q8 = &Codec::cuda_matvec_q8;
   if constexpr (HasCudaMatvecNormed<Codec>) type.cuda_matvec_normed = &Codec::cuda_matvec_normed;
+  if constexpr (HasCudaRepacked<Codec>) {
+    static_assert(Codec::CudaRepacked::type_id == (Codec::type_id | STRATA_REPACKED_TYPE_BIT) &&
+                  Codec::CudaRepacked::block_elements == Codec::block_elements);
+    type.cuda_repacked = &quant_type_v<typename Codec::CudaRepacked>;
+    type.cuda_repack = &repack_adapter<Codec>;
+  }
   return type;
 }
-
-template <class Codec>
-inline constexpr strata_quant_type quant_type_v = make_quant_type<Codec>();
 
 template <class... Codecs>
 struct QuantTable {

@@ -146,7 +146,20 @@ typedef struct strata_quant_type {
   strata_status (*cuda_matvec_normed)(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes,
                                       const strata_cuda_normed_rows* x, int64_t n_tokens, float* out, void* stream,
                                       strata_error* error);
+
+  /* ABI 1.6. Optional (NULL: none). The same values in a layout this plugin's CUDA kernels read with fewer
+   * instructions than the file's blocks, usually at more bytes: a backend may store a weight's rows that way
+   * on the device (its choice, e.g. an option, where VRAM allows). cuda_repack converts n_blocks blocks of
+   * this type into as many blocks of cuda_repacked (block_elements equal, block_bytes its own), exactly: its
+   * dequantize gives the same floats. cuda_repacked is a type of its own (its type_id this type's with
+   * STRATA_REPACKED_TYPE_BIT set, not a GGUF type, in no plugin's table) whose cuda_* kernels take those
+   * blocks. A host thread calls cuda_repack; it must be thread-safe. */
+  const struct strata_quant_type* cuda_repacked;
+  strata_status (*cuda_repack)(const void* blocks, void* out, int64_t n_blocks, strata_error* error);
 } strata_quant_type;
+
+/* ABI 1.6: set in the type_id of a repacked layout (strata_quant_type::cuda_repacked). */
+#define STRATA_REPACKED_TYPE_BIT 0x80000000u
 
 typedef struct strata_quant_table {
   uint32_t struct_size;
