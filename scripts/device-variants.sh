@@ -19,7 +19,7 @@
 #                 their binaries and plugins: within one call the same binary measured 432-443 t/s, and the first
 #                 runs after a fresh machine's build read up to 2% slow, so a base measured once, first, can
 #                 make a variant look better or worse than it is
-#   TESTS=filter  also runs strata_tests --gtest_filter=filter for each patch (the CUDA suite: ~90 s)
+#   TESTS=filter  also runs strata_tests --gtest_filter=filter for the base and each patch (the CUDA suite: ~90 s)
 #   NO_TRACE=1    leaves the traced decode out (saves ~15 s a variant)
 #   ENVS='A=1;A=2' also measures the base binary under each environment setting (';' between them), as a
 #                 variant of its own with no rebuild (for a knob that picks a kernel at run time, e.g. one a
@@ -65,11 +65,19 @@ synth_bench_model "$build" "$model" /tmp/variants-logs/synth.log
 # measure NAME [VAR=VALUE...]: the measurements of the tree as built, under those environment settings (and
 # with the bench arguments in $flags, unquoted: split at spaces).
 flags=
+# lines_of PATTERN SECONDS COMMAND...: COMMAND's output lines matching PATTERN (with its error lines), or a line
+# saying it gave none and how it ended (124: timed out), so a variant that fails says so.
+lines_of() {
+  local pattern=$1 seconds=$2 output status
+  output=$(timeout "$seconds" "${@:3}" 2>&1)
+  status=$?
+  grep -E -- "$pattern|error" <<<"$output" || echo "no $pattern line: exit $status, ending: $(tail -c 300 <<<"$output")"
+}
 measure() {
   local name=$1 bench=(env "${@:2}" "$build/bin/strata" bench --model "$model" --backend cuda $flags)
   {
-    [ "$prompt" = 1 ] && timeout 60 "${bench[@]}" -n 0 2>&1 | grep pp512
-    for _ in 1 2; do timeout 30 "${bench[@]}" -p 0 2>&1 | grep tg128; done
+    [ "$prompt" = 1 ] && lines_of pp512 60 "${bench[@]}" -n 0
+    for _ in 1 2; do lines_of tg128 30 "${bench[@]}" -p 0; done
     [ -n "$ops" ] && timeout 60 "${bench[@]}" --ops "$ops" --op-calls 480 -r 5 2>&1 | grep ' us '
     [ "$depth" = 1 ] && timeout 90 "${bench[@]}" -p 0 -d 4096 16384 2>&1 | grep tg128
     if [ -n "${GREP:-}" ]; then
@@ -119,6 +127,7 @@ variants=(base)
 declare -A binary_of=([base]=base) settings_of=([base]=) flags_of=([base]=)
 measure base
 keep_binaries base
+run_tests base
 IFS=';' read -ra envs <<<"${ENVS:-}"
 for setting in "${envs[@]}"; do
   name=$(echo "env-$setting" | tr -c 'A-Za-z0-9_.\n-' '_')
@@ -153,13 +162,13 @@ for ((round = 1; round <= rounds; round++)); do
     bin=$traces/bin-${binary_of[$name]}/strata
     [ -x "$bin" ] || continue
     bench=(env ${settings_of[$name]} "$bin" bench --model "$model" --backend cuda ${flags_of[$name]})
-    timeout 30 "${bench[@]}" -p 0 2>&1 | grep tg128 | sed "s/$/  (round $round)/" >>"$out/$name.txt"
+    lines_of tg128 30 "${bench[@]}" -p 0 | sed "s/$/  (round $round)/" >>"$out/$name.txt"
     [ -n "$ops" ] && timeout 60 "${bench[@]}" --ops "$ops" --op-calls 480 -r 5 2>&1 | grep ' us ' |
       sed "s/$/  (round $round)/" >>"$out/$name.txt"
   done
 done
 for name in "${variants[@]}"; do
   echo "== $name"
-  grep -E "pp512|tg128| us |steps of|PASSED|FAILED|does not apply|error${GREP:+|${GREP//;/|}}" "$out/$name.txt" |
+  grep -E "pp512|tg128| us |steps of|PASSED|FAILED|does not apply|error|no .* line${GREP:+|${GREP//;/|}}" "$out/$name.txt" |
     sed 's/.*reserved f16 *//'
 done

@@ -19,10 +19,19 @@ namespace strata::iq3 {
 struct Iq3SCodec {
   static constexpr uint32_t type_id = 21, block_elements = 256, block_bytes = 110;
   static constexpr const char* name = "IQ3_S";
+  static constexpr int qs_offset = 2, qh_offset = 66, signs_offset = 74, scales_offset = 106;  // byte offsets
   static void dequantize(const uint8_t* blocks, float* out, int64_t n_blocks);
   // A block's 256 grid bytes with their signs (odd, -15..15), and sub-block ib's scale nibble l.
   static void signed_levels(const uint8_t* block, int8_t* levels);
-  static int scale_nibble(const uint8_t* block, int sub_block);
+  // Group g's (4 values, 0..63) 9-bit grid index, and its 4 sign bits (bit j set: value j negative); inline, for
+  // the repacking of whole models (iq3_s_nibbles.cpp).
+  static int grid_index(const uint8_t* block, int group) {
+    return block[qs_offset + group] | (((block[qh_offset + group / 8] >> (group % 8)) & 1) << 8);
+  }
+  static int group_signs(const uint8_t* block, int group) { return (block[signs_offset + group / 2] >> (4 * (group % 2))) & 0xf; }
+  static int scale_nibble(const uint8_t* block, int sub_block) {
+    return (block[scales_offset + sub_block / 2] >> (4 * (sub_block % 2))) & 0xf;
+  }
   static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);
   static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kIq3SDot>;
