@@ -88,11 +88,11 @@ class Backend : public TestBackend {
                                                                  : &TestTypes::finder<TestTypes::Variant::as_offered>) {}
 };
 
-// The CUDA backend's options a test of a weight type runs under: the file's layout, and the repacked one where
-// the type's quant plugin offers one for its kernels (ABI 1.6: IQ3_S as 4-bit levels).
+// The CUDA backend's options a test of a weight type runs under: the repacked layout (the default) where the
+// type's quant plugin offers one for its kernels (ABI 1.6: IQ3_S as 4-bit levels), and the file's.
 std::vector<std::string> weight_layouts(uint32_t type_id) {
   if (test_types().type(type_id).cuda_repacked == nullptr) return {"{}"};
-  return {"{}", R"({"repacked_weights": 1})"};
+  return {R"({"repacked_weights": 1})", R"({"repacked_weights": 0})"};
 }
 
 // The CPU and the CUDA backend side by side: each test runs the same op on both.
@@ -415,12 +415,14 @@ TEST(BackendCuda, AWeightBeyondTheBudgetFailsNamingItsSize) {
 }
 
 // A repacked weight takes its layout's bytes (IQ3_S: 136 a block, not 110), which the budget's message names:
-// 2048 x 1024 is 0.86 MiB as IQ3_S and 1.06 MiB as 4-bit levels.
+// 2048 x 1024 is 0.86 MiB as IQ3_S and 1.06 MiB as 4-bit levels, the default.
 TEST(BackendCuda, RepackedWeightsTakeTheirLayoutsBytes) {
   SKIP_WITHOUT_CUDA();
   for (const auto& [options, needs] :
-       {std::pair<std::string, std::string>{R"({"vram_reserve_mib": 100000000})", "(IQ3_S) needs 0.9 MiB"},
-        {R"({"vram_reserve_mib": 100000000, "repacked_weights": 1})", "(IQ3_S (4-bit levels)) needs 1.1 MiB"}}) {
+       {std::pair<std::string, std::string>{R"({"vram_reserve_mib": 100000000, "repacked_weights": 0})",
+                                            "(IQ3_S) needs 0.9 MiB"},
+        {R"({"vram_reserve_mib": 100000000, "repacked_weights": 1})", "(IQ3_S (4-bit levels)) needs 1.1 MiB"},
+        {R"({"vram_reserve_mib": 100000000})", "(IQ3_S (4-bit levels)) needs 1.1 MiB"}}) {
     Backend backend(*cuda_plugin().table, options);
     strata_weight* loaded = nullptr;
     EXPECT_EQ(backend.try_load(make_weight(kIQ3_S, 2048, 1024, 1, 1), &loaded), STRATA_E_OUT_OF_MEMORY);

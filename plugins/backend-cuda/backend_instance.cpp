@@ -13,8 +13,9 @@ namespace strata::cuda {
 namespace {
 
 constexpr int64_t kDefaultReserveMib = 512;
-// Whether weights take their type's repacked layout (quant.h, ABI 1.6; IQ3_S: 4-bit levels, +23.6% bytes).
-constexpr int64_t kDefaultRepackedWeights = 0;
+// Whether weights take their type's repacked layout (quant.h, ABI 1.6; IQ3_S: 4-bit levels, +23.6% bytes): on
+// by default, as its decode measured 8% faster on an H200 (docs/cuda.md).
+constexpr int64_t kDefaultRepackedWeights = 1;
 
 // The manifest's options for this plugin (set at init); an instance's own options override them.
 nlohmann::json& plugin_options() {
