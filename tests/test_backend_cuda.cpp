@@ -223,15 +223,16 @@ TEST(BackendCuda, AKernelRightAfterALoadSeesTheWholeWeight) {
 }
 
 // 7 tokens of 6144 values round to 48384 bytes of shared memory: under the 48 KiB limit alone, over it next to
-// IQ3_S's 2 KiB of grid tables. Such a step must take the float kernel (unrounded activations), not fail
-// to launch.
+// IQ3_S's 2 KiB of grid tables (in the file's layout: its 4-bit levels need no tables). Such a step must take
+// the float kernel (unrounded activations), not fail to launch.
 TEST(BackendCuda, DecodeMatmulPastTheSharedMemoryLimitTakesTheFloatKernel) {
   SKIP_WITHOUT_CUDA();
   const int32_t n = 6144, n_tokens = 7;
   const HostWeight weight = make_weight(kIQ3_S, n, 16, 1, 5);
   const auto x = random_floats(static_cast<size_t>(n_tokens * n), 6);
-  Pair pair;
-  expect_close(matmul(pair.cuda, weight, 0, x, n_tokens), matmul(pair.cpu, weight, 0, x, n_tokens), 1e-5, "matmul");
+  Backend cpu(strata::cpu::cpu_backend_table());
+  Backend cuda(*cuda_plugin().table, R"({"repacked_weights": 0})");
+  expect_close(matmul(cuda, weight, 0, x, n_tokens), matmul(cpu, weight, 0, x, n_tokens), 1e-5, "matmul");
 }
 
 // A norm leaves its output also rounded to 8 bits; the matvecs that read it next take that copy (for every
