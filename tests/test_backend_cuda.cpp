@@ -438,6 +438,15 @@ TEST(BackendCuda, RejectsUnknownOptions) {
   EXPECT_NE(backend.message().find("unknown option \"vram_reserve\""), std::string::npos) << backend.message();
 }
 
+TEST(BackendCuda, RejectsARepackedWeightsValueOtherThanZeroOrOne) {
+  SKIP_WITHOUT_CUDA();
+  for (const char* options : {R"({"repacked_weights": 2})", R"({"repacked_weights": -1})", R"({"repacked_weights": true})"}) {
+    Backend backend(*cuda_plugin().table, options);
+    EXPECT_EQ(backend.create_status(), STRATA_E_INVALID_ARGUMENT) << options;
+    EXPECT_NE(backend.message().find("repacked_weights"), std::string::npos) << backend.message();
+  }
+}
+
 TEST(BackendCuda, BuffersRoundTripAndRejectOutOfRangeAccess) {
   SKIP_WITHOUT_CUDA();
   Backend backend(*cuda_plugin().table);
