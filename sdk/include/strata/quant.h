@@ -153,7 +153,7 @@ typedef struct strata_quant_type {
    * this type into as many blocks of cuda_repacked (block_elements equal, block_bytes its own), exactly: its
    * dequantize gives the same floats. cuda_repacked is a type of its own (its type_id this type's with
    * STRATA_REPACKED_TYPE_BIT set, not a GGUF type, in no plugin's table) whose cuda_* kernels take those
-   * blocks. A host thread calls cuda_repack; it must be thread-safe. */
+   * blocks. Host threads call cuda_repack, several at once on parts of one weight: it must be thread-safe. */
   const struct strata_quant_type* cuda_repacked;
   strata_status (*cuda_repack)(const void* blocks, void* out, int64_t n_blocks, strata_error* error);
 } strata_quant_type;
