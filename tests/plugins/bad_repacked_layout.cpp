@@ -1,0 +1,28 @@
+// A quant type (Q5_0) whose repacked layout for the GPU (ABI 1.6) holds 64 values a block where Q5_0 holds
+// 32: a backend would convert blocks that do not line up, so the plugin is skipped.
+#include "test_plugin.hpp"
+
+namespace {
+
+strata_status decode_nothing(const void*, float*, int64_t, strata_error*) { return STRATA_OK; }
+strata_status repack_nothing(const void*, void*, int64_t, strata_error*) { return STRATA_OK; }
+
+strata_quant_type wide_layout() {
+  strata_quant_type layout{sizeof(strata_quant_type), 6u | STRATA_REPACKED_TYPE_BIT, "Q5_0 (wide)", 64, 44, decode_nothing, nullptr};
+  return layout;
+}
+const strata_quant_type kWideLayout = wide_layout();
+
+strata_quant_type q5_0() {
+  strata_quant_type type{sizeof(strata_quant_type), 6, "Q5_0", 32, 22, decode_nothing, nullptr};
+  type.cuda_repacked = &kWideLayout;
+  type.cuda_repack = repack_nothing;
+  return type;
+}
+const strata_quant_type kQ5_0 = q5_0();
+const strata_quant_type* const kTypes[] = {&kQ5_0};
+const strata_quant_table kTable = {sizeof(strata_quant_table), 1, kTypes};
+
+}  // namespace
+
+STRATA_PLUGIN_QUERY(strata::sdk::make_descriptor(STRATA_PLUGIN_KIND_QUANT, "test-bad-repacked-layout", "0.1-test", &kTable))
