@@ -3,7 +3,8 @@
 # tests (op by op against the CPU backend, and the reference models' logits with --backend cuda) and the
 # CPU reference-logit tests, then optionally more:
 #   --sanitize   also run every CUDA test (the op tests and the reference models' logits) under
-#                compute-sanitizer --tool memcheck, and the attention tests under --tool racecheck
+#                compute-sanitizer --tool memcheck, and the attention tests under --tool racecheck, each in
+#                STRATA_SANITIZE_SHARDS (default 6) processes side by side
 #   --bench      also synthesize a qwen3-30b-a3b IQ3_S model, check that CPU and CUDA logits agree on it
 #                (STRATA_TEST_LARGE_MODEL) and run strata bench --backend cuda on it, with and without graphs,
 #                and decode after 4096 and 16384 cached tokens (split decode attention)
@@ -58,14 +59,29 @@ grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|mean KL|Failure|error' "$
 passed "$logs/tests.log" || status=1
 
 if [ "$sanitize" = 1 ]; then
-  compute-sanitizer --tool memcheck --error-exitcode 1 "$build/bin/strata_tests" \
-    --gtest_filter='*BackendCuda*' >"$results/sanitize.log" 2>&1 || status=1
-  tail -n 5 "$results/sanitize.log"
+  # sanitized TOOL FILTER LOG: the tests matching FILTER under compute-sanitizer TOOL, split over
+  # STRATA_SANITIZE_SHARDS processes side by side (gtest's sharding): the sanitizers' own work is mostly the
+  # host's, so shards share the GPU well and the whole suite fits one device call. Each shard's log in turn
+  # is appended to LOG; fails if any shard failed.
+  sanitized() {
+    local tool=$1 filter=$2 log=$3 shards=${STRATA_SANITIZE_SHARDS:-6} shard failed=0
+    for ((shard = 0; shard < shards; shard++)); do
+      GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard compute-sanitizer --tool "$tool" --error-exitcode 1 \
+        "$build/bin/strata_tests" --gtest_filter="$filter" >"$logs/$tool-$shard.log" 2>&1 &
+    done
+    for ((shard = 0; shard < shards; shard++)); do
+      wait -n || failed=1
+    done
+    for ((shard = 0; shard < shards; shard++)); do
+      cat "$logs/$tool-$shard.log" >>"$log"
+      tail -n 2 "$logs/$tool-$shard.log"
+    done
+    return "$failed"
+  }
+  : >"$results/sanitize.log"
+  sanitized memcheck '*BackendCuda*' "$results/sanitize.log" || status=1
   # The attention kernels share K/V tiles and softmax state between warps through shared memory.
-  compute-sanitizer --tool racecheck --error-exitcode 1 "$build/bin/strata_tests" \
-    --gtest_filter='*BackendCudaAttention*' >"$logs/racecheck.log" 2>&1 || status=1
-  cat "$logs/racecheck.log" >>"$results/sanitize.log"
-  tail -n 2 "$logs/racecheck.log"
+  sanitized racecheck '*BackendCudaAttention*' "$results/sanitize.log" || status=1
 fi
 
 if [ "$bench" = 1 ]; then
