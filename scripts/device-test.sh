@@ -19,6 +19,8 @@
 #                scripts/kernel-trace.py: each kernel's share of a step's critical path
 # The reference data (models, logits, tokens) is read from $STRATA_REFERENCE_DIR, default .ref/ in the
 # checkout (a copy of ../shared/reference/{models,logits,dequant,tokens-a.txt}; the folder is ignored).
+# TESTS=filter narrows the CUDA tests and the sanitizers' runs to the tests matching the gtest filter (the
+# attention tests after a change to them, say; racecheck still takes the attention tests only).
 # Environment: STRATA_CUDA_ARCHS (default 90), STRATA_BUILD_JOBS (default: all cores), STRATA_DEVICE_BUILD
 # (the build folder, default build-device), OUT (a folder for the results, when set).
 # $OUT receives at most 6 files (a device call brings back 8): tests.log (plugins, the CUDA tests, the large
@@ -53,7 +55,7 @@ status=0
 # passed LOG: whether a gtest run's log says it passed with no failure.
 passed() { grep -q '^\[  PASSED  \]' "$1" && ! grep -q '^\[  FAILED  \]' "$1"; }
 "$build/bin/strata" plugins | tee "$results/tests.log"
-"$build/bin/strata_tests" --gtest_filter='*BackendCuda*:*ReferenceLogits*' >"$logs/tests.log" 2>&1 || true
+"$build/bin/strata_tests" --gtest_filter="${TESTS:-*BackendCuda*:*ReferenceLogits*}" >"$logs/tests.log" 2>&1 || true
 cat "$logs/tests.log" >>"$results/tests.log"
 grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|mean KL|Failure|error' "$logs/tests.log" || true
 passed "$logs/tests.log" || status=1
@@ -79,7 +81,7 @@ if [ "$sanitize" = 1 ]; then
     return "$failed"
   }
   : >"$results/sanitize.log"
-  sanitized memcheck '*BackendCuda*' "$results/sanitize.log" || status=1
+  sanitized memcheck "${TESTS:-*BackendCuda*}" "$results/sanitize.log" || status=1
   # The attention kernels share K/V tiles and softmax state between warps through shared memory.
   sanitized racecheck '*BackendCudaAttention*' "$results/sanitize.log" || status=1
 fi

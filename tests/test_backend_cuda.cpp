@@ -618,6 +618,14 @@ void expect_attention_matches(int32_t kv_type, int32_t head_dim, int32_t n_ctx, 
   expect_attention_steps_match(kv_type, head_dim, steps, tolerance, prepare);
 }
 
+// Q and K norms with gains around 1.5, rope over all but 16 of a head's values.
+QkPrepare random_qk_prepare(int32_t head_dim, uint32_t seed) {
+  auto gains = random_floats(static_cast<size_t>(2 * head_dim), seed);
+  for (float& gain : gains) gain += 1.5f;
+  return {f32_weight({gains.begin(), gains.begin() + head_dim}), f32_weight({gains.begin() + head_dim, gains.end()}),
+          head_dim - 16, 1e6f};
+}
+
 class BackendCudaAttention : public testing::TestWithParam<std::tuple<int32_t, int32_t>> {};
 
 TEST_P(BackendCudaAttention, PromptThenStepsMatchTheCpuBackend) {
@@ -631,13 +639,24 @@ TEST_P(BackendCudaAttention, PromptThenStepsMatchTheCpuBackend) {
 TEST_P(BackendCudaAttention, FusedNormsAndRopeMatchTheCpuOps) {
   SKIP_WITHOUT_CUDA();
   const auto [kv_type, head_dim] = GetParam();
-  auto gains = random_floats(static_cast<size_t>(2 * head_dim), 44);
-  for (float& gain : gains) gain += 1.5f;
-  const QkPrepare prepare{f32_weight({gains.begin(), gains.begin() + head_dim}),
-                          f32_weight({gains.begin() + head_dim, gains.end()}), head_dim - 16, 1e6f};
+  const QkPrepare prepare = random_qk_prepare(head_dim, 44);
   // The fused kernels round k to f16 or int8 after their own norm and rotation: an input one ulp apart may
   // land a level apart.
   expect_attention_matches(kv_type, head_dim, 40, 30, 1, 1e-3, &prepare);
+}
+
+// The same over a cache split over positions (700: the per-token kernel's 2 chunks of 512, the grouped kernel's
+// 6 of 128): 40 steps of 15 tokens to position 599 (60 rows: the per-token split kernel), then steps of 1, 1
+// and 2 tokens (the grouped kernel with an f16 cache), each split block preparing its queries (and the block
+// holding a single token's position its key) with the norms and rope. Steps of 16 tokens or more would take
+// the prompt kernel, whose f16 roundings these gains push past 1e-3 (measured: 2.4e-3).
+TEST_P(BackendCudaAttention, FusedNormsAndRopeOverASplitCacheMatchTheCpuOps) {
+  SKIP_WITHOUT_CUDA();
+  const auto [kv_type, head_dim] = GetParam();
+  const QkPrepare prepare = random_qk_prepare(head_dim, 45);
+  std::vector<int32_t> steps(40, 15);
+  steps.insert(steps.end(), {1, 1, 2});
+  expect_attention_steps_match(kv_type, head_dim, steps, 1e-3, &prepare, false, 700);
 }
 
 // Prompt steps that start mid-cache after earlier steps, of sizes that are no multiple of the prompt
@@ -649,17 +668,24 @@ TEST_P(BackendCudaAttention, PromptStepsMidCacheAndShuffledMatchTheCpuBackend) {
   expect_attention_steps_match(kv_type, head_dim, {37, 3, 16, 1, 150, 70}, 1e-5, nullptr, true);
 }
 
-// Decode-sized steps over a long cache take the split kernel (flash decoding): a cache of 6000 positions is
-// split into 12 chunks of 512, a block each, merged by a combine kernel. A step at position 0 (one chunk
-// holds positions, eleven are empty), a prompt to position 5118, then single tokens at 5119 (the last of a
-// chunk), 5120 (the first of the next, whose block alone stores the new row) and 5121, and a step of 3
-// tokens. The tolerance is above the short tests' 1e-5 because the output's rms falls as 1/sqrt(positions)
-// while the sums' rounding does not: a float simulation of both backends' operations on such data (5122
-// positions, 8 heads) gives up to 1.4e-5 of the rms, for the single kernel and for the splits alike.
+// Decode-sized steps over a long cache are split over positions (flash decoding), a block per chunk, merged by
+// a combine kernel. With an f16 cache, steps of up to 16 (token, query head) rows (here 4 heads a kv head: up
+// to 4 tokens) take the grouped tensor-core kernel, whose 6000 positions make 32 chunks of 192; int8 caches and
+// larger steps the per-token kernel, 12 chunks of 512. A step at position 0 (one chunk holds positions, the
+// others are empty), a prompt to position 5118, then single tokens at 5119 (the last of a per-token chunk),
+// 5120 (the first of the next, whose block alone stores the new row) and 5121, a step of 3 tokens, a prompt to
+// 5182, single tokens at 5183, 5184 and 5185 (the same about a grouped chunk's end), then steps of 2, 4 (16
+// rows) and 5 tokens (20 rows: the per-token kernel). The tolerance is above the short tests' 1e-5 because the
+// output's rms falls as 1/sqrt(positions) while the sums' rounding does not: a float simulation of both
+// backends' operations on such data (5122 positions, 8 heads) gives up to 1.4e-5 of the rms, for the single
+// kernel and for the splits alike. The grouped kernel's f16 operands are split into high and low halves to keep
+// to that bound (the prompt kernel, which rounds the scaled queries and probabilities once to f16, is allowed
+// 5e-3).
 TEST_P(BackendCudaAttention, DecodeStepsOverALongCacheMatchTheCpuBackend) {
   SKIP_WITHOUT_CUDA();
   const auto [kv_type, head_dim] = GetParam();
-  expect_attention_steps_match(kv_type, head_dim, {1, 5118, 1, 1, 1, 3}, 4e-5, nullptr, false, 6000);
+  expect_attention_steps_match(kv_type, head_dim, {1, 5118, 1, 1, 1, 3, 58, 1, 1, 1, 2, 4, 5}, 4e-5, nullptr, false,
+                               6000);
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypesAndHeadSizes, BackendCudaAttention,
@@ -1403,8 +1429,8 @@ TEST(BackendCuda, StepGraphRecordingRefusesOtherPositionsAndCanBeDiscarded) {
   t.graph_free(cuda.get(), graph);
 }
 
-// Decode attention split over positions (a cache of 1100: chunks of 512, three splits) in a step graph: the
-// recording's launch shape replays at later positions, across the chunk boundary at 512, with the splits
+// Decode attention split over positions (a cache of 1100: the grouped kernel's chunks of 128, nine splits) in a
+// step graph: the recording's launch shape replays at later positions, across the chunk boundary at 512, with the splits
 // reading their token's position on the device and the block holding it storing the new row. Each step
 // writes its q, k and v into the buffers the recording reads. Tolerance as for the long-cache test.
 TEST(BackendCuda, SplitDecodeAttentionReplaysInAStepGraphAcrossAChunkBoundary) {

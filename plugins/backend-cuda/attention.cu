@@ -14,6 +14,7 @@
 #include "cuda_status.hpp"
 #include "ops.hpp"
 #include "strata/cuda_launch.cuh"
+#include "warp_mma.cuh"
 
 struct strata_kv_cache {
   strata_kv_config config;
@@ -313,6 +314,288 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
   }
 }
 
+// Grouped split decode attention, on the tensor cores. The per-token kernel gives each query head its own
+// blocks, so the group of query heads that share a kv head (8 in qwen3-30b-a3b) each read that kv head's
+// cache rows: at 16384 positions ~268 MB a layer from L2 for 33.5 MB of cache. Here one block takes a kv
+// head's whole group, (token, query head) rows of the step (kGroupedRows at most), and a chunk of its
+// positions: each cache row is read once, in tiles of kGroupedTileKeys positions brought into shared memory
+// by asynchronous copies kGroupedStages - 1 tiles ahead. Each of the 4 warps takes 16 positions of every
+// tile and keeps its own online softmax state for all 16 rows (S = Q K^T and O += P V by mma.sync m16n8k16,
+// as the prompt kernel does); the warps' states are merged at the end into the block's split state, which
+// the combine kernel merges as it merges the per-token kernel's.
+// Float accuracy with f16 operands: the scaled query and the probabilities are each split into a high f16
+// and a low one (the remainder times 2^11, kept out of f16's subnormals), and each product is taken twice;
+// f16 cache rows are exact operands. So the outputs match the per-token kernel's float arithmetic within
+// its own rounding (the decode tests' bound), not the prompt kernel's f16 rounding. int8 caches (whose rows
+// would be rounded to f16) keep the per-token kernel.
+constexpr int kGroupedRows = 16;  // one mma tile high
+constexpr int kGroupedTileKeys = kAttentionWarps * 16;
+constexpr int kGroupedStages = 3;
+constexpr float kLowScale = 2048.0f;  // 2^11: the low half's scale
+
+struct GroupedLayout {
+  int head_dim;
+
+  __host__ __device__ int stride() const { return head_dim + kHalfPad; }
+  __host__ __device__ size_t query_bytes() const { return 2 * sizeof(__half) * kGroupedRows * stride(); }
+  __host__ __device__ size_t stage_bytes() const { return 2 * sizeof(__half) * kGroupedTileKeys * stride(); }
+  // Float rows for preparing the queries (one a warp) and the token's key and value (the store), after the stages.
+  __host__ __device__ size_t staging_bytes() const { return sizeof(float) * (kAttentionWarps + 2) * head_dim; }
+  __host__ __device__ size_t bytes() const { return query_bytes() + kGroupedStages * stage_bytes() + staging_bytes(); }
+};
+static_assert(kAttentionWarps * kGroupedRows * sizeof(float) <= kGroupedStages * 2 * kGroupedTileKeys * sizeof(__half),
+              "the warps' merged outputs fit in the stages they no longer use");
+
+// value as high + low / kLowScale, both f16: ~22 of a float's 24 significant bits.
+__device__ inline void split_halves(float value, __half& high, __half& low) {
+  high = __float2half_rn(value);
+  low = __float2half_rn((value - __half2float(high)) * kLowScale);
+}
+
+// S = Q K^T for the 16 rows against a warp's 16 keys (scores[0]: keys 0-7, scores[1]: keys 8-15), from the
+// queries' high and low halves.
+__device__ void score_keys(const __half* q_high, const __half* q_low, const __half* k_rows, int head_dim, int stride,
+                           Accumulator (&scores)[2]) {
+  const int lane = threadIdx.x % kWarp;
+  Accumulator low[2] = {};
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) scores[j][e] = 0.0f;
+  }
+  for (int d = 0; d < head_dim; d += 16) {
+    const int query_offset = (lane % 16) * stride + d + 8 * (lane / 16);
+    FragmentA high_part, low_part;
+    load_matrices<false>(q_high + query_offset, high_part);
+    load_matrices<false>(q_low + query_offset, low_part);
+    uint32_t k[4];
+    load_matrices<false>(k_rows + (lane % 8 + 8 * (lane / 16)) * stride + d + 8 * (lane / 8 % 2), k);
+    multiply_accumulate(scores[0], high_part, k[0], k[1]);
+    multiply_accumulate(scores[1], high_part, k[2], k[3]);
+    multiply_accumulate(low[0], low_part, k[0], k[1]);
+    multiply_accumulate(low[1], low_part, k[2], k[3]);
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) scores[j][e] += low[j][e] * (1.0f / kLowScale);
+  }
+}
+
+// The online softmax step of a lane's two rows over a warp's 16 keys from first_key (as the prompt kernel's
+// softmax_tile, with the probabilities split into high and low operands and the sums taken of the floats).
+__device__ void softmax_keys(const Accumulator (&scores)[2], const int (&position)[2], int first_key, RowState& state,
+                             FragmentA& p_high, FragmentA& p_low, float (&correction)[2]) {
+  const int t = threadIdx.x % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const auto visible = [&](int j, int e) { return first_key + 8 * j + 2 * t + e <= position[h]; };
+    float keys_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        if (visible(j, e)) keys_max = fmaxf(keys_max, scores[j][2 * h + e]);
+      }
+    }
+    keys_max = fmaxf(keys_max, __shfl_xor_sync(0xffffffffu, keys_max, 1));
+    keys_max = fmaxf(keys_max, __shfl_xor_sync(0xffffffffu, keys_max, 2));
+    const float new_max = fmaxf(state.max[h], keys_max);
+    const float base = new_max == -INFINITY ? 0.0f : new_max;
+    float sum = 0.0f;
+    __half high[2][2], low[2][2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float weight = visible(j, e) ? expf(scores[j][2 * h + e] - base) : 0.0f;
+        sum += weight;
+        split_halves(weight, high[j][e], low[j][e]);
+      }
+    }
+    p_high[h] = pack_halves(high[0][0], high[0][1]);
+    p_high[2 + h] = pack_halves(high[1][0], high[1][1]);
+    p_low[h] = pack_halves(low[0][0], low[0][1]);
+    p_low[2 + h] = pack_halves(low[1][0], low[1][1]);
+    correction[h] = expf(state.max[h] - base);  // 0 while the row has seen nothing
+    state.partial_sum[h] = state.partial_sum[h] * correction[h] + sum;
+    state.max[h] = new_max;
+  }
+}
+
+// O = O * correction + P V for the 16 rows over a warp's 16 value rows: output[c] holds columns 8c .. 8c + 7.
+template <int kMaxHeadDim>
+__device__ void accumulate_values(const FragmentA& p_high, const FragmentA& p_low, const float (&correction)[2],
+                                  const __half* v_rows, int head_dim, int stride, Accumulator (&output)[kMaxHeadDim / 8]) {
+  const int lane = threadIdx.x % kWarp;
+#pragma unroll
+  for (int c = 0; c < kMaxHeadDim / 8; ++c) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) output[c][e] *= correction[e / 2];
+  }
+#pragma unroll
+  for (int c = 0; c < kMaxHeadDim / 8; c += 2) {
+    if (8 * c < head_dim) {
+      uint32_t v[4];
+      load_matrices<true>(v_rows + (lane % 8 + 8 * (lane / 8 % 2)) * stride + 8 * c + 8 * (lane / 16), v);
+      Accumulator low[2] = {};
+      multiply_accumulate(output[c], p_high, v[0], v[1]);
+      multiply_accumulate(output[c + 1], p_high, v[2], v[3]);
+      multiply_accumulate(low[0], p_low, v[0], v[1]);
+      multiply_accumulate(low[1], p_low, v[2], v[3]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        output[c][e] += low[0][e] * (1.0f / kLowScale);
+        output[c + 1][e] += low[1][e] * (1.0f / kLowScale);
+      }
+    }
+  }
+}
+
+// Grid (kv heads, splits). Row r < n_tokens * group of a block is token r / group, query head kv_head * group +
+// r % group; the rows past them are zero queries that see nothing. With store (one token) the block whose
+// chunk holds the token's position writes the kv head's new key and value rows first, as the per-token kernel
+// does. kMaxHeadDim sizes the output registers; head_dim may be any multiple of 16 up to it.
+template <int kMaxHeadDim>
+__global__ void __launch_bounds__(kWarp* kAttentionWarps)
+    grouped_split_attention_kernel(KvView keys, KvView values, const float* q, const float* k, const float* v,
+                                   HeadPrep prep, bool store, const int32_t* positions, SplitStates states,
+                                   int n_tokens, int layer, int n_head, int n_head_kv, int n_ctx, float scale) {
+  sdk::cuda::let_next_kernel_launch();
+  extern __shared__ __align__(128) unsigned char shared[];
+  __shared__ int row_position[kGroupedRows];  // -1: no row
+  __shared__ float merged_max[kAttentionWarps][kGroupedRows], merged_sum[kAttentionWarps][kGroupedRows];
+  const int head_dim = keys.head_dim, group = n_head / n_head_kv, n_rows = n_tokens * group;
+  const int kv_head = blockIdx.x, split = blockIdx.y;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  // The positions are ready before the previous kernel ends (see attention_kernel).
+  int last_position = -1;
+  for (int token = 0; token < n_tokens; ++token) last_position = max(last_position, positions[token]);
+  const int first_position = split * states.chunk;
+  if (first_position > last_position) return;  // split 0's blocks always wait (see attention_kernel)
+  const int last = min(last_position, first_position + states.chunk - 1);
+  const size_t first_row = (static_cast<size_t>(layer) * n_head_kv + kv_head) * n_ctx;
+  keys.prefetch_rows(first_row + first_position, last - first_position + 1, threadIdx.x, blockDim.x);
+  values.prefetch_rows(first_row + first_position, last - first_position + 1, threadIdx.x, blockDim.x);
+  prefetch_gains(prep, head_dim, warp);
+  if (threadIdx.x < kGroupedRows) {
+    row_position[threadIdx.x] = static_cast<int>(threadIdx.x) < n_rows ? positions[threadIdx.x / group] : -1;
+  }
+
+  const GroupedLayout layout{head_dim};
+  const int stride = layout.stride();
+  auto* q_high = reinterpret_cast<__half*>(shared);
+  __half* q_low = q_high + kGroupedRows * stride;
+  const auto k_tile = [&](int stage) {
+    return reinterpret_cast<__half*>(shared + layout.query_bytes() + stage * layout.stage_bytes());
+  };
+  const auto v_tile = [&](int stage) { return k_tile(stage) + kGroupedTileKeys * stride; };
+  auto* staging = reinterpret_cast<float*>(shared + layout.query_bytes() + kGroupedStages * layout.stage_bytes());
+  sdk::cuda::wait_for_previous_kernel();
+
+  if (store && last == positions[0]) {
+    store_token(keys, values, k, v, prep, positions[0], first_row + positions[0], int64_t{kv_head} * head_dim,
+                staging + kAttentionWarps * head_dim, staging + (kAttentionWarps + 1) * head_dim);
+  }
+  // The queries, a row per warp at a time, prepared as the per-token kernel prepares them, scaled and split.
+  float* query = staging + warp * head_dim;
+  for (int r = warp; r < kGroupedRows; r += kAttentionWarps) {
+    const bool real = r < n_rows;
+    if (real) {
+      const int token = r / group;
+      load_head(query, q + (int64_t{token} * n_head + kv_head * group + r % group) * head_dim, head_dim);
+      prepare_head(query, head_dim, prep.q_gain, prep.eps, prep.half, prep.theta_scale, positions[token]);
+    }
+    for (int i = lane; i < head_dim; i += kWarp) split_halves(real ? query[i] * scale : 0.0f, q_high[r * stride + i], q_low[r * stride + i]);
+    __syncwarp();  // the next row overwrites the staging row
+  }
+  __syncthreads();  // the stored row (the tiles below read it back), the queries, the rows' positions
+
+  const int n_tiles = (last - first_position) / kGroupedTileKeys + 1;
+  const auto load_tile = [&](int tile) {
+    const int first_key = first_position + tile * kGroupedTileKeys;
+    load_stage(keys, values, first_row + first_key, min(kGroupedTileKeys, last + 1 - first_key), kGroupedTileKeys,
+               k_tile(tile % kGroupedStages), v_tile(tile % kGroupedStages), stride);
+  };
+  // A group of copies per tile, empty past the last, so that waiting for all but the newest kGroupedStages - 1
+  // groups leaves the current tile's complete.
+  for (int tile = 0; tile < kGroupedStages - 1; ++tile) {
+    if (tile < n_tiles) load_tile(tile);
+    sdk::cuda::commit_async_copies();
+  }
+  const int g = lane / 4, t = lane % 4;
+  const int position[2] = {row_position[g], row_position[g + 8]};
+  RowState state;
+  Accumulator output[kMaxHeadDim / 8] = {};
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    if (tile + kGroupedStages - 1 < n_tiles) load_tile(tile + kGroupedStages - 1);
+    sdk::cuda::commit_async_copies();
+    sdk::cuda::wait_async_copies<kGroupedStages - 1>();
+    __syncthreads();  // every thread's copies of this tile are in shared memory
+    const int warp_first_key = first_position + tile * kGroupedTileKeys + 16 * warp;
+    if (warp_first_key <= last) {
+      const int stage = tile % kGroupedStages;
+      Accumulator scores[2];
+      score_keys(q_high, q_low, k_tile(stage) + 16 * warp * stride, head_dim, stride, scores);
+      FragmentA p_high, p_low;
+      float correction[2];
+      softmax_keys(scores, position, warp_first_key, state, p_high, p_low, correction);
+      accumulate_values<kMaxHeadDim>(p_high, p_low, correction, v_tile(stage) + 16 * warp * stride, head_dim, stride,
+                                     output);
+    }
+    __syncthreads();  // a later iteration refills this stage
+  }
+
+  // The warps' states through the stages' memory, then merged per row into the block's split state.
+  auto* merged = reinterpret_cast<float*>(shared + layout.query_bytes());  // [warp][row][head_dim]
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = state.partial_sum[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = g + 8 * h;
+    if (t == 0) {
+      merged_max[warp][row] = state.max[h];
+      merged_sum[warp][row] = sum;
+    }
+    float* merged_row = merged + (warp * kGroupedRows + row) * head_dim;
+#pragma unroll
+    for (int c = 0; c < kMaxHeadDim / 8; ++c) {
+      if (8 * c < head_dim) {
+        *reinterpret_cast<float2*>(merged_row + 8 * c + 2 * t) = make_float2(output[c][2 * h], output[c][2 * h + 1]);
+      }
+    }
+  }
+  __syncthreads();
+  for (int item = threadIdx.x; item < n_rows * head_dim; item += blockDim.x) {
+    const int row = item / head_dim, i = item % head_dim;
+    float total_max = -INFINITY;
+    for (int w = 0; w < kAttentionWarps; ++w) total_max = fmaxf(total_max, merged_max[w][row]);
+    float value = 0.0f, total_sum = 0.0f;
+    for (int w = 0; w < kAttentionWarps; ++w) {
+      const float factor = merged_sum[w][row] > 0.0f ? expf(merged_max[w][row] - total_max) : 0.0f;
+      value += merged[(w * kGroupedRows + row) * head_dim + i] * factor;
+      total_sum += merged_sum[w][row] * factor;
+    }
+    const int pair = row / group * n_head + kv_head * group + row % group;
+    float* split_state = states.state(pair, split, head_dim);
+    split_state[i] = value;
+    if (i == 0) {
+      split_state[head_dim] = total_max;
+      split_state[head_dim + 1] = total_sum;
+    }
+  }
+}
+
+// The grouped kernel whose output registers fit head_dim most closely, or nullptr past 256.
+using GroupedAttentionKernel = decltype(&grouped_split_attention_kernel<64>);
+GroupedAttentionKernel grouped_kernel_for(int head_dim) {
+  if (head_dim <= 64) return grouped_split_attention_kernel<64>;
+  if (head_dim <= 128) return grouped_split_attention_kernel<128>;
+  if (head_dim <= 256) return grouped_split_attention_kernel<256>;
+  return nullptr;
+}
+
 // The attention kernel for a head size: kRun values per lane where head_dim is 32 * kRun, else a value at a time.
 template <bool kSplit, bool kInt8>
 auto attention_kernel_of_cache(int head_dim) {
@@ -370,13 +653,50 @@ void kv_free(strata_backend* backend, strata_kv_cache* cache) {
 
 namespace {
 
-// How a decode-sized step over a cache of n_ctx positions splits them (see kMinSplitPositions): one split up
-// to kMinSplitPositions, else at most kMaxSplits chunks of whole runs for every warp.
-SplitStates position_splits(int n_ctx) {
-  constexpr int kRunsOfBlock = kAttentionWarps * kWarp;
+// How a decode-sized step over a cache of n_ctx positions splits them: at most kMaxSplits chunks of whole
+// units (a kernel's step over positions), none shorter than min_chunk.
+SplitStates position_splits(int n_ctx, int min_chunk, int unit) {
   const int spread = (n_ctx + kMaxSplits - 1) / kMaxSplits;
-  const int chunk = std::max(kMinSplitPositions, (spread + kRunsOfBlock - 1) / kRunsOfBlock * kRunsOfBlock);
+  const int chunk = std::max(min_chunk, (spread + unit - 1) / unit * unit);
   return {nullptr, chunk, (n_ctx + chunk - 1) / chunk};
+}
+
+// The per-token kernel's splits (see kMinSplitPositions): one up to kMinSplitPositions, else chunks of whole
+// runs for every warp.
+SplitStates per_token_splits(int n_ctx) { return position_splits(n_ctx, kMinSplitPositions, kAttentionWarps * kWarp); }
+
+// The grouped kernel's splits: chunks of whole tiles, two at least. A block serves a group of heads, so
+// chunks shorter than the per-token kernel's keep the grid as wide (32 splits from 4096 positions).
+SplitStates grouped_splits(int n_ctx) { return position_splits(n_ctx, 2 * kGroupedTileKeys, kGroupedTileKeys); }
+
+// Launches the grouped split kernel (its states then hold the step's splits), or returns false where it does
+// not take the step: an int8 cache, more rows than kGroupedRows, head_dim not a multiple of 16 or above 256, or
+// more shared memory than the device gives a block.
+bool launch_grouped_attention(strata_backend& instance, const strata_kv_cache& kv, const strata_attention_params& p,
+                              const sdk::AttentionOperands& operands, const HeadPrep& prep, bool store,
+                              const int32_t* positions, SplitStates& states) {
+  const KvView keys = view(kv, kv.keys, kv.key_scales), values = view(kv, kv.values, kv.value_scales);
+  const GroupedAttentionKernel kernel = grouped_kernel_for(p.head_dim);
+  if (keys.halves == nullptr || p.n_tokens * (p.n_head / p.n_head_kv) > kGroupedRows || p.head_dim % 16 != 0 ||
+      kernel == nullptr) {
+    return false;
+  }
+  const size_t shared_bytes = GroupedLayout{p.head_dim}.bytes();
+  // Beyond 48 KiB a kernel must opt in; a device that gives a block less keeps the per-token kernel.
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  SplitStates grouped = grouped_splits(kv.config.n_ctx);
+  grouped.rows = states.rows;
+  sdk::cuda::launch_after_previous(kernel, dim3(static_cast<unsigned>(p.n_head_kv), static_cast<unsigned>(grouped.n_splits)),
+                                   kWarp * kAttentionWarps, shared_bytes, instance.stream, keys, values, operands.q,
+                                   operands.k, operands.v, prep, store, positions, grouped, static_cast<int>(p.n_tokens),
+                                   p.layer, p.n_head, p.n_head_kv, kv.config.n_ctx, p.scale);
+  check_launch("grouped attention");
+  states = grouped;
+  return true;
 }
 
 // The scratch for a split step's states, sized for the largest step the per-token kernel takes and the most
@@ -388,7 +708,8 @@ float* split_state_rows(strata_backend& instance, const strata_attention_params&
 
 // Store and attend: one kernel for a single token (the decode step), else a store kernel first, then the
 // tiled prompt kernel for steps of kPromptAttentionMinTokens or more where it takes the shape, else the
-// per-token kernel; for fewer tokens over a long cache, split over positions, then the combine kernel.
+// per-token kernel; for fewer tokens over a long cache, split over positions (by the grouped kernel where it
+// takes the step, else by the per-token one), then the combine kernel.
 void launch_attention(strata_backend& instance, strata_kv_cache& kv, const strata_attention_params& p,
                       const sdk::AttentionOperands& operands, const HeadPrep& prep, strata_buffer& out) {
   const int64_t n_tokens = p.n_tokens;
@@ -422,12 +743,15 @@ void launch_attention(strata_backend& instance, strata_kv_cache& kv, const strat
     check_launch("attention");
   };
   // Larger steps (prompts the tiled kernel refused) have blocks enough, and their states would not fit.
-  SplitStates states = position_splits(kv.config.n_ctx);
+  SplitStates states = per_token_splits(kv.config.n_ctx);
   if (n_tokens >= kPromptAttentionMinTokens || states.n_splits == 1) {
     attend(attention_kernel_for<false>(p.head_dim, int8_cache), dim3(pairs), SplitStates{});
   } else {
     states.rows = split_state_rows(instance, p);
-    attend(attention_kernel_for<true>(p.head_dim, int8_cache), dim3(pairs, static_cast<unsigned>(states.n_splits)), states);
+    if (!launch_grouped_attention(instance, kv, p, operands, prep, store_in_attention, positions, states)) {
+      attend(attention_kernel_for<true>(p.head_dim, int8_cache), dim3(pairs, static_cast<unsigned>(states.n_splits)),
+             states);
+    }
     sdk::cuda::launch_after_previous(combine_splits_kernel, pairs, kWarp * kAttentionWarps, 0, instance.stream, states,
                                      positions, output, p.n_head, p.head_dim);
     check_launch("attention split combine");

@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -156,6 +157,41 @@ __device__ __noinline__ inline void prepare_head(float* head, int head_dim, cons
   rotate_head(head, half, position, theta_scale, lane, sdk::cuda::kWarp);
   __syncwarp();
 }
+
+// What the tensor-core kernels (the prompt kernel, the grouped split decode kernel) share: K/V tiles of f16
+// rows in shared memory, padded by kHalfPad halves per row (16 bytes, so that the 8 rows an ldmatrix reads
+// hit distinct banks), and the online softmax state of a lane's rows.
+inline constexpr int kHalfPad = 8;
+
+// Values i .. i + 7 of a cache row into shared memory as f16: an f16 row by an asynchronous copy (complete
+// after wait_async_copies), an int8 row dequantized now, and zero outside the tile's rows (a zero value row
+// keeps masked products at 0 whatever the cache holds there).
+__device__ inline void load_chunk(const KvView& source, size_t row, int i, bool inside, __half* destination) {
+  if (inside && source.halves != nullptr) {
+    sdk::cuda::copy16_async(destination, source.halves + row * source.head_dim + i, 16);
+    return;
+  }
+  *reinterpret_cast<uint4*>(destination) = inside ? source.halves8(row, i) : make_uint4(0, 0, 0, 0);
+}
+
+// Cache rows first_row .. first_row + count - 1 of the keys and the values into a stage's tiles of tile_rows
+// rows (the rest zero), the block's threads taking 16 bytes at a time.
+__device__ inline void load_stage(const KvView& keys, const KvView& values, size_t first_row, int count, int tile_rows,
+                                  __half* k_tile, __half* v_tile, int stride) {
+  const int chunks = keys.head_dim / 8;
+  for (int item = threadIdx.x; item < tile_rows * chunks; item += blockDim.x) {
+    const int r = item / chunks, i = 8 * (item % chunks);
+    load_chunk(keys, first_row + r, i, r < count, k_tile + r * stride + i);
+    load_chunk(values, first_row + r, i, r < count, v_tile + r * stride + i);
+  }
+}
+
+// The softmax state of a lane's two rows, g and g + 8 of its warp's 16 (lane 4g + t): the running maxima
+// and the lane's part of each running sum (its quad's four parts add up to the row's sum).
+struct RowState {
+  float max[2] = {-INFINITY, -INFINITY};
+  float partial_sum[2] = {0.0f, 0.0f};
+};
 
 // Steps of at least this many tokens may take the prompt kernel; smaller ones (decode) the per-token one.
 inline constexpr int kPromptAttentionMinTokens = 16;

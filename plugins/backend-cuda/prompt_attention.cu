@@ -36,7 +36,6 @@ constexpr int kWarpRows = kRows / kWarps;  // one mma tile high
 constexpr int kStages = 2;                 // K/V tile buffers: the next tile loads while the current one is used
 constexpr int kKeyTiles = kKeys / 8;       // a warp's scores as 16 x 8 accumulators
 constexpr int kKeySlices = kKeys / 16;     // its probabilities as 16 x 16 operands
-constexpr int kHalfPad = 8;  // per shared row: 16 bytes, so that the 8 rows an ldmatrix reads hit distinct banks
 
 // The block's dynamic shared memory for one head_dim: the queries (f16), kStages pairs of key and value
 // tiles (f16), and a float row per warp that stages a query for its preparation. Rows and parts are
@@ -50,28 +49,6 @@ struct SharedLayout {
   __host__ __device__ size_t staging_bytes() const { return sizeof(float) * kWarps * head_dim; }
   __host__ __device__ size_t bytes() const { return q_bytes() + 2 * kStages * tile_bytes() + staging_bytes(); }
 };
-
-// Values i .. i + 7 of a cache row into shared memory as f16: an f16 row by an asynchronous copy (complete
-// after wait_async_copies), an int8 row dequantized now, and zero outside the tile's rows (a zero value row
-// keeps masked products at 0 whatever the cache holds there).
-__device__ void load_chunk(const KvView& source, size_t row, int i, bool inside, __half* destination) {
-  if (inside && source.halves != nullptr) {
-    sdk::cuda::copy16_async(destination, source.halves + row * source.head_dim + i, 16);
-    return;
-  }
-  *reinterpret_cast<uint4*>(destination) = inside ? source.halves8(row, i) : make_uint4(0, 0, 0, 0);
-}
-
-// Cache rows first_row .. first_row + count - 1 of the keys and the values into a stage's tiles of kKeys rows.
-__device__ void load_stage(const KvView& keys, const KvView& values, size_t first_row, int count, __half* k_tile,
-                           __half* v_tile, int stride) {
-  const int chunks = keys.head_dim / 8;
-  for (int item = threadIdx.x; item < kKeys * chunks; item += blockDim.x) {
-    const int r = item / chunks, i = 8 * (item % chunks);
-    load_chunk(keys, first_row + r, i, r < count, k_tile + r * stride + i);
-    load_chunk(values, first_row + r, i, r < count, v_tile + r * stride + i);
-  }
-}
 
 // S = Q K^T for a warp's 16 rows against the key tile: scores[j] holds keys 8j .. 8j + 7. One ldmatrix gives
 // a 16 x 16 query slice (matrices: rows 0-7 and 8-15 at columns d, then at d + 8) and another the keys of
@@ -96,13 +73,6 @@ __device__ void score_tile(const __half* q_rows, const __half* k_tile, int head_
     }
   }
 }
-
-// The softmax state of a lane's two rows, g and g + 8 of its warp's 16 (lane 4g + t): the running maxima
-// and the lane's part of each running sum (its quad's four parts add up to the row's sum).
-struct RowState {
-  float max[2] = {-INFINITY, -INFINITY};
-  float partial_sum[2] = {0.0f, 0.0f};
-};
 
 // The online softmax step of a lane's two rows for the key tile at first_key: the masked scores' maxima
 // over the quad, the new running maxima, the probabilities rounded to f16 into P's operand registers
@@ -217,8 +187,8 @@ __global__ void __launch_bounds__(kWarp* kWarps)
   const size_t first_row = (static_cast<size_t>(layer) * n_head_kv + kv_head) * n_ctx;
   const int n_tiles = last / kKeys + 1;
   const auto load_tile = [&](int tile) {
-    load_stage(keys, values, first_row + tile * kKeys, min(kKeys, last + 1 - tile * kKeys), k_tile(tile % kStages),
-               v_tile(tile % kStages), stride);
+    load_stage(keys, values, first_row + tile * kKeys, min(kKeys, last + 1 - tile * kKeys), kKeys,
+               k_tile(tile % kStages), v_tile(tile % kStages), stride);
   };
   load_tile(0);
   sdk::cuda::commit_async_copies();
