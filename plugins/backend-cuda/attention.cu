@@ -386,29 +386,16 @@ __device__ void score_keys(const __half* q_high, const __half* q_low, const __ha
 // softmax_tile, with the probabilities split into high and low operands and the sums taken of the floats).
 __device__ void softmax_keys(const Accumulator (&scores)[2], const int (&position)[2], int first_key, RowState& state,
                              FragmentA& p_high, FragmentA& p_low, float (&correction)[2]) {
-  const int t = threadIdx.x % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const auto visible = [&](int j, int e) { return first_key + 8 * j + 2 * t + e <= position[h]; };
-    float keys_max = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        if (visible(j, e)) keys_max = fmaxf(keys_max, scores[j][2 * h + e]);
-      }
-    }
-    keys_max = fmaxf(keys_max, __shfl_xor_sync(0xffffffffu, keys_max, 1));
-    keys_max = fmaxf(keys_max, __shfl_xor_sync(0xffffffffu, keys_max, 2));
-    const float new_max = fmaxf(state.max[h], keys_max);
-    const float base = new_max == -INFINITY ? 0.0f : new_max;
+    const float base = state.advance(h, visible_max(scores, h, first_key, position[h]), correction[h]);
     float sum = 0.0f;
     __half high[2][2], low[2][2];
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float weight = visible(j, e) ? expf(scores[j][2 * h + e] - base) : 0.0f;
+        const float weight = key_visible(first_key, j, e, position[h]) ? expf(scores[j][2 * h + e] - base) : 0.0f;
         sum += weight;
         split_halves(weight, high[j][e], low[j][e]);
       }
@@ -417,9 +404,7 @@ __device__ void softmax_keys(const Accumulator (&scores)[2], const int (&positio
     p_high[2 + h] = pack_halves(high[1][0], high[1][1]);
     p_low[h] = pack_halves(low[0][0], low[0][1]);
     p_low[2 + h] = pack_halves(low[1][0], low[1][1]);
-    correction[h] = expf(state.max[h] - base);  // 0 while the row has seen nothing
     state.partial_sum[h] = state.partial_sum[h] * correction[h] + sum;
-    state.max[h] = new_max;
   }
 }
 

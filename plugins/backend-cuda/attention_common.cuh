@@ -191,7 +191,39 @@ __device__ inline void load_stage(const KvView& keys, const KvView& values, size
 struct RowState {
   float max[2] = {-INFINITY, -INFINITY};
   float partial_sum[2] = {0.0f, 0.0f};
+
+  // Takes keys_max (the largest visible score of row h in a slice of keys) into the row's maximum; returns
+  // the base the slice's weights are taken against (0 while the row has seen nothing) and sets correction,
+  // the factor that rescales the row's earlier sums and outputs (0 while it had seen nothing).
+  __device__ float advance(int h, float keys_max, float& correction) {
+    const float new_max = fmaxf(max[h], keys_max);
+    const float base = new_max == -INFINITY ? 0.0f : new_max;
+    correction = expf(max[h] - base);
+    max[h] = new_max;
+    return base;
+  }
 };
+
+// Whether key first_key + 8 j + 2 t + e (accumulator j's element e of lane 4g + t) is visible to a row at position.
+__device__ inline bool key_visible(int first_key, int j, int e, int position) {
+  return first_key + 8 * j + 2 * static_cast<int>(threadIdx.x % 4) + e <= position;
+}
+
+// The largest visible score of row h (of a lane's two) over kTiles x 8 keys from first_key, across the quad
+// that holds the row; -inf where none is visible.
+template <int kTiles>
+__device__ float visible_max(const float (&scores)[kTiles][4], int h, int first_key, int position) {
+  float result = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      if (key_visible(first_key, j, e, position)) result = fmaxf(result, scores[j][2 * h + e]);
+    }
+  }
+  result = fmaxf(result, __shfl_xor_sync(0xffffffffu, result, 1));
+  return fmaxf(result, __shfl_xor_sync(0xffffffffu, result, 2));
+}
 
 // Steps of at least this many tokens may take the prompt kernel; smaller ones (decode) the per-token one.
 inline constexpr int kPromptAttentionMinTokens = 16;

@@ -81,29 +81,17 @@ __device__ void score_tile(const __half* q_rows, const __half* k_tile, int head_
 // max -inf and weights 0.
 __device__ void softmax_tile(const Accumulator (&scores)[kKeyTiles], const int (&position)[2], int first_key,
                              RowState& state, FragmentA (&probabilities)[kKeySlices], float (&correction)[2]) {
-  const int t = threadIdx.x % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const auto visible = [&](int j, int e) { return first_key + 8 * j + 2 * t + e <= position[h]; };
-    float tile_max = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < kKeyTiles; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        if (visible(j, e)) tile_max = fmaxf(tile_max, scores[j][2 * h + e]);
-      }
-    }
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-    const float new_max = fmaxf(state.max[h], tile_max);
-    const float base = new_max == -INFINITY ? 0.0f : new_max;
+    const float base = state.advance(h, visible_max(scores, h, first_key, position[h]), correction[h]);
     float sum = 0.0f;
     __half weights[kKeyTiles][2];
 #pragma unroll
     for (int j = 0; j < kKeyTiles; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        weights[j][e] = visible(j, e) ? __float2half_rn(expf(scores[j][2 * h + e] - base)) : __float2half_rn(0.0f);
+        weights[j][e] = key_visible(first_key, j, e, position[h]) ? __float2half_rn(expf(scores[j][2 * h + e] - base))
+                                                                  : __float2half_rn(0.0f);
         sum += __half2float(weights[j][e]);
       }
     }
@@ -112,9 +100,7 @@ __device__ void softmax_tile(const Accumulator (&scores)[kKeyTiles], const int (
       probabilities[k][h] = pack_halves(weights[2 * k][0], weights[2 * k][1]);
       probabilities[k][2 + h] = pack_halves(weights[2 * k + 1][0], weights[2 * k + 1][1]);
     }
-    correction[h] = expf(state.max[h] - base);  // 0 while the row has seen nothing
     state.partial_sum[h] = state.partial_sum[h] * correction[h] + sum;
-    state.max[h] = new_max;
   }
 }
 
