@@ -413,11 +413,7 @@ template <int kMaxHeadDim>
 __device__ void accumulate_values(const FragmentA& p_high, const FragmentA& p_low, const float (&correction)[2],
                                   const __half* v_rows, int head_dim, int stride, Accumulator (&output)[kMaxHeadDim / 8]) {
   const int lane = threadIdx.x % kWarp;
-#pragma unroll
-  for (int c = 0; c < kMaxHeadDim / 8; ++c) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) output[c][e] *= correction[e / 2];
-  }
+  rescale_rows(output, correction);
 #pragma unroll
   for (int c = 0; c < kMaxHeadDim / 8; c += 2) {
     if (8 * c < head_dim) {

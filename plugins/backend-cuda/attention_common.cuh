@@ -204,6 +204,17 @@ struct RowState {
   }
 };
 
+// A warp's output accumulators (kTiles of 16 x 8) rescaled by their rows' factors: a lane's elements 0-1
+// are row g's, 2-3 row g + 8's.
+template <int kTiles>
+__device__ void rescale_rows(float (&output)[kTiles][4], const float (&factor)[2]) {
+#pragma unroll
+  for (int c = 0; c < kTiles; ++c) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) output[c][e] *= factor[e / 2];
+  }
+}
+
 // Whether key first_key + 8 j + 2 t + e (accumulator j's element e of lane 4g + t) is visible to a row at position.
 __device__ inline bool key_visible(int first_key, int j, int e, int position) {
   return first_key + 8 * j + 2 * static_cast<int>(threadIdx.x % 4) + e <= position;

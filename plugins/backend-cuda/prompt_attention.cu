@@ -112,11 +112,7 @@ __device__ void accumulate_tile(const FragmentA (&probabilities)[kKeySlices], co
                                 const __half* v_tile, int head_dim, int stride,
                                 Accumulator (&output)[kMaxHeadDim / 8]) {
   const int lane = threadIdx.x % kWarp;
-#pragma unroll
-  for (int c = 0; c < kMaxHeadDim / 8; ++c) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) output[c][e] *= correction[e / 2];
-  }
+  rescale_rows(output, correction);
 #pragma unroll
   for (int k = 0; k < kKeySlices; ++k) {
 #pragma unroll
