@@ -1431,9 +1431,9 @@ TEST(BackendCuda, StepGraphRecordingRefusesOtherPositionsAndCanBeDiscarded) {
 }
 
 // Decode attention split over positions (a cache of 1100: the grouped kernel's chunks of 128, nine splits) in a
-// step graph: the recording's launch shape replays at later positions, across the chunk boundary at 512, with the splits
-// reading their token's position on the device and the block holding it storing the new row. Each step
-// writes its q, k and v into the buffers the recording reads. Tolerance as for the long-cache test.
+// step graph: the recording's launch shape replays at later positions, across the chunk boundary at 512, with
+// the splits reading their token's position on the device and the block holding it storing the new row. Each
+// step writes its q, k and v into the buffers the recording reads. Tolerance as for the long-cache test.
 TEST(BackendCuda, SplitDecodeAttentionReplaysInAStepGraphAcrossAChunkBoundary) {
   SKIP_WITHOUT_CUDA();
   const AttentionShape s{8, 2, 64};

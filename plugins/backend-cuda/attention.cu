@@ -411,7 +411,8 @@ __device__ void softmax_keys(const Accumulator (&scores)[2], const int (&positio
 // O = O * correction + P V for the 16 rows over a warp's 16 value rows: output[c] holds columns 8c .. 8c + 7.
 template <int kMaxHeadDim>
 __device__ void accumulate_values(const FragmentA& p_high, const FragmentA& p_low, const float (&correction)[2],
-                                  const __half* v_rows, int head_dim, int stride, Accumulator (&output)[kMaxHeadDim / 8]) {
+                                  const __half* v_rows, int head_dim, int stride,
+                                  Accumulator (&output)[kMaxHeadDim / 8]) {
   const int lane = threadIdx.x % kWarp;
   rescale_rows(output, correction);
 #pragma unroll
@@ -487,7 +488,9 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
       load_head(query, q + (int64_t{token} * n_head + kv_head * group + r % group) * head_dim, head_dim);
       prepare_head(query, head_dim, prep.q_gain, prep.eps, prep.half, prep.theta_scale, positions[token]);
     }
-    for (int i = lane; i < head_dim; i += kWarp) split_halves(real ? query[i] * scale : 0.0f, q_high[r * stride + i], q_low[r * stride + i]);
+    for (int i = lane; i < head_dim; i += kWarp) {
+      split_halves(real ? query[i] * scale : 0.0f, q_high[r * stride + i], q_low[r * stride + i]);
+    }
     __syncwarp();  // the next row overwrites the staging row
   }
   __syncthreads();  // the stored row (the tiles below read it back), the queries, the rows' positions
@@ -653,10 +656,9 @@ SplitStates grouped_splits(int n_ctx) { return position_splits(n_ctx, 2 * kGroup
 // Launches the grouped split kernel (its states then hold the step's splits), or returns false where it does
 // not take the step: an int8 cache, more rows than kGroupedRows, head_dim not a multiple of 16 or above 256, or
 // more shared memory than the device gives a block.
-bool launch_grouped_attention(strata_backend& instance, const strata_kv_cache& kv, const strata_attention_params& p,
-                              const sdk::AttentionOperands& operands, const HeadPrep& prep, bool store,
-                              const int32_t* positions, SplitStates& states) {
-  const KvView keys = view(kv, kv.keys, kv.key_scales), values = view(kv, kv.values, kv.value_scales);
+bool launch_grouped_attention(strata_backend& instance, const KvView& keys, const KvView& values, int n_ctx,
+                              const strata_attention_params& p, const sdk::AttentionOperands& operands,
+                              const HeadPrep& prep, bool store, const int32_t* positions, SplitStates& states) {
   const GroupedAttentionKernel kernel = grouped_kernel_for(p.head_dim);
   if (keys.halves == nullptr || p.n_tokens * (p.n_head / p.n_head_kv) > kGroupedRows || p.head_dim % 16 != 0 ||
       kernel == nullptr) {
@@ -669,12 +671,12 @@ bool launch_grouped_attention(strata_backend& instance, const strata_kv_cache& k
     (void)cudaGetLastError();
     return false;
   }
-  SplitStates grouped = grouped_splits(kv.config.n_ctx);
+  SplitStates grouped = grouped_splits(n_ctx);
   grouped.rows = states.rows;
-  sdk::cuda::launch_after_previous(kernel, dim3(static_cast<unsigned>(p.n_head_kv), static_cast<unsigned>(grouped.n_splits)),
-                                   kWarp * kAttentionWarps, shared_bytes, instance.stream, keys, values, operands.q,
-                                   operands.k, operands.v, prep, store, positions, grouped, static_cast<int>(p.n_tokens),
-                                   p.layer, p.n_head, p.n_head_kv, kv.config.n_ctx, p.scale);
+  const dim3 grid(static_cast<unsigned>(p.n_head_kv), static_cast<unsigned>(grouped.n_splits));
+  sdk::cuda::launch_after_previous(kernel, grid, kWarp * kAttentionWarps, shared_bytes, instance.stream, keys, values,
+                                   operands.q, operands.k, operands.v, prep, store, positions, grouped,
+                                   static_cast<int>(p.n_tokens), p.layer, p.n_head, p.n_head_kv, n_ctx, p.scale);
   check_launch("grouped attention");
   states = grouped;
   return true;
@@ -729,7 +731,8 @@ void launch_attention(strata_backend& instance, strata_kv_cache& kv, const strat
     attend(attention_kernel_for<false>(p.head_dim, int8_cache), dim3(pairs), SplitStates{});
   } else {
     states.rows = split_state_rows(instance, p);
-    if (!launch_grouped_attention(instance, kv, p, operands, prep, store_in_attention, positions, states)) {
+    if (!launch_grouped_attention(instance, keys, values, kv.config.n_ctx, p, operands, prep, store_in_attention,
+                                  positions, states)) {
       attend(attention_kernel_for<true>(p.head_dim, int8_cache), dim3(pairs, static_cast<unsigned>(states.n_splits)),
              states);
     }
