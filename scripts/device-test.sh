@@ -14,11 +14,14 @@
 #   --source     with --bench (alone it does nothing): where in the code of one decode step's kernels warps
 #                stall (ncu's SourceCounters with the finest PC sampling, exported per SASS instruction with its
 #                stall reasons as CSV, compressed: ncu-decode-source.csv.gz; and the kernels' sections as text)
+#   --ptx ARCH   build the CUDA code as PTX for compute_ARCH only (75: RTX 20xx, 86: RTX 30xx), in
+#                build-device-ptxARCH: the driver compiles it for this GPU at load, with __CUDA_ARCH__ of the older
+#                card, so the code paths our users' GPUs take run here (JIT cache in that build folder)
 #   --trace      with --bench: when each kernel of 16 decode steps ran, graphs and overlapped launches as they
 #                are (scripts/kernel-trace.cpp, a CUPTI injection library), summed per kernel by
 #                scripts/kernel-trace.py: each kernel's share of a step's critical path
-# The reference data (models, logits, tokens) is read from $STRATA_REFERENCE_DIR, default .ref/ in the
-# checkout (a copy of ../shared/reference/{models,logits,dequant,tokens-a.txt}; the folder is ignored).
+# The reference data (models, logits, tokens) is read from $STRATA_REFERENCE_DIR, default tests/reference/ (it
+# travels with the checkout).
 # TESTS=filter narrows the CUDA tests and the sanitizers' runs to the tests matching the gtest filter (the
 # attention tests after a change to them, say; racecheck still takes the attention tests only).
 # Environment: STRATA_CUDA_ARCHS (default 90), STRATA_BUILD_JOBS (default: all cores), STRATA_DEVICE_BUILD
@@ -30,20 +33,30 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device-common.sh
 
-sanitize=0 bench=0 profile=0 trace=0 source=0
-for argument in "$@"; do
+sanitize=0 bench=0 profile=0 trace=0 source=0 ptx=
+while [ $# -gt 0 ]; do
+  argument=$1
+  shift
   case "$argument" in
+    --ptx) ptx=${1:?--ptx needs an architecture, e.g. 75}; shift ;;
     --sanitize) sanitize=1 ;;
     --bench) bench=1 ;;
     --profile) profile=1 ;;
     --trace) trace=1 ;;
     --source) source=1 ;;
-    *) echo "usage: $0 [--sanitize] [--bench [--profile] [--trace] [--source]]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--ptx ARCH] [--sanitize] [--bench [--profile] [--trace] [--source]]" >&2; exit 2 ;;
   esac
 done
 
 build=${STRATA_DEVICE_BUILD:-build-device}
-reference=${STRATA_REFERENCE_DIR:-$PWD/.ref}
+if [ -n "$ptx" ]; then
+  export STRATA_CUDA_ARCHS=$ptx-virtual
+  build=${STRATA_DEVICE_BUILD:-build-device-ptx$ptx}
+  # The JIT's results, kept with the build (a warm machine then skips the compilation); the default 256 MiB
+  # cache holds too few of the kernels' instances.
+  export CUDA_CACHE_PATH=$(realpath -m "$build")/jit-cache CUDA_CACHE_MAXSIZE=4294967296
+fi
+reference=${STRATA_REFERENCE_DIR:-$PWD/tests/reference}
 results=${OUT:-$build/results}
 logs=$build/logs
 mkdir -p "$results" "$logs"

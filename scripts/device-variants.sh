@@ -58,7 +58,7 @@ traces=/tmp/variants
 mkdir -p "$out" "$traces"
 rm -rf "$traces"/bin-*  # a warm machine's copies from an earlier call
 mkdir -p /tmp/variants-logs
-configure_and_build "$build" "$PWD/.ref" /tmp/variants-logs || exit 1
+configure_and_build "$build" "$PWD/tests/reference" /tmp/variants-logs || exit 1
 build_kernel_tracer "$build"
 synth_bench_model "$build" "$model" /tmp/variants-logs/synth.log
 

@@ -4,7 +4,7 @@
 The tables define the IQ3_XXS / IQ3_S formats, so the build carries the generated C++ rather than the JSON.
 
 usage: scripts/gen_iq3_tables.py [TABLES_JSON] [OUTPUT_DIR]
-  TABLES_JSON defaults to ../shared/reference/quant-tables.json beside the repository,
+  TABLES_JSON defaults to tests/reference/quant-tables.json in the repository,
   OUTPUT_DIR to plugins/quant-iq3 inside it.
 """
 import json
@@ -71,7 +71,7 @@ def source_text(tables):
 
 
 def main():
-    json_path = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else REPO.parent / "shared/reference/quant-tables.json"
+    json_path = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "tests/reference/quant-tables.json"
     out_dir = pathlib.Path(sys.argv[2]) if len(sys.argv) > 2 else REPO / "plugins/quant-iq3"
     tables = load_tables(json_path)
     (out_dir / "iq3_tables.hpp").write_text(header_text(tables))

@@ -1567,9 +1567,8 @@ class BackendCudaReferenceLogits : public testing::TestWithParam<std::string> {
     SKIP_WITHOUT_CUDA();
     model_path_ = strata::test::reference_dir() / "models" / (GetParam() + ".gguf");
     const auto stem = strata::test::reference_dir() / "logits" / (GetParam() + ".tokens-a");
-    if (!std::filesystem::exists(model_path_) || !std::filesystem::exists(stem.string() + ".exact.f32")) {
-      GTEST_SKIP() << "reference data not found for " << GetParam();
-    }
+    ASSERT_REFERENCE(model_path_);
+    ASSERT_REFERENCE(stem.string() + ".exact.f32");
     exact_ = strata::test::read_f32(stem.string() + ".exact.f32");
     tokens_ = reference_tokens();
     n_vocab_ = exact_.size() / tokens_.size();
@@ -1642,7 +1641,7 @@ INSTANTIATE_TEST_SUITE_P(All, BackendCudaReferenceLogits, testing::ValuesIn(stra
 TEST(BackendCuda, VramReserveFlagLeavesNoRoomForTheModel) {
   SKIP_WITHOUT_CUDA();
   const auto model = strata::test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model not found: " << model;
+  ASSERT_REFERENCE(model);
   strata::EngineOptions options;
   options.model = model;
   options.manifest = strata::test::default_manifest_path();

@@ -22,7 +22,7 @@ test::CommandResult bench(const std::filesystem::path& model, const std::string&
 // several depths run every test at each; without the flag the depth is 0 and the names are the plain ones.
 TEST(BenchCli, DepthRunsEachTestAfterThatManyCachedTokens) {
   const auto model = test::reference_dir() / "models" / "qwen2moe-tiny-q8_0.gguf";
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing: " << model;
+  ASSERT_REFERENCE(model);
   const auto deep = bench(model, "-p 8 --depth 0 40 --json");
   ASSERT_EQ(deep.exit_code, 0) << deep.err;
   const auto lines = nlohmann::json::parse(deep.out);
@@ -62,7 +62,7 @@ TEST(BenchCli, DepthRunsEachTestAfterThatManyCachedTokens) {
 // unknown op fails naming it.
 TEST(BenchCli, OpsTimesEachNamedOpAloneWithTheWeightsItReads) {
   const auto model = test::reference_dir() / "models" / "qwen2moe-tiny-q8_0.gguf";
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing: " << model;
+  ASSERT_REFERENCE(model);
   const auto run = bench(model, "--ops moe_ffn,attn_q,output --op-calls 8 --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto lines = nlohmann::json::parse(run.out);

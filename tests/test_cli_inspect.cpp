@@ -45,7 +45,7 @@ class InspectCli : public ::testing::Test {
 TEST_F(InspectCli, JsonListsMetadataAndTensorsAsThePeerDoes) {
   const auto model = test::reference_dir() / "models" / "qwen3moe-tiny-iq3_s.gguf";
   const auto expected_path = test::reference_dir() / "dequant" / "qwen3moe-tiny-iq3_s.json";
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing: " << model;
+  ASSERT_REFERENCE(model);
   const auto result = inspect(model, "--json");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const auto json = nlohmann::json::parse(result.out);
@@ -63,7 +63,7 @@ TEST_F(InspectCli, JsonListsMetadataAndTensorsAsThePeerDoes) {
 
 TEST_F(InspectCli, DequantWritesFloat32LittleEndian) {
   const auto model = test::reference_dir() / "models" / "qwen3moe-tiny-iq3_s.gguf";
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing: " << model;
+  ASSERT_REFERENCE(model);
   const auto expected = nlohmann::json::parse(std::ifstream(test::reference_dir() / "dequant" / "qwen3moe-tiny-iq3_s.json"));
   for (const std::string name : {"token_embd.weight", "output.weight", "blk.0.ffn_down_exps.weight"}) {
     const auto out = folder_ / "t.f32";

@@ -36,7 +36,7 @@ class GenerationOnReference : public ::testing::Test {
  protected:
   void SetUp() override {
     path_ = test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
-    if (!std::filesystem::exists(path_)) GTEST_SKIP() << "reference model missing: " << path_;
+    ASSERT_REFERENCE(path_);
     EngineOptions options;
     options.model = path_;
     options.manifest = test::default_manifest_path();
@@ -86,7 +86,7 @@ TEST_F(GenerationOnReference, SameSeedSameOutputAndTheCallbackCanStop) {
 
 TEST(GenerateCli, PrintsTokenIdsAndIsDeterministicWithASeed) {
   const auto model = test::reference_dir() / "models" / "qwen2moe-tiny-q8_0.gguf";
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing";
+  ASSERT_REFERENCE(model);
   const std::string command = test::shell_quote(test::strata_executable().string()) + " generate --log-level warn --model " +
                               test::shell_quote(model.string()) + " --tokens 10,20,30 -n 6 --temp 0.9 --seed 3";
   const auto first = test::run_command(command);

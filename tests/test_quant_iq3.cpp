@@ -20,6 +20,7 @@
 #include "iq3_xxs.hpp"
 #include "strata/half.hpp"
 #include "strata/plugin.hpp"
+#include "support/reference.hpp"
 
 namespace {
 
@@ -125,11 +126,6 @@ TEST(QuantIq3, SHandBuiltBlockDecodes) {
   for (int i = 64; i < 256; ++i) EXPECT_EQ(out[i], 0.5f) << "value " << i;
 }
 
-#ifdef STRATA_REFERENCE_DIR
-const std::filesystem::path kReferenceDir = STRATA_REFERENCE_DIR;
-#else
-const std::filesystem::path kReferenceDir;
-#endif
 
 std::vector<uint8_t> repacked(const std::vector<uint8_t>& iq3_s) {
   const int64_t n_blocks = static_cast<int64_t>(iq3_s.size() / Iq3SCodec::block_bytes);
@@ -189,10 +185,8 @@ TEST(QuantIq3, NibbleLayoutHoldsEveryIq3SBlockExactly) {
 
 // The peer engine's IQ3_S tensors (the reference models), repacked.
 TEST(QuantIq3, NibbleLayoutHoldsTheReferenceModelsIq3STensors) {
-  const std::filesystem::path models = kReferenceDir / "models";
-  if (kReferenceDir.empty() || !std::filesystem::is_directory(models)) {
-    GTEST_SKIP() << "reference models not found (STRATA_REFERENCE_DIR=" << kReferenceDir << ")";
-  }
+  const std::filesystem::path models = strata::test::reference_dir() / "models";
+  ASSERT_REFERENCE(models);
   int compared = 0;
   for (const auto& entry : std::filesystem::directory_iterator(models)) {
     if (entry.path().extension() != ".gguf") continue;
@@ -204,7 +198,7 @@ TEST(QuantIq3, NibbleLayoutHoldsTheReferenceModelsIq3STensors) {
       ++compared;
     }
   }
-  if (compared == 0) GTEST_SKIP() << "no IQ3_S tensor in " << models;
+  EXPECT_GT(compared, 0) << "no IQ3_S tensor in " << models;
 }
 
 TEST(QuantIq3, NibbleQuantizerIsIq3SRepacked) {
@@ -257,9 +251,10 @@ std::vector<float> naive_round_trip(const std::vector<float>& x, const uint32_t*
       }
     }
     for (size_t base = block; even_sign_parity && base < block + 256; base += 8) {
-      const auto negative = std::count_if(&x[base], &x[base + 8], [](float v) { return v < 0; });
+      const auto first = x.begin() + static_cast<std::ptrdiff_t>(base), last = first + 8;
+      const auto negative = std::count_if(first, last, [](float v) { return v < 0; });
       if (negative % 2 == 0) continue;
-      const size_t smallest = std::min_element(&x[base], &x[base + 8], [](float a, float b) { return std::fabs(a) < std::fabs(b); }) - &x[0];
+      const auto smallest = std::min_element(first, last, [](float a, float b) { return std::fabs(a) < std::fabs(b); }) - x.begin();
       y[smallest] = -y[smallest];
     }
   }
@@ -335,10 +330,8 @@ TEST(QuantIq3, QuantizeSpeed) {
 // RMSE against the f16 values of our quantizer, and of the file's own (reference) quantization decoded by our
 // bit-exact dequantizer. Both are printed; ours must be within 15% of the reference.
 TEST(QuantIq3, QuantizerMatchesReferenceQualityOnModels) {
-  const std::filesystem::path models = kReferenceDir / "models";
-  if (kReferenceDir.empty() || !std::filesystem::is_directory(models)) {
-    GTEST_SKIP() << "reference models not found (STRATA_REFERENCE_DIR=" << kReferenceDir << ")";
-  }
+  const std::filesystem::path models = strata::test::reference_dir() / "models";
+  ASSERT_REFERENCE(models);
   int compared = 0;
   for (const auto& entry : std::filesystem::directory_iterator(models)) {
     const std::string stem = entry.path().stem().string();
@@ -373,7 +366,7 @@ TEST(QuantIq3, QuantizerMatchesReferenceQualityOnModels) {
       ++compared;
     }
   }
-  if (compared == 0) GTEST_SKIP() << "no IQ3 tensor with an f16 original in " << models;
+  EXPECT_GT(compared, 0) << "no IQ3 tensor with an f16 original in " << models;
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "q6_k.hpp"
 #include "strata/half.hpp"
 #include "strata/plugin.hpp"
+#include "support/reference.hpp"
 
 namespace {
 
@@ -248,11 +249,6 @@ TEST(QuantK, QuantizeSpeed) {
   report_speed<Q6KCodec>();
 }
 
-#ifdef STRATA_REFERENCE_DIR
-const std::filesystem::path kReferenceDir = STRATA_REFERENCE_DIR;
-#else
-const std::filesystem::path kReferenceDir;
-#endif
 
 // Dequantizes a k-quant tensor with our codec; false for other types.
 bool decode_k_tensor(const strata::gguf::TensorInfo& tensor, std::vector<float>& out) {
@@ -282,10 +278,8 @@ std::vector<float> quantize_and_decode(uint32_t type, const std::vector<float>& 
 // must be within 10% of the reference. The decoded tensor's first values must also match the reference
 // dequantizer's (the full hash check is the repo-wide reference test's job).
 TEST(QuantK, QuantizerMatchesReferenceQualityOnModels) {
-  const std::filesystem::path models = kReferenceDir / "models";
-  if (kReferenceDir.empty() || !std::filesystem::is_directory(models)) {
-    GTEST_SKIP() << "reference models not found (STRATA_REFERENCE_DIR=" << kReferenceDir << ")";
-  }
+  const std::filesystem::path models = strata::test::reference_dir() / "models";
+  ASSERT_REFERENCE(models);
   int compared = 0;
   for (const auto& entry : std::filesystem::directory_iterator(models)) {
     const std::string stem = entry.path().stem().string();
@@ -296,7 +290,7 @@ TEST(QuantK, QuantizerMatchesReferenceQualityOnModels) {
     const strata::gguf::Model quantized(entry.path());
     const strata::gguf::Model original(f16_path);
     nlohmann::json hashes;
-    std::ifstream(kReferenceDir / "dequant" / (stem + ".json")) >> hashes;
+    std::ifstream(strata::test::reference_dir() / "dequant" / (stem + ".json")) >> hashes;
 
     for (const strata::gguf::TensorInfo& tensor : quantized.tensors()) {
       std::vector<float> reference;
@@ -318,7 +312,7 @@ TEST(QuantK, QuantizerMatchesReferenceQualityOnModels) {
       ++compared;
     }
   }
-  if (compared == 0) GTEST_SKIP() << "no k-quant tensor with an f16 original in " << models;
+  EXPECT_GT(compared, 0) << "no k-quant tensor with an f16 original in " << models;
 }
 
 }  // namespace

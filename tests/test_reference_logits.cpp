@@ -43,9 +43,8 @@ class ReferenceLogits : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     model_path_ = test::reference_dir() / "models" / (GetParam() + ".gguf");
     const auto stem = test::reference_dir() / "logits" / (GetParam() + ".tokens-a");
-    if (!std::filesystem::exists(model_path_) || !std::filesystem::exists(stem.string() + ".exact.f32")) {
-      GTEST_SKIP() << "reference data not found for " << GetParam();
-    }
+    ASSERT_REFERENCE(model_path_);
+    ASSERT_REFERENCE(stem.string() + ".exact.f32");
     exact_ = read_f32(stem.string() + ".exact.f32");
     peer_ = read_f32(stem.string() + ".peer.f32");
     tokens_ = reference_tokens();
@@ -147,7 +146,7 @@ class BackendTable : public ::testing::Test {
   void SetUp() override {
     EngineOptions options;
     options.model = test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
-    if (!std::filesystem::exists(options.model)) GTEST_SKIP() << "reference model missing";
+    ASSERT_REFERENCE(options.model);
     options.manifest = test::default_manifest_path();
     options.backend = "cpu";
     options.threads = 2;
@@ -470,7 +469,7 @@ TEST_F(BackendTable, BenchmarkRunsShareOneSessionAndItsStepGraphs) {
 
 TEST(LogitsCli, WritesTheSameLogitsAsTheLibrary) {
   const auto model = test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << "reference model missing";
+  ASSERT_REFERENCE(model);
   const auto out = std::filesystem::temp_directory_path() / "strata-logits-cli.f32";
   const auto result = test::run_command(test::shell_quote(test::strata_executable().string()) + " logits --model " +
                                         test::shell_quote(model.string()) + " --tokens 1,2,3,4 --threads 1 --output " +

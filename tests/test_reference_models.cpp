@@ -35,9 +35,8 @@ class ReferenceModel : public ::testing::TestWithParam<std::string> {};
 TEST_P(ReferenceModel, TensorsMatchThePeersTypesShapesAndDequantizedValues) {
   const auto model_path = test::reference_dir() / "models" / (GetParam() + ".gguf");
   const auto expected_path = test::reference_dir() / "dequant" / (GetParam() + ".json");
-  if (!std::filesystem::exists(model_path) || !std::filesystem::exists(expected_path)) {
-    GTEST_SKIP() << "reference data not found at " << model_path << " (set STRATA_REFERENCE_DIR at configure time)";
-  }
+  ASSERT_REFERENCE(model_path);
+  ASSERT_REFERENCE(expected_path);
   const auto expected = nlohmann::json::parse(std::ifstream(expected_path));
   const gguf::Model model(model_path);
   const auto plugins = PluginHost::open(load_manifest(test::default_manifest_path()));

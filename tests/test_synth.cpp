@@ -92,7 +92,7 @@ TEST_P(SynthTinyModel, MatchesARealFilesTensorsAndMetadata) {
   const SynthFile file(tiny(arch, mix), std::string(synth::arch_name(arch)) + "-" + std::string(synth::quant_mix_name(mix)));
   const gguf::Model model(file.path);
   const auto reference_path = test::reference_dir() / "models" / (std::string(reference_name) + ".gguf");
-  if (!std::filesystem::exists(reference_path)) GTEST_SKIP() << "reference model not found: " << reference_path;
+  ASSERT_REFERENCE(reference_path);
   const gguf::Model reference(reference_path);
 
   ASSERT_EQ(model.tensors().size(), reference.tensors().size());

@@ -53,7 +53,7 @@ std::vector<std::filesystem::path> reference_template_files() {
 
 TEST(TemplateReference, EveryCaseRendersExactlyAsJinja2) {
   const auto files = reference_template_files();
-  if (files.empty()) GTEST_SKIP() << "no reference templates under " << test::reference_dir() / "templates";
+  ASSERT_FALSE(files.empty()) << "no reference templates under " << test::reference_dir() / "templates";
   for (const auto& file : files) {
     const auto reference = nlohmann::ordered_json::parse(std::ifstream(file));
     const Template chat_template(reference.at("template").get<std::string>());
@@ -71,7 +71,7 @@ TEST(TemplateReference, EveryCaseRendersExactlyAsJinja2) {
 
 TEST(TemplateCommand, PrintsTheRenderingWithoutAddingANewline) {
   const auto files = reference_template_files();
-  if (files.empty()) GTEST_SKIP() << "no reference templates under " << test::reference_dir() / "templates";
+  ASSERT_FALSE(files.empty()) << "no reference templates under " << test::reference_dir() / "templates";
   const auto folder = std::filesystem::temp_directory_path() / "strata-template-command";
   std::filesystem::create_directories(folder);
   const auto reference = nlohmann::ordered_json::parse(std::ifstream(files.front()));

@@ -46,7 +46,7 @@ std::vector<float> logits_of(const std::filesystem::path& path, const std::vecto
 
 TEST(TiedEmbeddings, OutputFallsBackToTheTokenEmbeddings) {
   const auto source = test::reference_dir() / "models" / "qwen3moe-tiny-iq3_s.gguf";
-  if (!std::filesystem::exists(source)) GTEST_SKIP() << "reference model missing: " << source;
+  ASSERT_REFERENCE(source);
   const gguf::Model model(source);
   const auto folder = std::filesystem::temp_directory_path() / "strata-tied";
   std::filesystem::create_directories(folder);

@@ -129,7 +129,7 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
     for (int32_t il = 0; il < layers; ++il) {
       result.weight_bytes_per_call += static_cast<double>(matrix_tensor(file, op, il).bytes) / layers;
     }
-    call = [&](int32_t i) {
+    call = [&, layers](int32_t i) {  // layers by value: it ends with this block, the call outlives it
       const Weight& w = op == "output" ? weights.output : layer_matrix(weights.layers[i % layers], op);
       backend.run("op benchmark matmul", [&](strata_error* e) {
         return t.matmul(b, w.get(), 0, x.get(), n_tokens, nullptr, out.get(), e);

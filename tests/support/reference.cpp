@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 namespace strata::test {
 
-std::filesystem::path reference_dir() { return STRATA_REFERENCE_DIR; }
+std::filesystem::path reference_dir() {
+  const char* override_dir = std::getenv("STRATA_REFERENCE_DIR");
+  return override_dir != nullptr && *override_dir != '\0' ? override_dir : STRATA_REFERENCE_DIR;
+}
 
 std::vector<std::string> reference_model_names() {
   std::vector<std::string> names;
