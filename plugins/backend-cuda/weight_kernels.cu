@@ -1,7 +1,7 @@
 // Decoders of the core's base types for the SDK's block kernels, and the lookup of a type's kernels.
 #include <cstddef>
 
-#include "strata/cuda_block_kernels.cuh"
+#include "strata/cuda/block_kernels.cuh"
 #include "weight_kernels.hpp"
 
 namespace strata::cuda {
