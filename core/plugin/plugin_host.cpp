@@ -21,14 +21,10 @@ constexpr int32_t kScoreWithoutProbe = 1;
 constexpr const char* kCoreProvider = "core";
 
 // Bytes a descriptor must have before a field may be read: struct_size says which fields a plugin has.
-constexpr std::size_t kDescriptorVersionBytes =
-    offsetof(strata_plugin_descriptor, abi_minor) + sizeof(strata_plugin_descriptor::abi_minor);
-constexpr std::size_t kDescriptorAbi1_0Bytes =
-    offsetof(strata_plugin_descriptor, shutdown) + sizeof(strata_plugin_descriptor::shutdown);
-constexpr std::size_t kQuantTableAbi1_0Bytes =
-    offsetof(strata_quant_table, types) + sizeof(strata_quant_table::types);
-constexpr std::size_t kBackendTableAbi1_0Bytes =
-    offsetof(strata_backend_table, scale_rows) + sizeof(strata_backend_table::scale_rows);
+constexpr std::size_t kDescriptorVersionBytes = STRATA_FIELD_END(strata_plugin_descriptor, abi_minor);
+constexpr std::size_t kDescriptorAbi1_0Bytes = STRATA_FIELD_END(strata_plugin_descriptor, shutdown);
+constexpr std::size_t kQuantTableAbi1_0Bytes = STRATA_FIELD_END(strata_quant_table, types);
+constexpr std::size_t kBackendTableAbi1_0Bytes = STRATA_FIELD_END(strata_backend_table, scale_rows);
 
 const char* kind_name(uint32_t kind) {
   switch (kind) {

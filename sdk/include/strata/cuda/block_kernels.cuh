@@ -364,7 +364,7 @@ strata_status launch_matvec_normed(const void* weight, int64_t n, int64_t n_rows
 
 template <class Decoder>
 strata_status launch_expert_matvec(const strata_cuda_expert_matvec* args, void* stream, strata_error* error) {
-  if (args == nullptr || args->struct_size < offsetof(strata_cuda_expert_matvec, x_levels)) {
+  if (args == nullptr || !STRATA_HAS_FIELD(args, out)) {
     return fail(error, STRATA_E_INVALID_ARGUMENT, "expert_matvec: missing or short arguments");
   }
   // Fields of a newer ABI than the caller's are absent (the rounded input of ABI 1.2).
