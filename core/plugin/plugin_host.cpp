@@ -186,7 +186,7 @@ int32_t PluginHost::start(OpenLibrary& library, const ManifestPlugin& entry) {
     call_plugin("probe", [&](strata_error* error) { return descriptor.probe(&score, error); });
     if (score <= 0) throw Error("probe gave score " + std::to_string(score) + "; a plugin that can run must score above 0");
   }
-  library.services = {sizeof(strata_host_services), &library.name, &log_from_plugin};
+  library.services = {.struct_size = sizeof(strata_host_services), .context = &library.name, .log = &log_from_plugin};
   if (descriptor.init != nullptr) {
     call_plugin("init", [&](strata_error* error) {
       return descriptor.init(&library.services, entry.options_json.c_str(), error);
