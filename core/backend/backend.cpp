@@ -127,6 +127,11 @@ bool Backend::has_normed_inputs() const {
          table_.route_experts_normed != nullptr;
 }
 
+strata_proc Backend::proc_address(const char* name) const {
+  if (!STRATA_HAS_FIELD(&table_, get_proc_address) || table_.get_proc_address == nullptr) return nullptr;
+  return table_.get_proc_address(backend_, name);
+}
+
 StepGraph::StepGraph(Backend& backend) : backend_(backend) {
   backend.run("graph create", [&](strata_error* e) { return backend.table().graph_create(backend.get(), &graph_, e); });
 }

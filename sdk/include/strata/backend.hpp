@@ -140,7 +140,7 @@ constexpr strata_backend_table with_normed_inputs(strata_backend_table table) {
 // backend.h under its table name. Release functions (destroy, *_free) cannot fail and are used as they
 // are; describe(NULL) answers NAME. The optional entries, step graphs, fused ops, concurrent regions, the
 // fused router, host memory and normed inputs, are left NULL (see with_graphs, with_fused_ops,
-// with_concurrency, with_route_experts, with_host_memory, with_normed_inputs).
+// with_concurrency, with_route_experts, with_host_memory, with_normed_inputs), and so is get_proc_address.
 #define STRATA_BACKEND_TABLE(NS, NAME)                                                                                \
   strata_backend_table {                                                                                              \
     .struct_size = sizeof(strata_backend_table), .create = &::strata::sdk::BackendEntry<NS::create>::call,            \
@@ -167,7 +167,7 @@ constexpr strata_backend_table with_normed_inputs(strata_backend_table table) {
     .graph_create = nullptr, .graph_free = nullptr, .graph_begin = nullptr, .graph_end = nullptr,                     \
     .graph_discard = nullptr, .attention_rope = nullptr, .add_rms_norm = nullptr, .concurrent_begin = nullptr,        \
     .concurrent_end = nullptr, .route_experts = nullptr, .host_alloc = nullptr, .host_free = nullptr,                 \
-    .matmul_normed = nullptr, .route_experts_normed = nullptr                                                         \
+    .matmul_normed = nullptr, .route_experts_normed = nullptr, .get_proc_address = nullptr                            \
   }
 
 // STRATA_BACKEND_TABLE(NS, NAME) with NS's step graph entries.
