@@ -6,7 +6,8 @@
  * headers are valid C. tests/abi/ checks that a header with two fields swapped fails this file.
  *
  * The numbers are those of LP64 targets (x86-64 and AArch64 Linux), the ones the project builds for. A new minor
- * appends its fields' pins and bumps the minor pinned below; no existing line changes. */
+ * appends its fields' pins and its end, updates the sizes of the structs it grew and bumps the minor pinned below;
+ * no field's pin ever changes. */
 #include "strata/backend.h"
 #include "strata/plugin.h"
 #include "strata/quant.h"
@@ -57,7 +58,8 @@ PIN(strata_quant_table, type_count, 4, 4);
 PIN(strata_quant_table, types, 8, 8);
 PIN_SIZE(strata_quant_table, 16);
 
-/* strata_quant_type (quant.h): a plugin built for each minor has the fields up to that minor's end */
+/* strata_quant_type (quant.h): a plugin of each minor has the fields up to that minor's
+ * end (a minor that appended nothing here keeps the previous end) */
 PIN(strata_quant_type, struct_size, 0, 4);
 PIN(strata_quant_type, type_id, 4, 4);
 PIN(strata_quant_type, name, 8, 8);
@@ -83,7 +85,8 @@ PIN(strata_quant_type, cuda_repack, 120, 8);
 PIN_MINOR_END(strata_quant_type, "1.6", cuda_repack, 128);
 PIN_SIZE(strata_quant_type, 128);
 
-/* strata_cuda_expert_matvec (quant.h): a plugin built for each minor has the fields up to that minor's end */
+/* strata_cuda_expert_matvec (quant.h): a plugin of each minor has the fields up to that minor's
+ * end (a minor that appended nothing here keeps the previous end) */
 PIN(strata_cuda_expert_matvec, struct_size, 0, 4);
 PIN(strata_cuda_expert_matvec, mode, 4, 4);
 PIN(strata_cuda_expert_matvec, weight, 8, 8);
@@ -186,7 +189,8 @@ PIN(strata_normed_input, sum, 40, 8);
 PIN(strata_normed_input, normed, 48, 8);
 PIN_SIZE(strata_normed_input, 56);
 
-/* strata_backend_table (backend.h): a plugin built for each minor has the fields up to that minor's end */
+/* strata_backend_table (backend.h): a plugin of each minor has the fields up to that minor's
+ * end (a minor that appended nothing here keeps the previous end) */
 PIN(strata_backend_table, struct_size, 0, 4);
 PIN(strata_backend_table, create, 8, 8);
 PIN(strata_backend_table, destroy, 16, 8);
