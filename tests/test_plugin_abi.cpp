@@ -66,7 +66,8 @@ TEST(BackendProcAddress, FindsAKnownNameAndAnswersNullForAnUnknownOne) {
 TEST(BackendProcAddress, AnAbi16TableIsNeverAsked) {
   lookups = {};
   const strata::QuantRegistry quants;
-  const strata_backend_table table = cpu_table_with_lookup(STRATA_FIELD_END(strata_backend_table, route_experts_normed));
+  const strata_backend_table table =
+      cpu_table_with_lookup(STRATA_FIELD_END(strata_backend_table, route_experts_normed));
   const strata::Backend backend("backend-cpu 1.6", table, quants, 1, "{}");
   EXPECT_EQ(backend.proc_address(kKnownName), nullptr);
   EXPECT_EQ(lookups.calls, 0);

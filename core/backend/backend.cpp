@@ -111,7 +111,9 @@ bool Backend::has_attention_rope() const {
   return STRATA_HAS_FIELD(&table_, attention_rope) && table_.attention_rope != nullptr;
 }
 
-bool Backend::has_add_rms_norm() const { return STRATA_HAS_FIELD(&table_, add_rms_norm) && table_.add_rms_norm != nullptr; }
+bool Backend::has_add_rms_norm() const {
+  return STRATA_HAS_FIELD(&table_, add_rms_norm) && table_.add_rms_norm != nullptr;
+}
 
 bool Backend::has_concurrency() const {
   return STRATA_HAS_FIELD(&table_, concurrent_end) && table_.concurrent_begin != nullptr &&

@@ -31,7 +31,8 @@ constexpr strata_quant_type decode_only_type(uint32_t type_id, const char* name,
           .cuda_repack = nullptr};
 }
 
-inline const strata_quant_table kNoTypes = {.struct_size = sizeof(strata_quant_table), .type_count = 0, .types = nullptr};
+inline const strata_quant_table kNoTypes = {
+    .struct_size = sizeof(strata_quant_table), .type_count = 0, .types = nullptr};
 
 inline strata_plugin_descriptor descriptor(const char* name, strata::sdk::DescriptorHooks hooks = {}) {
   return strata::sdk::make_descriptor(STRATA_PLUGIN_KIND_QUANT, name, "0.1-test", &kNoTypes, hooks);
