@@ -680,7 +680,7 @@ TEST(BackendCpu, MatmulNormedMultipliesTheNormOfTheSum) {
       {{sizeof(strata_normed_input), x_buffer, y_buffer, gain_weight, 1e-6f, x_buffer, nullptr}, out, "neither x nor y"},
       {{sizeof(strata_normed_input), x_buffer, y_buffer, gain_weight, 1e-6f, sum, sum}, out, "are one buffer"},
       {{sizeof(strata_normed_input), x_buffer, y_buffer, nullptr, 1e-6f, nullptr, nullptr}, out, "no norm weight"},
-      {{offsetof(strata_normed_input, normed), x_buffer, y_buffer, gain_weight, 1e-6f, nullptr, nullptr}, out,
+      {{STRATA_FIELD_END(strata_normed_input, sum), x_buffer, y_buffer, gain_weight, 1e-6f, nullptr, nullptr}, out,
        "missing or short"},
       {{sizeof(strata_normed_input), x_buffer, y_buffer, gain_weight, 1e-6f, sum, nullptr}, sum, "one of its normed input"},
   };

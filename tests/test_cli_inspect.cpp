@@ -71,7 +71,7 @@ TEST_F(InspectCli, DequantWritesFloat32LittleEndian) {
     ASSERT_EQ(result.exit_code, 0) << result.err;
     const auto bytes = read_bytes(out);
     uint64_t count = 1;
-    for (const auto dim : expected[name]["shape"]) count *= dim.get<uint64_t>();
+    for (const auto& dim : expected[name]["shape"]) count *= dim.get<uint64_t>();
     ASSERT_EQ(bytes.size(), count * 4) << name;
     const auto first = expected[name]["first"].get<std::vector<float>>();
     for (size_t i = 0; i < first.size(); ++i) {

@@ -115,6 +115,15 @@ TEST_F(PluginHostTest, AbiMismatchLogLineNamesTheFileAndBothVersions) {
                                   ".0, this host speaks " + kHostAbi));
 }
 
+// A newer host keeps loading plugins of every older minor of its major.
+TEST_F(PluginHostTest, PluginOfAnOlderMinorLoads) {
+  const auto host = open({test_plugin_path("test-abi-minor-older")});
+  EXPECT_THAT(loaded_names(*host), ElementsAre("test-abi-minor-older"));
+  ASSERT_EQ(host->loaded().size(), 1u);
+  EXPECT_EQ(strata::abi_version_text(host->loaded().front().abi_major, host->loaded().front().abi_minor),
+            std::to_string(STRATA_ABI_MAJOR) + ".0");
+}
+
 TEST_F(PluginHostTest, RejectedQuantTableLeavesNoTypeBehind) {
   const auto host = open({test_plugin_path("test-bad-quant-table")});
   ASSERT_EQ(host->skipped().size(), 1u);

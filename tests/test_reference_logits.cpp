@@ -164,7 +164,7 @@ TEST_F(BackendTable, AnAbi11TableRunsTheSeparateOpsToTheSameLogits) {
   ASSERT_TRUE(engine.backend().has_add_rms_norm());
   ASSERT_TRUE(engine.backend().has_route_experts());
   strata_backend_table older = engine.backend().table();  // its fused entries stay set past struct_size
-  older.struct_size = offsetof(strata_backend_table, attention_rope);
+  older.struct_size = STRATA_FIELD_END(strata_backend_table, graph_discard);
   Backend older_backend("backend-cpu 1.1", older, engine.plugins().quants(), 2, "{}");
   EXPECT_FALSE(older_backend.has_attention_rope());
   EXPECT_FALSE(older_backend.has_add_rms_norm());
@@ -399,7 +399,7 @@ TEST_F(BackendTable, TheNormsRunInsideTheOpsThatReadThemWhereTheBackendHasThem) 
     return cpu_route_experts_normed(b, in, router, n_tokens, n_experts, n_used, routing, logits, ids, weights, e);
   };
   strata_backend_table older = counting;
-  older.struct_size = offsetof(strata_backend_table, matmul_normed);  // an ABI 1.4 table
+  older.struct_size = STRATA_FIELD_END(strata_backend_table, host_free);  // an ABI 1.4 table
   Backend counting_backend("backend-cpu counting", counting, engine.plugins().quants(), 2, "{}");
   Backend older_backend("backend-cpu 1.4", older, engine.plugins().quants(), 2, "{}");
   EXPECT_FALSE(older_backend.has_normed_inputs());

@@ -10,14 +10,6 @@ const strata_quant_type* find_quant_type(void* context, uint32_t type_id) {
   return static_cast<const QuantRegistry*>(context)->find(type_id);
 }
 
-// Whether a table, perhaps an older and shorter one (struct_size), has an optional entry and sets it.
-template <class Entry>
-bool has_entry(const strata_backend_table& table, Entry strata_backend_table::*member) {
-  const auto offset = static_cast<size_t>(reinterpret_cast<const char*>(&(table.*member)) -
-                                          reinterpret_cast<const char*>(&table));
-  return table.struct_size >= offset + sizeof(Entry) && table.*member != nullptr;
-}
-
 }  // namespace
 
 Backend::Backend(std::string name, const strata_backend_table& table, const QuantRegistry& quants, int n_threads,
@@ -50,7 +42,7 @@ void Backend::read(const Buffer& buffer, void* dst, size_t bytes, size_t offset)
 }
 
 HostMemory Backend::host_alloc(size_t bytes) {
-  if (!has_entry(table_, &strata_backend_table::host_alloc) || !has_entry(table_, &strata_backend_table::host_free)) {
+  if (!STRATA_HAS_FIELD(&table_, host_free) || table_.host_alloc == nullptr || table_.host_free == nullptr) {
     return HostMemory(::operator new(bytes), [](void* memory) { ::operator delete(memory); });
   }
   void* memory = nullptr;
@@ -108,26 +100,38 @@ KvCache::~KvCache() {
   if (cache_ != nullptr) backend_.table().kv_free(backend_.get(), cache_);
 }
 
+// An optional entry is there when the table, perhaps an older and shorter one, has its field and sets it. Entries
+// that go together were appended in one minor, so a table with the last of them has them all.
 bool Backend::has_graphs() const {
-  return has_entry(table_, &strata_backend_table::graph_create) && has_entry(table_, &strata_backend_table::graph_free) &&
-         has_entry(table_, &strata_backend_table::graph_begin) && has_entry(table_, &strata_backend_table::graph_end) &&
-         has_entry(table_, &strata_backend_table::graph_discard);
+  return STRATA_HAS_FIELD(&table_, graph_discard) && table_.graph_create != nullptr && table_.graph_free != nullptr &&
+         table_.graph_begin != nullptr && table_.graph_end != nullptr && table_.graph_discard != nullptr;
 }
 
-bool Backend::has_attention_rope() const { return has_entry(table_, &strata_backend_table::attention_rope); }
+bool Backend::has_attention_rope() const {
+  return STRATA_HAS_FIELD(&table_, attention_rope) && table_.attention_rope != nullptr;
+}
 
-bool Backend::has_add_rms_norm() const { return has_entry(table_, &strata_backend_table::add_rms_norm); }
+bool Backend::has_add_rms_norm() const {
+  return STRATA_HAS_FIELD(&table_, add_rms_norm) && table_.add_rms_norm != nullptr;
+}
 
 bool Backend::has_concurrency() const {
-  return has_entry(table_, &strata_backend_table::concurrent_begin) &&
-         has_entry(table_, &strata_backend_table::concurrent_end);
+  return STRATA_HAS_FIELD(&table_, concurrent_end) && table_.concurrent_begin != nullptr &&
+         table_.concurrent_end != nullptr;
 }
 
-bool Backend::has_route_experts() const { return has_entry(table_, &strata_backend_table::route_experts); }
+bool Backend::has_route_experts() const {
+  return STRATA_HAS_FIELD(&table_, route_experts) && table_.route_experts != nullptr;
+}
 
 bool Backend::has_normed_inputs() const {
-  return has_entry(table_, &strata_backend_table::matmul_normed) &&
-         has_entry(table_, &strata_backend_table::route_experts_normed);
+  return STRATA_HAS_FIELD(&table_, route_experts_normed) && table_.matmul_normed != nullptr &&
+         table_.route_experts_normed != nullptr;
+}
+
+strata_proc Backend::proc_address(const char* name) const {
+  if (!STRATA_HAS_FIELD(&table_, get_proc_address) || table_.get_proc_address == nullptr) return nullptr;
+  return table_.get_proc_address(backend_, name);
 }
 
 StepGraph::StepGraph(Backend& backend) : backend_(backend) {

@@ -114,6 +114,9 @@ class Backend {
   bool has_route_experts() const;
   // Whether matmul_normed and route_experts_normed read the residual stream through its norm (ABI 1.5).
   bool has_normed_inputs() const;
+  // The backend's optional function called name (a STRATA_BACKEND_PROC_* of strata/backend.h; ABI 1.7), for the
+  // caller to cast to that name's signature, or nullptr where the backend has none by that name.
+  strata_proc proc_address(const char* name) const;
   // Calls ops(), which calls independent ops (see concurrent_begin in strata/backend.h), inside a concurrent
   // region where the backend has them and concurrent is set; else plainly.
   template <class Ops>

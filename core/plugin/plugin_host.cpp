@@ -21,14 +21,10 @@ constexpr int32_t kScoreWithoutProbe = 1;
 constexpr const char* kCoreProvider = "core";
 
 // Bytes a descriptor must have before a field may be read: struct_size says which fields a plugin has.
-constexpr std::size_t kDescriptorVersionBytes =
-    offsetof(strata_plugin_descriptor, abi_minor) + sizeof(strata_plugin_descriptor::abi_minor);
-constexpr std::size_t kDescriptorAbi1_0Bytes =
-    offsetof(strata_plugin_descriptor, shutdown) + sizeof(strata_plugin_descriptor::shutdown);
-constexpr std::size_t kQuantTableAbi1_0Bytes =
-    offsetof(strata_quant_table, types) + sizeof(strata_quant_table::types);
-constexpr std::size_t kBackendTableAbi1_0Bytes =
-    offsetof(strata_backend_table, scale_rows) + sizeof(strata_backend_table::scale_rows);
+constexpr std::size_t kDescriptorVersionBytes = STRATA_FIELD_END(strata_plugin_descriptor, abi_minor);
+constexpr std::size_t kDescriptorAbi1_0Bytes = STRATA_FIELD_END(strata_plugin_descriptor, shutdown);
+constexpr std::size_t kQuantTableAbi1_0Bytes = STRATA_FIELD_END(strata_quant_table, types);
+constexpr std::size_t kBackendTableAbi1_0Bytes = STRATA_FIELD_END(strata_backend_table, scale_rows);
 
 const char* kind_name(uint32_t kind) {
   switch (kind) {
@@ -190,7 +186,7 @@ int32_t PluginHost::start(OpenLibrary& library, const ManifestPlugin& entry) {
     call_plugin("probe", [&](strata_error* error) { return descriptor.probe(&score, error); });
     if (score <= 0) throw Error("probe gave score " + std::to_string(score) + "; a plugin that can run must score above 0");
   }
-  library.services = {sizeof(strata_host_services), &library.name, &log_from_plugin};
+  library.services = {.struct_size = sizeof(strata_host_services), .context = &library.name, .log = &log_from_plugin};
   if (descriptor.init != nullptr) {
     call_plugin("init", [&](strata_error* error) {
       return descriptor.init(&library.services, entry.options_json.c_str(), error);

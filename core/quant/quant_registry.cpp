@@ -15,15 +15,13 @@ std::string type_label(uint32_t type_id) {
   return info ? std::string(info->name) : "type " + std::to_string(type_id);
 }
 
-// A table from another plugin may be shorter than ours; a field past its struct_size is absent.
-bool has_codec_fields(const strata_quant_type& type) {
-  return type.struct_size >= offsetof(strata_quant_type, quantize) + sizeof(type.quantize);
-}
+// A type from another plugin may be shorter than ours (an older minor): a field past its struct_size is absent.
+bool has_codec_fields(const strata_quant_type& type) { return STRATA_HAS_FIELD(&type, quantize); }
 
 // What is wrong with a type's repacked layout for the GPU (ABI 1.6), or "" when it has none or a sound one:
 // a backend converts whole blocks into it and runs its kernels, so it must line up with the type.
 std::string repacked_layout_problem(const strata_quant_type& type) {
-  if (type.struct_size < offsetof(strata_quant_type, cuda_repack) + sizeof(type.cuda_repack)) return "";
+  if (!STRATA_HAS_FIELD(&type, cuda_repack)) return "";
   if (type.cuda_repacked == nullptr && type.cuda_repack == nullptr) return "";
   const std::string what = type_label(type.type_id) + "'s repacked layout";
   if (type.cuda_repacked == nullptr || type.cuda_repack == nullptr) return what + " needs both cuda_repacked and cuda_repack";

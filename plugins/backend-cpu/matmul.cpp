@@ -34,20 +34,14 @@ struct TaskPlan {
 
 // The type's multi-token kernel, when its plugin is new enough to have the field and fills it.
 CpuDotRowsMultiFn multi_token_kernel(const strata_quant_type& type) {
-  if (type.struct_size < offsetof(strata_quant_type, cpu_dot_rows_multi) + sizeof type.cpu_dot_rows_multi) {
-    return nullptr;
-  }
-  return type.cpu_dot_rows_multi;
+  return STRATA_HAS_FIELD(&type, cpu_dot_rows_multi) ? type.cpu_dot_rows_multi : nullptr;
 }
 
 // The CPU dot kernel of a weight's type, when there is one whose activation type this backend can produce.
 void choose_kernel(strata_backend& backend, TaskPlan& plan) {
   const strata_weight& weight = *plan.task.weight;
   const strata_quant_type& type = *weight.type;
-  if (type.struct_size < offsetof(strata_quant_type, cpu_dot_rows) + sizeof type.cpu_dot_rows ||
-      type.cpu_dot_rows == nullptr) {
-    return;
-  }
+  if (!STRATA_HAS_FIELD(&type, cpu_dot_rows) || type.cpu_dot_rows == nullptr) return;
   if (type.cpu_activation_type == kTypeF32) {
     plan.use_dot_rows = true;
     plan.dot_rows_multi = multi_token_kernel(type);

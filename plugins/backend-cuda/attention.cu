@@ -13,7 +13,7 @@
 #include "backend_objects.hpp"
 #include "cuda_status.hpp"
 #include "ops.hpp"
-#include "strata/cuda_launch.cuh"
+#include "strata/cuda/launch.cuh"
 #include "warp_mma.cuh"
 
 struct strata_kv_cache {

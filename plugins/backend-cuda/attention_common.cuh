@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "rope.cuh"
-#include "strata/cuda_block_kernels.cuh"
+#include "strata/cuda/block_kernels.cuh"
 
 namespace strata::cuda {
 

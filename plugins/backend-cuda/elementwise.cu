@@ -9,7 +9,7 @@
 #include "normed_input.hpp"
 #include "ops.hpp"
 #include "rope.cuh"
-#include "strata/cuda_block_kernels.cuh"
+#include "strata/cuda/block_kernels.cuh"
 
 namespace strata::cuda {
 namespace {

@@ -14,7 +14,7 @@
 #include "matmul.hpp"
 #include "normed_input.hpp"
 #include "ops.hpp"
-#include "strata/cuda_launch.cuh"
+#include "strata/cuda/launch.cuh"
 
 namespace strata::cuda {
 namespace {

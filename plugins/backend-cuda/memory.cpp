@@ -96,8 +96,8 @@ namespace {
 // The layout the weight's rows take on the device: the type's repacked one where the backend repacks and the
 // quant plugin offers one with kernels (quant.h, ABI 1.6), else the file's.
 const strata_quant_type& device_type(const strata_backend& backend, const strata_quant_type& type) {
-  const bool offers = type.struct_size >= offsetof(strata_quant_type, cuda_repack) + sizeof(type.cuda_repack) &&
-                      type.cuda_repacked != nullptr && type.cuda_repack != nullptr;
+  const bool offers =
+      STRATA_HAS_FIELD(&type, cuda_repack) && type.cuda_repacked != nullptr && type.cuda_repack != nullptr;
   if (!backend.repack_weights || !offers || !weight_kernels(*type.cuda_repacked).available()) return type;
   return *type.cuda_repacked;
 }

@@ -19,7 +19,7 @@
 #include "f16_packing.cuh"
 #include "matmul.hpp"
 #include "ops.hpp"
-#include "strata/cuda_launch.cuh"
+#include "strata/cuda/launch.cuh"
 
 namespace strata::cuda {
 namespace {

@@ -12,7 +12,7 @@
 #include "matmul.hpp"
 #include "normed_input.hpp"
 #include "ops.hpp"
-#include "strata/cuda_block_kernels.cuh"
+#include "strata/cuda/block_kernels.cuh"
 
 namespace strata::cuda {
 namespace {

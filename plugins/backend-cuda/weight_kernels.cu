@@ -1,7 +1,7 @@
 // Decoders of the core's base types for the SDK's block kernels, and the lookup of a type's kernels.
 #include <cstddef>
 
-#include "strata/cuda_block_kernels.cuh"
+#include "strata/cuda/block_kernels.cuh"
 #include "weight_kernels.hpp"
 
 namespace strata::cuda {
@@ -92,21 +92,12 @@ WeightKernels weight_kernels(const strata_quant_type& type) {
               &q8_0_grouped_gemm,   &q8_0_matvec_q8, &q8_0_matvec_normed};
   }
   // A plugin older than a field does not have it.
-  const auto has = [&](size_t end) { return type.struct_size >= end; };
-  if (!has(offsetof(strata_quant_type, cuda_matvec) + sizeof(type.cuda_matvec))) return {};
+  if (!STRATA_HAS_FIELD(&type, cuda_matvec)) return {};
   WeightKernels kernels{type.cuda_dequantize_f16, type.cuda_matvec};
-  if (has(offsetof(strata_quant_type, cuda_expert_matvec) + sizeof(type.cuda_expert_matvec))) {
-    kernels.expert_matvec = type.cuda_expert_matvec;
-  }
-  if (has(offsetof(strata_quant_type, cuda_grouped_gemm) + sizeof(type.cuda_grouped_gemm))) {
-    kernels.grouped_gemm = type.cuda_grouped_gemm;
-  }
-  if (has(offsetof(strata_quant_type, cuda_matvec_q8) + sizeof(type.cuda_matvec_q8))) {
-    kernels.matvec_q8 = type.cuda_matvec_q8;
-  }
-  if (has(offsetof(strata_quant_type, cuda_matvec_normed) + sizeof(type.cuda_matvec_normed))) {
-    kernels.matvec_normed = type.cuda_matvec_normed;
-  }
+  if (STRATA_HAS_FIELD(&type, cuda_expert_matvec)) kernels.expert_matvec = type.cuda_expert_matvec;
+  if (STRATA_HAS_FIELD(&type, cuda_grouped_gemm)) kernels.grouped_gemm = type.cuda_grouped_gemm;
+  if (STRATA_HAS_FIELD(&type, cuda_matvec_q8)) kernels.matvec_q8 = type.cuda_matvec_q8;
+  if (STRATA_HAS_FIELD(&type, cuda_matvec_normed)) kernels.matvec_normed = type.cuda_matvec_normed;
   return kernels;
 }
 

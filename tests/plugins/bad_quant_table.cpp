@@ -6,10 +6,10 @@ namespace {
 
 strata_status decode_nothing(const void*, float*, int64_t, strata_error*) { return STRATA_OK; }
 
-const strata_quant_type kQ5_0 = {sizeof(strata_quant_type), 6, "Q5_0", 32, 22, decode_nothing, nullptr};
-const strata_quant_type kWrongQ8_0 = {sizeof(strata_quant_type), 8, "Q8_0", 32, 30, decode_nothing, nullptr};
+const strata_quant_type kQ5_0 = test_plugin::decode_only_type(6, "Q5_0", 32, 22, decode_nothing);
+const strata_quant_type kWrongQ8_0 = test_plugin::decode_only_type(8, "Q8_0", 32, 30, decode_nothing);
 const strata_quant_type* const kTypes[] = {&kQ5_0, &kWrongQ8_0};
-const strata_quant_table kTable = {sizeof(strata_quant_table), 2, kTypes};
+const strata_quant_table kTable = {.struct_size = sizeof(strata_quant_table), .type_count = 2, .types = kTypes};
 
 }  // namespace
 

@@ -7,21 +7,18 @@ namespace {
 strata_status decode_nothing(const void*, float*, int64_t, strata_error*) { return STRATA_OK; }
 strata_status repack_nothing(const void*, void*, int64_t, strata_error*) { return STRATA_OK; }
 
-strata_quant_type wide_layout() {
-  strata_quant_type layout{sizeof(strata_quant_type), 6u | STRATA_REPACKED_TYPE_BIT, "Q5_0 (wide)", 64, 44, decode_nothing, nullptr};
-  return layout;
-}
-const strata_quant_type kWideLayout = wide_layout();
+const strata_quant_type kWideLayout =
+    test_plugin::decode_only_type(6u | STRATA_REPACKED_TYPE_BIT, "Q5_0 (wide)", 64, 44, decode_nothing);
 
 strata_quant_type q5_0() {
-  strata_quant_type type{sizeof(strata_quant_type), 6, "Q5_0", 32, 22, decode_nothing, nullptr};
+  strata_quant_type type = test_plugin::decode_only_type(6, "Q5_0", 32, 22, decode_nothing);
   type.cuda_repacked = &kWideLayout;
   type.cuda_repack = repack_nothing;
   return type;
 }
 const strata_quant_type kQ5_0 = q5_0();
 const strata_quant_type* const kTypes[] = {&kQ5_0};
-const strata_quant_table kTable = {sizeof(strata_quant_table), 1, kTypes};
+const strata_quant_table kTable = {.struct_size = sizeof(strata_quant_table), .type_count = 1, .types = kTypes};
 
 }  // namespace
 

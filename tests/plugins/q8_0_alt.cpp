@@ -18,9 +18,9 @@ strata_status dequantize(const void* blocks, float* out, int64_t n_blocks, strat
   return STRATA_OK;
 }
 
-const strata_quant_type kQ8_0 = {sizeof(strata_quant_type), 8, "Q8_0", 32, 34, dequantize, nullptr};
+const strata_quant_type kQ8_0 = test_plugin::decode_only_type(8, "Q8_0", 32, 34, dequantize);
 const strata_quant_type* const kTypes[] = {&kQ8_0};
-const strata_quant_table kTable = {sizeof(strata_quant_table), 1, kTypes};
+const strata_quant_table kTable = {.struct_size = sizeof(strata_quant_table), .type_count = 1, .types = kTypes};
 
 }  // namespace
 

@@ -45,7 +45,7 @@ const strata_quant_type* TestTypes::find(uint32_t type_id, Variant variant) {
       copy.cpu_dot_rows_multi = nullptr;
       break;
     case Variant::abi_1_0:
-      copy.struct_size = offsetof(strata_quant_type, cuda_expert_matvec);
+      copy.struct_size = STRATA_FIELD_END(strata_quant_type, cpu_dot_rows_multi);
       break;
     case Variant::as_offered:
       break;

@@ -4,7 +4,7 @@
 
 #include "cuda/iq3_cuda.hpp"
 #include "iq3_tables.hpp"
-#include "strata/cuda_block_kernels.cuh"
+#include "strata/cuda/block_kernels.cuh"
 
 namespace strata::iq3::cuda {
 namespace {

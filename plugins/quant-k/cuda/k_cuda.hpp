@@ -1,7 +1,7 @@
 // The CUDA launchers of Q4_K, Q5_K and Q6_K (strata_quant_type's cuda_* fields); built only with CUDA.
 #pragma once
 
-#include "strata/cuda_launchers.hpp"
+#include "strata/cuda/launchers.hpp"
 
 namespace strata::quant_k::cuda {
 

@@ -1,7 +1,7 @@
 // Q4_K, Q5_K and Q6_K block decoders for the SDK's CUDA kernels. Each decodes exactly as the CPU
 // dequantizer (k_common.cpp, q6_k.cpp): the same products and differences, rounded one at a time.
 #include "cuda/k_cuda.hpp"
-#include "strata/cuda_block_kernels.cuh"
+#include "strata/cuda/block_kernels.cuh"
 
 namespace strata::quant_k::cuda {
 namespace {

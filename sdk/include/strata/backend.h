@@ -23,6 +23,8 @@ typedef struct strata_buffer strata_buffer;   /* float32 activations (or int32 i
 typedef struct strata_weight strata_weight;   /* one weight tensor, quantized or not */
 typedef struct strata_kv_cache strata_kv_cache;
 typedef struct strata_graph strata_graph;     /* a recorded step (ABI 1.1) */
+/* A backend's named optional function (get_proc_address, ABI 1.7), cast to its documented signature. */
+typedef void (*strata_proc)(void);
 
 /* What the host gives a backend instance. */
 typedef struct strata_backend_config {
@@ -250,9 +252,22 @@ typedef struct strata_backend_table {
                                         const strata_weight* router, int32_t n_tokens, int32_t n_experts,
                                         int32_t n_used, int32_t routing, strata_buffer* logits, strata_buffer* ids,
                                         strata_buffer* weights, strata_error* error);
+
+  /* ABI 1.7, optional (NULL: the backend has no named functions). The backend's optional function called name,
+   * or NULL when this instance has none by that name. Optional entries added after 1.7 (fused ops above all)
+   * are named functions instead of fields of this table, so that one needs no ABI minor of its own: each name
+   * is defined below as a STRATA_BACKEND_PROC_* string with its signature, and a name never changes its
+   * signature (a new signature takes a new name). The answer may depend on the instance (its device, its
+   * options) but stays the same for its whole life, so the core may ask once. Cannot fail. */
+  strata_proc (*get_proc_address)(strata_backend* backend, const char* name);
 } strata_backend_table;
 
 enum { STRATA_GRAPH_RUN = 0, STRATA_GRAPH_RECORD = 1, STRATA_GRAPH_REPLAY = 2 };
+
+/* Named optional functions (get_proc_address): each is a #define STRATA_BACKEND_PROC_<NAME> "<name>" with a
+ * typedef of its signature, strata_backend_<name>_fn, taking the instance first and a strata_error* last; its
+ * arguments beyond a few scalars go in a struct that starts with struct_size, so that it can grow by appending.
+ * None is defined yet. */
 
 #ifdef __cplusplus
 }

@@ -140,22 +140,34 @@ constexpr strata_backend_table with_normed_inputs(strata_backend_table table) {
 // backend.h under its table name. Release functions (destroy, *_free) cannot fail and are used as they
 // are; describe(NULL) answers NAME. The optional entries, step graphs, fused ops, concurrent regions, the
 // fused router, host memory and normed inputs, are left NULL (see with_graphs, with_fused_ops,
-// with_concurrency, with_route_experts, with_host_memory, with_normed_inputs).
-#define STRATA_BACKEND_TABLE(NS, NAME)                                                                     \
-  strata_backend_table {                                                                                   \
-    sizeof(strata_backend_table), &::strata::sdk::BackendEntry<NS::create>::call, &NS::destroy,            \
-        [](strata_backend* backend) -> const char* { return backend != nullptr ? NS::describe(backend) : NAME; }, \
-        &::strata::sdk::BackendEntry<NS::buffer_alloc>::call, &NS::buffer_free,                            \
-        &::strata::sdk::BackendEntry<NS::buffer_write>::call, &::strata::sdk::BackendEntry<NS::buffer_read>::call, \
-        &::strata::sdk::BackendEntry<NS::weight_load>::call, &NS::weight_free,                             \
-        &::strata::sdk::BackendEntry<NS::kv_create>::call, &NS::kv_free,                                   \
-        &::strata::sdk::BackendEntry<NS::get_rows>::call, &::strata::sdk::BackendEntry<NS::rms_norm>::call, \
-        &::strata::sdk::BackendEntry<NS::matmul>::call, &::strata::sdk::BackendEntry<NS::rope_neox>::call, \
-        &::strata::sdk::BackendEntry<NS::attention>::call, &::strata::sdk::BackendEntry<NS::route>::call,  \
-        &::strata::sdk::BackendEntry<NS::moe_ffn>::call, &::strata::sdk::BackendEntry<NS::add>::call,      \
-        &::strata::sdk::BackendEntry<NS::mul>::call, &::strata::sdk::BackendEntry<NS::unary>::call,        \
-        &::strata::sdk::BackendEntry<NS::scale_rows>::call, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, \
-        nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr                              \
+// with_concurrency, with_route_experts, with_host_memory, with_normed_inputs), and so is get_proc_address.
+#define STRATA_BACKEND_TABLE(NS, NAME)                                                                                \
+  strata_backend_table {                                                                                              \
+    .struct_size = sizeof(strata_backend_table), .create = &::strata::sdk::BackendEntry<NS::create>::call,            \
+    .destroy = &NS::destroy,                                                                                          \
+    .describe = [](strata_backend* backend) -> const char* {                                                          \
+      return backend != nullptr ? NS::describe(backend) : NAME;                                                       \
+    },                                                                                                                \
+    .buffer_alloc = &::strata::sdk::BackendEntry<NS::buffer_alloc>::call, .buffer_free = &NS::buffer_free,            \
+    .buffer_write = &::strata::sdk::BackendEntry<NS::buffer_write>::call,                                             \
+    .buffer_read = &::strata::sdk::BackendEntry<NS::buffer_read>::call,                                               \
+    .weight_load = &::strata::sdk::BackendEntry<NS::weight_load>::call, .weight_free = &NS::weight_free,              \
+    .kv_create = &::strata::sdk::BackendEntry<NS::kv_create>::call, .kv_free = &NS::kv_free,                          \
+    .get_rows = &::strata::sdk::BackendEntry<NS::get_rows>::call,                                                     \
+    .rms_norm = &::strata::sdk::BackendEntry<NS::rms_norm>::call,                                                     \
+    .matmul = &::strata::sdk::BackendEntry<NS::matmul>::call,                                                         \
+    .rope_neox = &::strata::sdk::BackendEntry<NS::rope_neox>::call,                                                   \
+    .attention = &::strata::sdk::BackendEntry<NS::attention>::call,                                                   \
+    .route = &::strata::sdk::BackendEntry<NS::route>::call,                                                           \
+    .moe_ffn = &::strata::sdk::BackendEntry<NS::moe_ffn>::call,                                                       \
+    .add = &::strata::sdk::BackendEntry<NS::add>::call,                                                               \
+    .mul = &::strata::sdk::BackendEntry<NS::mul>::call,                                                               \
+    .unary = &::strata::sdk::BackendEntry<NS::unary>::call,                                                           \
+    .scale_rows = &::strata::sdk::BackendEntry<NS::scale_rows>::call,                                                 \
+    .graph_create = nullptr, .graph_free = nullptr, .graph_begin = nullptr, .graph_end = nullptr,                     \
+    .graph_discard = nullptr, .attention_rope = nullptr, .add_rms_norm = nullptr, .concurrent_begin = nullptr,        \
+    .concurrent_end = nullptr, .route_experts = nullptr, .host_alloc = nullptr, .host_free = nullptr,                 \
+    .matmul_normed = nullptr, .route_experts_normed = nullptr, .get_proc_address = nullptr                            \
   }
 
 // STRATA_BACKEND_TABLE(NS, NAME) with NS's step graph entries.

@@ -9,7 +9,17 @@
 #include "strata/cpu_isa.hpp"
 
 #if STRATA_X86
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's AVX-512 intrinsics (_mm512_undefined_*, `__m512i __Y = __Y;`) warn as uninitialized once inlined into a
+// function with a target attribute (GCC bug 105593, fixed in GCC 13): silenced for the header's lines alone.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
+#else
+#include <immintrin.h>
+#endif
 #endif
 
 namespace strata::sdk {

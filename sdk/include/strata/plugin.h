@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 6
+#define STRATA_ABI_MINOR 7
 
 #define STRATA_PLUGIN_QUERY_SYMBOL "strata_plugin_query"
 
@@ -28,6 +28,15 @@ extern "C" {
 #else
 #define STRATA_PLUGIN_EXPORT __attribute__((visibility("default")))
 #endif
+
+/* The bytes a struct of this type needs to hold field: where field ends. A constant expression. */
+#define STRATA_FIELD_END(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
+
+/* Whether the struct that ptr points to, which starts with struct_size and may come from the other side of the
+ * boundary built for an older minor, has field: its struct_size covers the field's bytes. A field it has may
+ * still be NULL or 0 where the field is optional. ptr must not be NULL and is evaluated more than once. */
+#define STRATA_HAS_FIELD(ptr, field) \
+  ((size_t)((const char*)&(ptr)->field - (const char*)(ptr)) + sizeof((ptr)->field) <= (size_t)(ptr)->struct_size)
 
 /* Status codes. Every call that can fail returns one and, on failure, writes a message into the
  * caller's strata_error buffer. */

@@ -141,10 +141,25 @@ inline constexpr strata_quant_type quant_type_v = make_quant_type<Codec>();
 
 template <class Codec>
 constexpr strata_quant_type make_quant_type() {
-  strata_quant_type type{sizeof(strata_quant_type), Codec::type_id,   Codec::name,
-                         Codec::block_elements,      Codec::block_bytes, &QuantTypeAdapter<Codec>::dequantize,
-                         &QuantTypeAdapter<Codec>::quantize, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                         nullptr, nullptr, nullptr, nullptr};
+  strata_quant_type type{.struct_size = sizeof(strata_quant_type),
+                         .type_id = Codec::type_id,
+                         .name = Codec::name,
+                         .block_elements = Codec::block_elements,
+                         .block_bytes = Codec::block_bytes,
+                         .dequantize = &QuantTypeAdapter<Codec>::dequantize,
+                         .quantize = &QuantTypeAdapter<Codec>::quantize,
+                         // The kernels, set below from what the codec offers.
+                         .cpu_activation_type = 0,
+                         .cpu_dot_rows = nullptr,
+                         .cuda_dequantize_f16 = nullptr,
+                         .cuda_matvec = nullptr,
+                         .cpu_dot_rows_multi = nullptr,
+                         .cuda_expert_matvec = nullptr,
+                         .cuda_grouped_gemm = nullptr,
+                         .cuda_matvec_q8 = nullptr,
+                         .cuda_matvec_normed = nullptr,
+                         .cuda_repacked = nullptr,
+                         .cuda_repack = nullptr};
   if constexpr (HasCpuDot<Codec>) {
     type.cpu_activation_type = Codec::cpu_activation_type;
     type.cpu_dot_rows = &Codec::cpu_dot_rows;
@@ -170,8 +185,9 @@ constexpr strata_quant_type make_quant_type() {
 template <class... Codecs>
 struct QuantTable {
   static inline const strata_quant_type* const types[] = {&quant_type_v<Codecs>...};
-  static inline const strata_quant_table table = {sizeof(strata_quant_table),
-                                                  static_cast<uint32_t>(sizeof...(Codecs)), types};
+  static inline const strata_quant_table table = {.struct_size = sizeof(strata_quant_table),
+                                                  .type_count = static_cast<uint32_t>(sizeof...(Codecs)),
+                                                  .types = types};
 };
 
 struct DescriptorHooks {
@@ -182,16 +198,16 @@ struct DescriptorHooks {
 
 constexpr strata_plugin_descriptor make_descriptor(uint32_t kind, const char* name, const char* version,
                                                    const void* table, DescriptorHooks hooks = {}) {
-  return strata_plugin_descriptor{sizeof(strata_plugin_descriptor),
-                                  STRATA_ABI_MAJOR,
-                                  STRATA_ABI_MINOR,
-                                  kind,
-                                  name,
-                                  version,
-                                  table,
-                                  hooks.probe,
-                                  hooks.init,
-                                  hooks.shutdown};
+  return strata_plugin_descriptor{.struct_size = sizeof(strata_plugin_descriptor),
+                                  .abi_major = STRATA_ABI_MAJOR,
+                                  .abi_minor = STRATA_ABI_MINOR,
+                                  .kind = kind,
+                                  .name = name,
+                                  .version = version,
+                                  .table = table,
+                                  .probe = hooks.probe,
+                                  .init = hooks.init,
+                                  .shutdown = hooks.shutdown};
 }
 
 }  // namespace strata::sdk

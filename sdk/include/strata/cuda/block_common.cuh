@@ -1,6 +1,6 @@
-// The pieces every CUDA block kernel shares (include from .cu files, through strata/cuda_block_kernels.cuh):
+// The pieces every CUDA block kernel shares (include from .cu files, through strata/cuda/block_kernels.cuh):
 // constants, unaligned little-endian loads, warp reductions, and a Decoder's chunk of 8 values. A block
-// format is described by a Decoder (see cuda_block_kernels.cuh).
+// format is described by a Decoder (see block_kernels.cuh).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "strata/cuda_launch.cuh"
+#include "strata/cuda/launch.cuh"
 #include "strata/quant.h"
 
 namespace strata::sdk::cuda {

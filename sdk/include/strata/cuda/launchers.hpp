@@ -1,7 +1,7 @@
 // Declares the CUDA launchers of one quant type, NAME_dequantize_f16, NAME_matvec, NAME_expert_matvec,
 // NAME_grouped_gemm, NAME_matvec_q8 and NAME_matvec_normed, with the signatures of strata_quant_type's cuda_*
-// fields (quant.h). A plain C++ header, so that a codec header compiled without nvcc can name them; strata/cuda_block_kernels.cuh defines them from a block decoder
-// (STRATA_DEFINE_CUDA_LAUNCHERS) in a .cu file.
+// fields (quant.h). A plain C++ header, so that a codec header compiled without nvcc can name them;
+// strata/cuda/block_kernels.cuh defines them from a block decoder (STRATA_DEFINE_CUDA_LAUNCHERS) in a .cu file.
 #pragma once
 
 #include <cstddef>

@@ -3,12 +3,12 @@
 //   static constexpr int block_elements, block_bytes;        // block_elements a multiple of 8
 //   __device__ static void decode8(const uint8_t* block, int chunk, float values[8]);
 //   static strata_status prepare(strata_error*);              // optional: runs before each launch
-//   q8_has_min, unpack32                                      // optional: see cuda_q8_kernels.cuh
+//   q8_has_min, unpack32                                      // optional: see q8_kernels.cuh
 // decode8 writes values 8*chunk .. 8*chunk+7 of one block, with the same float operations as the format's
 // CPU dequantizer (use __fmul_rn / __fsub_rn where the compiler could otherwise fuse them into an FMA).
 // STRATA_DEFINE_CUDA_LAUNCHERS turns a Decoder into the launchers of strata_quant_type. Decode steps take
 // the 8-bit activation kernels where the Decoder can unpack and the activations fit in shared memory,
-// else the float kernels below; prompts take the grouped GEMM (cuda_gemm_kernel.cuh).
+// else the float kernels below; prompts take the grouped GEMM (gemm_kernel.cuh).
 #pragma once
 
 #include <algorithm>
@@ -18,9 +18,9 @@
 #include <string>
 #include <tuple>
 
-#include "strata/cuda_block_common.cuh"
-#include "strata/cuda_gemm_kernel.cuh"
-#include "strata/cuda_q8_kernels.cuh"
+#include "strata/cuda/block_common.cuh"
+#include "strata/cuda/gemm_kernel.cuh"
+#include "strata/cuda/q8_kernels.cuh"
 #include "strata/plugin.hpp"
 
 namespace strata::sdk::cuda {
@@ -364,7 +364,7 @@ strata_status launch_matvec_normed(const void* weight, int64_t n, int64_t n_rows
 
 template <class Decoder>
 strata_status launch_expert_matvec(const strata_cuda_expert_matvec* args, void* stream, strata_error* error) {
-  if (args == nullptr || args->struct_size < offsetof(strata_cuda_expert_matvec, x_levels)) {
+  if (args == nullptr || !STRATA_HAS_FIELD(args, out)) {
     return fail(error, STRATA_E_INVALID_ARGUMENT, "expert_matvec: missing or short arguments");
   }
   // Fields of a newer ABI than the caller's are absent (the rounded input of ABI 1.2).
@@ -443,7 +443,7 @@ strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* st
 }  // namespace strata::sdk::cuda
 
 // Defines NAME_dequantize_f16, NAME_matvec, NAME_expert_matvec, NAME_grouped_gemm, NAME_matvec_q8 and
-// NAME_matvec_normed (strata/cuda_launchers.hpp) from a Decoder.
+// NAME_matvec_normed (strata/cuda/launchers.hpp) from a Decoder.
 #define STRATA_DEFINE_CUDA_LAUNCHERS(NAME, DECODER)                                                            \
   strata_status NAME##_dequantize_f16(const void* blocks, uint16_t* out, int64_t n_blocks, void* stream,       \
                                       strata_error* error) {                                                  \

@@ -1,4 +1,4 @@
-// The decode path with 8-bit activations (include through strata/cuda_block_kernels.cuh). A Decoder that
+// The decode path with 8-bit activations (include through strata/cuda/block_kernels.cuh). A Decoder that
 // can hand out a 32-value group of a block as int8 levels offers
 //   static constexpr bool q8_has_min;   // whether values carry an offset (Q4_K, Q5_K)
 //   __device__ static void unpack32(const uint8_t* block, int group, int32_t levels[8], float d[2], float& m);
@@ -21,7 +21,7 @@
 #include <cfloat>
 #include <cstdint>
 
-#include "strata/cuda_block_common.cuh"
+#include "strata/cuda/block_common.cuh"
 
 namespace strata::sdk::cuda {
 

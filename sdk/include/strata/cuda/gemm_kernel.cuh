@@ -1,11 +1,11 @@
 // The grouped GEMM of strata_cuda_grouped_gemm (quant.h) on the tensor cores, for any Decoder (include
-// through strata/cuda_block_kernels.cuh).
+// through strata/cuda/block_kernels.cuh).
 #pragma once
 
 #include <mma.h>
 
-#include "strata/cuda_block_common.cuh"
-#include "strata/cuda_q8_kernels.cuh"
+#include "strata/cuda/block_common.cuh"
+#include "strata/cuda/q8_kernels.cuh"
 
 namespace strata::sdk::cuda {
 
@@ -13,7 +13,7 @@ namespace strata::sdk::cuda {
 // weight rows. Per step it decodes the 64-row weight slice to f16 in shared memory next to the tokens'
 // slice, and its 4 warps (16 tokens each) multiply them on the tensor cores with float accumulation.
 // Decoding dominates (a prompt's experts hold few tokens each, so every decoded value meets few tokens):
-// a Decoder with unpack32 (cuda_q8_kernels.cuh) takes the staged kernel, steps of 64 values, each thread
+// a Decoder with unpack32 (q8_kernels.cuh) takes the staged kernel, steps of 64 values, each thread
 // unpacking one 32-value group of a row from shared lookup tables and scaling its levels (in f16 pairs where
 // the format allows it exactly), a fraction of the instructions of decode8's 8 values at a time (which the
 // other Decoders take, in steps of 32). Both give the same f16 weights: d * level - m rounded once is what
@@ -42,7 +42,7 @@ __device__ inline uint2 scale_levels_f16(int32_t levels, __half2 multiplier, __h
 }
 
 // The 32 values of group g of a row as f16, from unpack32: value i = d[i / 16] * level i - m, each the exact
-// product rounded to f16 once, as decode8's values are. A Decoder with f16_scale (cuda_q8_kernels.cuh) scales
+// product rounded to f16 once, as decode8's values are. A Decoder with f16_scale (q8_kernels.cuh) scales
 // in f16 pairs, 6 instructions per 4 values; the others in float, 14.
 template <class Decoder>
 __device__ inline void unpack_group_f16(const uint8_t* row, int g, __half* out) {
