@@ -1,7 +1,8 @@
 // The CPU backend of plugins/backend-cpu through its function table: every op against a naive
 // double-precision reference, matmul over the base, k-quant and IQ3 types on both the dot-kernel path and
 // the dequantizing fallback, attention with f16 and int8 caches, and results that depend neither on the
-// thread count nor (beyond float rounding) on the instruction set.
+// thread count nor (beyond float rounding) on the instruction set; the thread limit, and a thread pool whose
+// workers cannot all start.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,17 +12,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <random>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "cpu_backend.hpp"
+#include "strata/backend.h"
 #include "strata/half.hpp"
 #include "strata/plugin.hpp"
 #include "support/backend_harness.hpp"
+#include "thread_pool.hpp"
 
 namespace {
 
@@ -177,6 +183,44 @@ TEST(BackendCpu, RejectsAnUnknownInstructionSet) {
   strata_error error{message, sizeof message};
   EXPECT_EQ(table().create(&config, &backend, &error), STRATA_E_INVALID_ARGUMENT);
   EXPECT_NE(std::string(message).find("neon"), std::string::npos) << message;
+}
+
+TEST(BackendCpu, RefusesMoreThreadsThanTheLimit) {
+  const strata_backend_config config{sizeof(strata_backend_config), STRATA_MAX_THREADS + 1, "{}", &types(),
+                                     &TestTypes::finder<TestTypes::Variant::as_offered>};
+  strata_backend* backend = nullptr;
+  char message[256] = "";
+  strata_error error{message, sizeof message};
+  ASSERT_EQ(table().create(&config, &backend, &error), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(message).find("n_threads is " + std::to_string(STRATA_MAX_THREADS + 1)), std::string::npos)
+      << message;
+}
+
+// A worker that cannot start (the system has no thread to give) fails the pool with the thread count and the
+// system's reason, after the workers that did start are stopped and joined.
+TEST(ThreadPool, AWorkerThatCannotStartFailsThePoolAfterJoiningTheOthers) {
+  std::atomic<int> running{0};
+  int calls = 0;
+  const auto start_three = [&](std::function<void()> body) {
+    if (++calls > 3) throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+    ++running;
+    return std::thread([&running, body = std::move(body)] {
+      body();
+      --running;
+    });
+  };
+  try {
+    strata::cpu::ThreadPool pool(8, start_three);
+    ADD_FAILURE() << "the pool started all its workers";
+  } catch (const strata::sdk::Failure& failure) {
+    const std::string message = failure.what();
+    EXPECT_NE(message.find("cannot start 8 threads: thread 5 failed"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::make_error_code(std::errc::resource_unavailable_try_again).message()),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_EQ(calls, 4);
+  EXPECT_EQ(running.load(), 0);
 }
 
 TEST(BackendCpu, BuffersRoundTripAndRejectOutOfRangeAccess) {

@@ -5,15 +5,24 @@
 #include <sstream>
 
 #include "core/util/error.hpp"
+#include "strata/backend.h"
 
 namespace strata::host {
+
+CLI::Validator thread_count_check() { return CLI::Range(0, STRATA_MAX_THREADS); }
+
+std::string thread_count_help(const std::string& what, const std::string& zero_means) {
+  return what + ", at most " + std::to_string(STRATA_MAX_THREADS) + " (" + zero_means +
+         "; a fixed limit, above any machine's hardware threads)";
+}
 
 void add_engine_options(CLI::App* command, EngineOptions& options) {
   command->add_option("-m,--model", options.model, "GGUF model (any part of a split model)")->required();
   command->add_option("--manifest", options.manifest, "Plugin manifest (default: strata-manifest.json beside the binary)");
   command->add_option("--backend", options.backend,
                       "cpu, cuda or a backend plugin's name (default: the manifest's preference, else the best available)");
-  command->add_option("-t,--threads", options.threads, "CPU threads (default: the number of physical cores)");
+  command->add_option("-t,--threads", options.threads, thread_count_help("CPU threads", "0: the physical cores"))
+      ->check(thread_count_check());
   command->add_option("--vram-reserve-mib", options.vram_reserve_mib,
                       "VRAM the GPU backend leaves free, in MiB (default: the manifest's vram_reserve_mib, else 512); "
                       "a model that does not fit then fails at load naming the tensor")

@@ -1,4 +1,5 @@
 // Creating a backend instance: its options, thread count and instruction set.
+#include <algorithm>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -26,8 +27,12 @@ void create(const strata_backend_config* config, strata_backend** out) {
   const auto& checked = deref(config, "config");
   deref(out, "out");
   if (checked.struct_size < sizeof(strata_backend_config)) invalid_argument("config: struct_size is too small");
+  if (checked.n_threads > STRATA_MAX_THREADS) {
+    invalid_argument("config: n_threads is " + std::to_string(checked.n_threads) + ", more than STRATA_MAX_THREADS (" +
+                     std::to_string(STRATA_MAX_THREADS) + ")");
+  }
   const CpuIsa isa = select_isa(isa_option(checked.options_json));
-  const int n_threads = checked.n_threads > 0 ? checked.n_threads : physical_core_count();
+  const int n_threads = checked.n_threads > 0 ? checked.n_threads : std::min(physical_core_count(), STRATA_MAX_THREADS);
   *out = new strata_backend(n_threads, isa, checked);
 }
 
