@@ -1,8 +1,8 @@
 #include <CLI/CLI.hpp>
-#include <cstdlib>
 #include <exception>
 #include <iostream>
 
+#include "core/plugin/plugin_host.hpp"
 #include "core/util/error.hpp"
 #include "core/util/log.hpp"
 #include "host/commands/commands.hpp"
@@ -15,12 +15,13 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "debug, info, warn, error or off")->capture_default_str();
   std::string cpu_isa;
   app.add_option("--cpu-isa", cpu_isa,
-                 "CPU instruction set for every CPU kernel: auto, avx512, avx2 or scalar (same as STRATA_CPU_ISA)")
-      ->check(CLI::IsMember({"auto", "avx512", "avx2", "scalar"}));
+                 "CPU instruction set of every CPU kernel: auto, avx512, avx2 or scalar (a level this CPU lacks falls "
+                 "back to its best); wins over STRATA_CPU_ISA, which wins over the backend-cpu manifest option \"isa\" "
+                 "(default: the best level this CPU runs)");
   app.parse_complete_callback([&] {
     strata::set_log_level(log_level);
-    // The kernels read the choice from the environment when they first run, in every plugin alike.
-    if (!cpu_isa.empty()) ::setenv("STRATA_CPU_ISA", cpu_isa.c_str(), 1);
+    // Before any plugin loads or kernel runs: plugins get it through their host services.
+    strata::request_cpu_isa(cpu_isa);
   });
 
   strata::host::register_plugins_command(app);

@@ -1,7 +1,8 @@
 // The CPU backend of plugins/backend-cpu through its function table: every op against a naive
 // double-precision reference, matmul over the base, k-quant and IQ3 types on both the dot-kernel path and
 // the dequantizing fallback, attention with f16 and int8 caches, and results that depend neither on the
-// thread count nor (beyond float rounding) on the instruction set.
+// thread count nor (beyond float rounding) on the instruction set; where the instruction set comes from, the
+// thread limit, and a thread pool whose workers cannot all start.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,17 +12,24 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <random>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "cpu_backend.hpp"
+#include "strata/backend.h"
+#include "strata/cpu_isa.hpp"
 #include "strata/half.hpp"
 #include "strata/plugin.hpp"
 #include "support/backend_harness.hpp"
+#include "support/scoped_environment.hpp"
+#include "thread_pool.hpp"
 
 namespace {
 
@@ -155,18 +163,9 @@ TEST(BackendCpu, DescribeNamesThreadsAndInstructionSet) {
 }
 
 TEST(BackendCpu, EnvironmentChoosesTheInstructionSetOverTheOption) {
-  const char* outer = std::getenv("STRATA_CPU_ISA");  // CI may run the whole suite under one level
-  const std::string saved = outer != nullptr ? outer : "";
-  setenv("STRATA_CPU_ISA", "scalar", 1);
-  {
-    Backend backend(1, R"({"isa": "auto"})");
-    EXPECT_STREQ(table().describe(backend.get()), "cpu: 1 threads, scalar");
-  }
-  if (outer != nullptr) {
-    setenv("STRATA_CPU_ISA", saved.c_str(), 1);
-  } else {
-    unsetenv("STRATA_CPU_ISA");
-  }
+  const ScopedEnvironment environment("STRATA_CPU_ISA", "scalar");  // CI may run the whole suite under one level
+  Backend backend(1, R"({"isa": "auto"})");
+  EXPECT_STREQ(table().describe(backend.get()), "cpu: 1 threads, scalar");
 }
 
 TEST(BackendCpu, RejectsAnUnknownInstructionSet) {
@@ -177,6 +176,115 @@ TEST(BackendCpu, RejectsAnUnknownInstructionSet) {
   strata_error error{message, sizeof message};
   EXPECT_EQ(table().create(&config, &backend, &error), STRATA_E_INVALID_ARGUMENT);
   EXPECT_NE(std::string(message).find("neon"), std::string::npos) << message;
+}
+
+// The instruction set's sources, from the last to win: the manifest's option (set at init), the instance's
+// option, STRATA_CPU_ISA, the host's request (--cpu-isa). Each test starts with none and leaves none set.
+class BackendCpuIsa : public testing::Test {
+ protected:
+  BackendCpuIsa() { clear(); }
+  ~BackendCpuIsa() override { clear(); }
+
+  static void clear() {
+    strata::cpu::set_plugin_options("{}");
+    strata::sdk::host_cpu_isa_request().clear();
+  }
+  // The description of a one-thread instance with these options.
+  static std::string describe(const std::string& options) {
+    Backend backend(1, options);
+    return table().describe(backend.get());
+  }
+  // What a one-thread instance describes when it runs `name`'s level on this CPU (a level the CPU lacks falls
+  // back to its best).
+  static std::string running(const char* name) {
+    const auto isa = strata::sdk::choose_cpu_isa(name, strata::sdk::detect_cpu_isa()).isa;
+    return std::string("cpu: 1 threads, ") + strata::sdk::cpu_isa_name(isa);
+  }
+  // The message of the Failure that set_plugin_options throws, or "" when it accepts the options.
+  static std::string refusal(const char* options) {
+    try {
+      strata::cpu::set_plugin_options(options);
+    } catch (const strata::sdk::Failure& failure) {
+      EXPECT_EQ(failure.status(), STRATA_E_INVALID_ARGUMENT);
+      return failure.what();
+    }
+    return "";
+  }
+
+  ScopedEnvironment environment_{"STRATA_CPU_ISA", nullptr};
+};
+
+TEST_F(BackendCpuIsa, ManifestOptionChoosesTheLevelOfInstancesThatAskForNone) {
+  EXPECT_EQ(refusal(R"({"isa": "scalar"})"), "");
+  EXPECT_EQ(describe("{}"), running("scalar"));
+  EXPECT_EQ(describe(R"({"isa": "avx2"})"), running("avx2"));  // the instance's own option wins
+  EXPECT_EQ(describe(R"({"vram_reserve_mib": 512})"), running("scalar"));  // other backends' options are ignored
+}
+
+TEST_F(BackendCpuIsa, HostRequestThenEnvironmentWinOverTheOptions) {
+  EXPECT_EQ(refusal(R"({"isa": "avx2"})"), "");
+  environment_.set("scalar");
+  EXPECT_EQ(describe(R"({"isa": "avx2"})"), running("scalar"));
+  strata::sdk::host_cpu_isa_request() = "avx2";
+  EXPECT_EQ(describe(R"({"isa": "scalar"})"), running("avx2"));
+  strata::sdk::host_cpu_isa_request() = "auto";  // asked for explicitly, auto wins too
+  EXPECT_EQ(describe(R"({"isa": "scalar"})"), running("auto"));
+}
+
+TEST_F(BackendCpuIsa, InvalidValuesAreRefusedNamingTheOptionAndTheLevels) {
+  const std::string unknown = refusal(R"({"isa": "neon"})");
+  EXPECT_NE(unknown.find("backend-cpu manifest option \"isa\" is \"neon\""), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("auto, avx512, avx2, scalar"), std::string::npos) << unknown;
+  EXPECT_NE(refusal(R"({"isa": 2})").find("must be a string"), std::string::npos);
+  EXPECT_NE(refusal(R"({"threads": 4})").find("\"threads\" is unknown"), std::string::npos);
+  EXPECT_NE(refusal("[1]").find("not a JSON object"), std::string::npos);
+
+  environment_.set("sse9");
+  const strata_backend_config config{sizeof(strata_backend_config), 1, "{}", &types(),
+                                     &TestTypes::finder<TestTypes::Variant::as_offered>};
+  strata_backend* backend = nullptr;
+  char message[256] = "";
+  strata_error error{message, sizeof message};
+  EXPECT_EQ(table().create(&config, &backend, &error), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(message).find("STRATA_CPU_ISA is \"sse9\""), std::string::npos) << message;
+}
+
+TEST(BackendCpu, RefusesMoreThreadsThanTheLimit) {
+  const strata_backend_config config{sizeof(strata_backend_config), STRATA_MAX_THREADS + 1, "{}", &types(),
+                                     &TestTypes::finder<TestTypes::Variant::as_offered>};
+  strata_backend* backend = nullptr;
+  char message[256] = "";
+  strata_error error{message, sizeof message};
+  ASSERT_EQ(table().create(&config, &backend, &error), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(message).find("n_threads is " + std::to_string(STRATA_MAX_THREADS + 1)), std::string::npos)
+      << message;
+}
+
+// A worker that cannot start (the system has no thread to give) fails the pool with the thread count and the
+// system's reason, after the workers that did start are stopped and joined.
+TEST(ThreadPool, AWorkerThatCannotStartFailsThePoolAfterJoiningTheOthers) {
+  std::atomic<int> running{0};
+  int calls = 0;
+  const auto start_three = [&](std::function<void()> body) {
+    if (++calls > 3) throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+    ++running;
+    return std::thread([&running, body = std::move(body)] {
+      body();
+      --running;
+    });
+  };
+  try {
+    strata::cpu::ThreadPool pool(8, start_three);
+    ADD_FAILURE() << "the pool started all its workers";
+  } catch (const strata::sdk::Failure& failure) {
+    const std::string message = failure.what();
+    EXPECT_NE(message.find("cannot start 8 threads: thread 5 failed"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::make_error_code(std::errc::resource_unavailable_try_again).message()),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_EQ(calls, 4);
+  EXPECT_EQ(running.load(), 0);
 }
 
 TEST(BackendCpu, BuffersRoundTripAndRejectOutOfRangeAccess) {

@@ -1,11 +1,16 @@
-// Generation: greedy decoding follows the forward's argmax, seeds reproduce, stop strings never leak.
+// Generation: greedy decoding follows the forward's argmax, seeds reproduce, stop strings never leak; the
+// options' checks and the context a generation needs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
+#include <limits>
+#include <string>
 
 #include "core/engine/engine.hpp"
 #include "core/engine/generation.hpp"
+#include "core/util/error.hpp"
 #include "support/reference.hpp"
 #include "support/run_command.hpp"
 
@@ -30,6 +35,43 @@ TEST(StopStrings, ReleasesWhatWasHeldAtTheEnd) {
   EXPECT_EQ(stops.finish(), "ST");
   StopStrings none({});
   EXPECT_EQ(none.push("anything"), "anything");
+}
+
+// The message f throws as strata::Error, or "" when it throws nothing.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(GenerationOptions, NegativeMaxTokensAndBadSamplingAreRefusedNamingTheFlag) {
+  GenerationOptions options;
+  options.max_tokens = -1;
+  EXPECT_EQ(error_of([&] { check_generation_options(options); }).rfind("--max-tokens (-n) is -1", 0), 0u);
+  options.max_tokens = 0;
+  EXPECT_EQ(error_of([&] { check_generation_options(options); }), "");
+  options.sampling.min_p = 1.5f;
+  EXPECT_EQ(error_of([&] { check_generation_options(options); }).rfind("--min-p is 1.5", 0), 0u);
+}
+
+// Without --ctx the context is the prompt plus the tokens to generate, which must fit the model's trained
+// context and an int32 (-n 2147483647 used to overflow into a negative context).
+TEST(GenerationContext, IsThePromptAndMaxTokensWithinTheTrainedContext) {
+  EXPECT_EQ(generation_context(3, 6, 4096), 9);
+  EXPECT_EQ(generation_context(4000, 96, 4096), 4096);
+  const int32_t most = std::numeric_limits<int32_t>::max();
+  const std::string past = error_of([&] { generation_context(5, most, 4096); });
+  EXPECT_NE(past.find("--max-tokens (-n) 2147483647 need a context of 2147483652 tokens, more than the model's "
+                      "context_length 4096"),
+            std::string::npos)
+      << past;
+  EXPECT_EQ(generation_context(1, most - 1, 0), most);  // no trained context: only an int32 bounds it
+  EXPECT_NE(error_of([&] { generation_context(5, most, 0); }).find("the largest context, 2147483647"),
+            std::string::npos);
 }
 
 class GenerationOnReference : public ::testing::Test {

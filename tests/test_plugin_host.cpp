@@ -11,8 +11,11 @@
 #include <random>
 
 #include "core/gguf/ggml_types.hpp"
+#include "core/util/error.hpp"
 #include "core/util/log.hpp"
 #include "plugins/plugin_test_support.hpp"
+#include "strata/cpu_isa.hpp"
+#include "support/scoped_environment.hpp"
 
 namespace {
 
@@ -277,6 +280,44 @@ TEST_F(PluginHostTest, OptionsReachInitAndPluginLogLinesReachTheHostLog) {
   const auto file = test_plugin_path("test-logs-options");
   open_manifest(json{{"plugins", {{{"file", file.string()}, {"options", {{"threads", 4}}}}}}});
   EXPECT_THAT(logged(), HasSubstr("[test-logs-options] options {\"threads\":4}"));
+}
+
+// The host's CPU instruction set request (--cpu-isa) reaches a quant plugin's kernels through the host services,
+// over STRATA_CPU_ISA: each level asked for is the one the kernels run (or this CPU's best, below it).
+TEST_F(PluginHostTest, CpuIsaRequestReachesAPluginsKernels) {
+  using strata::sdk::CpuIsa;
+  const strata::test::ScopedEnvironment environment("STRATA_CPU_ISA", "avx2");
+  struct ClearRequest {
+    ~ClearRequest() { strata::request_cpu_isa(""); }
+  } clear_request;
+  for (const CpuIsa isa : strata::sdk::kAllCpuIsas) {
+    strata::request_cpu_isa(strata::sdk::cpu_isa_name(isa));
+    const auto host = open({test_plugin_path("test-reports-cpu-isa")});  // loaded afresh: it decides anew
+    const strata_quant_type* type = host->quants().find(type_id::Q5_1);
+    ASSERT_NE(type, nullptr) << logged();
+    float level = -1.0f;
+    type->cpu_dot_rows(32, 1, nullptr, 24, nullptr, &level);
+    EXPECT_EQ(level, static_cast<float>(std::min(isa, strata::sdk::detect_cpu_isa())))
+        << strata::sdk::cpu_isa_name(isa);
+  }
+}
+
+TEST(CpuIsaRequest, UnknownNamesAreRefusedNamingTheFlagOrTheVariable) {
+  strata::test::ScopedEnvironment environment("STRATA_CPU_ISA", nullptr);
+  const auto refusal = [](const std::string& flag) {
+    try {
+      strata::request_cpu_isa(flag);
+    } catch (const strata::Error& error) {
+      return std::string(error.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(refusal("neon"), "--cpu-isa is \"neon\", not one of auto, avx512, avx2, scalar");
+  environment.set("sse9");
+  EXPECT_EQ(refusal(""), "STRATA_CPU_ISA is \"sse9\", not one of auto, avx512, avx2, scalar");
+  environment.set("scalar");
+  EXPECT_EQ(refusal("avx2"), "");
+  EXPECT_EQ(refusal(""), "");
 }
 
 TEST_F(PluginHostTest, DestructionShutsPluginsDownAndUnloadsThem) {

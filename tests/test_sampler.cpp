@@ -1,11 +1,16 @@
-// The sampler: greedy, top-k, top-p, min-p, penalties with llama.cpp's semantics, seeds, temperature.
+// The sampler: greedy, top-k, top-p, min-p, penalties with llama.cpp's semantics, seeds, temperature; the
+// parameters' ranges.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "core/sampling/sampler.hpp"
+#include "core/util/error.hpp"
 
 namespace strata {
 namespace {
@@ -149,6 +154,81 @@ TEST(Sampler, DrawFrequenciesFollowTheTemperedSoftmax) {
           << "temperature " << temperature << " token " << token;
     }
   }
+}
+
+TEST(Sampler, MinPOfOneKeepsOnlyTheBest) {
+  auto params = plain(5.0f);
+  params.min_p = 1.0f;
+  const auto seen = counts(params, kLogits, 500);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen.begin()->first, 1);
+}
+
+// The message check_sampling_params throws for params, or "" when it accepts them.
+std::string refusal(const SamplingParams& params) {
+  try {
+    check_sampling_params(params);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+// A value outside a parameter's range (NaN and infinities included) is refused naming its flag, by the check
+// and by a Sampler, which would otherwise run on it (--min-p 1.5 dropped every candidate, then read past the
+// empty list).
+TEST(SamplingParams, ValuesOutsideTheirRangesAreRefusedNamingTheFlag) {
+  constexpr float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    const char* flag;
+    std::function<void(SamplingParams&)> bend;
+  };
+  const Case cases[] = {
+      {"--temp", [](SamplingParams& p) { p.temperature = nan; }},
+      {"--temp", [](SamplingParams& p) { p.temperature = -0.5f; }},
+      {"--temp", [](SamplingParams& p) { p.temperature = inf; }},
+      {"--top-k", [](SamplingParams& p) { p.top_k = -1; }},
+      {"--top-p", [](SamplingParams& p) { p.top_p = 0.0f; }},
+      {"--top-p", [](SamplingParams& p) { p.top_p = 1.5f; }},
+      {"--top-p", [](SamplingParams& p) { p.top_p = nan; }},
+      {"--min-p", [](SamplingParams& p) { p.min_p = -0.1f; }},
+      {"--min-p", [](SamplingParams& p) { p.min_p = 1.5f; }},
+      {"--min-p", [](SamplingParams& p) { p.min_p = nan; }},
+      {"--repeat-penalty", [](SamplingParams& p) { p.repetition_penalty = 0.0f; }},
+      {"--repeat-penalty", [](SamplingParams& p) { p.repetition_penalty = -1.0f; }},
+      {"--repeat-penalty", [](SamplingParams& p) { p.repetition_penalty = nan; }},
+      {"--repeat-penalty", [](SamplingParams& p) { p.repetition_penalty = inf; }},
+      {"--presence-penalty", [](SamplingParams& p) { p.presence_penalty = nan; }},
+      {"--presence-penalty", [](SamplingParams& p) { p.presence_penalty = -inf; }},
+      {"--frequency-penalty", [](SamplingParams& p) { p.frequency_penalty = inf; }},
+      {"--repeat-last-n", [](SamplingParams& p) { p.repeat_last_n = -2; }},
+  };
+  for (const Case& c : cases) {
+    SamplingParams params;
+    c.bend(params);
+    const std::string message = refusal(params);
+    EXPECT_EQ(message.rfind(std::string(c.flag) + " is ", 0), 0u) << c.flag << ": " << message;
+    EXPECT_THROW(Sampler{params}, Error) << c.flag;
+  }
+}
+
+TEST(SamplingParams, TheEdgesOfEachRangeAreAccepted) {
+  SamplingParams edges;
+  edges.temperature = 0.0f;
+  edges.top_k = 0;
+  edges.top_p = 1.0f;
+  edges.min_p = 1.0f;
+  edges.repetition_penalty = 1e-6f;
+  edges.presence_penalty = -2.0f;
+  edges.frequency_penalty = -2.0f;
+  edges.repeat_last_n = -1;
+  edges.seed = std::numeric_limits<uint64_t>::max();
+  EXPECT_EQ(refusal(edges), "");
+  edges.min_p = 0.0f;
+  edges.top_p = std::numeric_limits<float>::min();
+  edges.repeat_last_n = 0;
+  EXPECT_EQ(refusal(edges), "");
+  EXPECT_EQ(refusal(SamplingParams{}), "");
 }
 
 }  // namespace

@@ -1,14 +1,38 @@
 #include "core/engine/generation.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/util/error.hpp"
 
 namespace strata {
 
+void check_generation_options(const GenerationOptions& options) {
+  if (options.max_tokens < 0) {
+    throw Error("--max-tokens (-n) is " + std::to_string(options.max_tokens) +
+                "; it must be >= 0 (the most tokens to generate)");
+  }
+  check_sampling_params(options.sampling);
+}
+
+int32_t generation_context(size_t prompt_tokens, int32_t max_tokens, int32_t n_ctx_train) {
+  // In 64 bits: prompt + max_tokens may not fit an int32 (-n 2147483647).
+  const uint64_t needed = prompt_tokens + static_cast<uint64_t>(std::max(max_tokens, 0));
+  const bool trained = n_ctx_train > 0;
+  const uint64_t limit = trained ? static_cast<uint64_t>(n_ctx_train) : std::numeric_limits<int32_t>::max();
+  if (needed > limit) {
+    throw Error("the prompt (" + std::to_string(prompt_tokens) + " tokens) and --max-tokens (-n) " +
+                std::to_string(max_tokens) + " need a context of " + std::to_string(needed) + " tokens, more than " +
+                (trained ? "the model's context_length " : "the largest context, ") + std::to_string(limit) +
+                "; lower it, or give --ctx (generation then stops when the context is full)");
+  }
+  return static_cast<int32_t>(needed);
+}
+
 std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt, const GenerationOptions& options,
                               const std::function<bool(int32_t)>& on_token) {
   if (prompt.empty()) throw Error("generation needs a prompt of at least one token");
+  check_generation_options(options);
   Sampler sampler(options.sampling);
   std::vector<int32_t> history(prompt.begin(), prompt.end());
   std::vector<int32_t> generated;

@@ -15,10 +15,18 @@
 namespace strata {
 
 struct GenerationOptions {
-  int32_t max_tokens = 128;
+  int32_t max_tokens = 128;      // >= 0
   SamplingParams sampling;
   std::set<int32_t> end_tokens;  // tokens that end the generation (EOS, EOT); they are not passed on
 };
+
+// Throws strata::Error naming the flag of the first invalid option: --max-tokens below 0, or a sampling parameter
+// (check_sampling_params). generate() checks too; a command checks before it loads a model.
+void check_generation_options(const GenerationOptions& options);
+
+// The context a generation needs when none is given: the prompt and max_tokens after it. Throws strata::Error
+// naming --max-tokens when that is more than the model was trained for (n_ctx_train; not checked when 0, unknown).
+int32_t generation_context(size_t prompt_tokens, int32_t max_tokens, int32_t n_ctx_train);
 
 // Returns the generated tokens (without an end token). on_token returns false to stop early.
 std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt, const GenerationOptions& options,

@@ -37,7 +37,10 @@ PIN_SIZE(strata_error, 16);
 PIN(strata_host_services, struct_size, 0, 4);
 PIN(strata_host_services, context, 8, 8);
 PIN(strata_host_services, log, 16, 8);
-PIN_SIZE(strata_host_services, 24);
+PIN_MINOR_END(strata_host_services, "1.0", log, 24);
+PIN(strata_host_services, cpu_isa, 24, 8); /* ABI 1.7 */
+PIN_MINOR_END(strata_host_services, "1.7", cpu_isa, 32);
+PIN_SIZE(strata_host_services, 32);
 
 /* strata_plugin_descriptor (plugin.h, ABI 1.0) */
 PIN(strata_plugin_descriptor, struct_size, 0, 4);

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <boost/dll/shared_library.hpp>
 #include <cstddef>
 
@@ -10,6 +11,7 @@
 #include "core/util/error.hpp"
 #include "core/util/log.hpp"
 #include "strata/backend.h"
+#include "strata/cpu_isa.hpp"
 #include "strata/quant.h"
 
 namespace strata {
@@ -100,6 +102,18 @@ void check_descriptor(const strata_plugin_descriptor* descriptor) {
 
 }  // namespace
 
+void request_cpu_isa(const std::string& flag) {
+  if (const char* environment = std::getenv("STRATA_CPU_ISA"); environment != nullptr && *environment != '\0') {
+    const std::string problem = sdk::cpu_isa_request_problem("STRATA_CPU_ISA", environment);
+    if (!problem.empty()) throw Error(problem);
+  }
+  if (!flag.empty()) {
+    const std::string problem = sdk::cpu_isa_request_problem("--cpu-isa", flag);
+    if (!problem.empty()) throw Error(problem);
+  }
+  sdk::host_cpu_isa_request() = flag;
+}
+
 std::string abi_version_text(uint16_t major, uint16_t minor) {
   return std::to_string(major) + "." + std::to_string(minor);
 }
@@ -108,6 +122,7 @@ struct PluginHost::OpenLibrary {
   boost::dll::shared_library library;
   const strata_plugin_descriptor* descriptor = nullptr;
   std::string name;  // the host services' context, so that the plugin's log lines carry its name
+  std::string cpu_isa;  // what the services' cpu_isa points at: the request when the plugin was started
   strata_host_services services{};
   bool initialized = false;  // init succeeded, so shutdown is owed before unloading
 
@@ -186,7 +201,11 @@ int32_t PluginHost::start(OpenLibrary& library, const ManifestPlugin& entry) {
     call_plugin("probe", [&](strata_error* error) { return descriptor.probe(&score, error); });
     if (score <= 0) throw Error("probe gave score " + std::to_string(score) + "; a plugin that can run must score above 0");
   }
-  library.services = {.struct_size = sizeof(strata_host_services), .context = &library.name, .log = &log_from_plugin};
+  library.cpu_isa = sdk::host_cpu_isa_request();  // the core's own request is the one every plugin gets
+  library.services = {.struct_size = sizeof(strata_host_services),
+                      .context = &library.name,
+                      .log = &log_from_plugin,
+                      .cpu_isa = library.cpu_isa.c_str()};
   if (descriptor.init != nullptr) {
     call_plugin("init", [&](strata_error* error) {
       return descriptor.init(&library.services, entry.options_json.c_str(), error);

@@ -77,6 +77,13 @@ class PluginHost {
   std::vector<std::string> backend_preference_;
 };
 
+// Asks every CPU kernel of this process for an instruction set: the --cpu-isa flag's value ("" when not given).
+// The core's own kernels take it, and every plugin opened afterwards through its host services; it wins over
+// STRATA_CPU_ISA and over a plugin's options (backend-cpu's "isa"). Call it before any kernel runs: a library
+// decides its level once. Throws Error naming --cpu-isa, or STRATA_CPU_ISA when that is set, for a value that
+// is not auto, avx512, avx2 or scalar.
+void request_cpu_isa(const std::string& flag);
+
 // The version text "major.minor", e.g. "1.0".
 std::string abi_version_text(uint16_t major, uint16_t minor);
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
+#include <string>
 #include <unordered_map>
 
 #include "core/util/error.hpp"
@@ -21,9 +23,36 @@ std::vector<double> probabilities(const Candidates& candidates, float temperatur
   return p;
 }
 
+// Throws unless valid, naming the flag, its value and its range.
+template <class Value>
+void require(bool valid, const char* flag, Value value, const char* range) {
+  if (valid) return;
+  std::ostringstream message;
+  message << flag << " is " << value << "; it must be " << range;
+  throw Error(message.str());
+}
+
 }  // namespace
 
-Sampler::Sampler(const SamplingParams& params) : params_(params), random_(params.seed) {}
+void check_sampling_params(const SamplingParams& params) {
+  // Written so that NaN fails every test: each condition is true only for a valid value.
+  require(params.temperature >= 0.0f && std::isfinite(params.temperature), "--temp", params.temperature,
+          "a finite number >= 0 (0: greedy)");
+  require(params.top_k >= 0, "--top-k", params.top_k, ">= 0 (0: off)");
+  require(params.top_p > 0.0f && params.top_p <= 1.0f, "--top-p", params.top_p, "in (0, 1] (1: off)");
+  require(params.min_p >= 0.0f && params.min_p <= 1.0f, "--min-p", params.min_p, "in [0, 1] (0: off)");
+  require(params.repetition_penalty > 0.0f && std::isfinite(params.repetition_penalty), "--repeat-penalty",
+          params.repetition_penalty, "a finite number > 0 (1: off)");
+  require(std::isfinite(params.presence_penalty), "--presence-penalty", params.presence_penalty,
+          "a finite number (0: off)");
+  require(std::isfinite(params.frequency_penalty), "--frequency-penalty", params.frequency_penalty,
+          "a finite number (0: off)");
+  require(params.repeat_last_n >= -1, "--repeat-last-n", params.repeat_last_n, ">= -1 (-1: all the history, 0: none)");
+}
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), random_(params.seed) {
+  check_sampling_params(params);
+}
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   if (logits.empty()) throw Error("sampler: empty logits");
@@ -97,10 +126,12 @@ void Sampler::keep_min_p() {
   float max_logit = -INFINITY;
   for (const auto& c : candidates_) max_logit = std::max(max_logit, c.logit);
   const float threshold = max_logit + std::log(params_.min_p);
-  std::erase_if(candidates_, [&](const Candidate& c) { return c.logit < threshold; });
+  // The best candidate always stays, whatever rounding does to the threshold: a draw needs one.
+  std::erase_if(candidates_, [&](const Candidate& c) { return c.logit < threshold && c.logit != max_logit; });
 }
 
 int32_t Sampler::draw() {
+  if (candidates_.empty()) throw Error("sampler: every candidate token was filtered out");
   const auto p = probabilities(candidates_, params_.temperature);
   // 53 random bits to [0, 1) by hand: std::uniform_real_distribution's output differs between libraries.
   const double u = static_cast<double>(random_() >> 11) * 0x1.0p-53;

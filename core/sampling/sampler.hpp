@@ -10,17 +10,22 @@
 
 namespace strata {
 
+// The ranges check_sampling_params enforces are in the comments.
 struct SamplingParams {
-  float temperature = 0.8f;         // 0: greedy
-  int32_t top_k = 40;               // <= 0: off
-  float top_p = 0.95f;              // >= 1: off
-  float min_p = 0.05f;              // <= 0: off; keeps tokens with p >= min_p * p(most likely)
-  float repetition_penalty = 1.0f;  // 1: off; a seen token's logit is divided by it if positive, else multiplied
-  float presence_penalty = 0.0f;    // subtracted once from every seen token
-  float frequency_penalty = 0.0f;   // subtracted once per occurrence
-  int32_t repeat_last_n = 64;       // how much history the penalties see; 0: none, -1: all of it
-  uint64_t seed = 0;
+  float temperature = 0.8f;         // >= 0; 0: greedy
+  int32_t top_k = 40;               // >= 0; 0: off
+  float top_p = 0.95f;              // in (0, 1]; 1: off
+  float min_p = 0.05f;              // in [0, 1]; 0: off; keeps tokens with p >= min_p * p(most likely)
+  float repetition_penalty = 1.0f;  // > 0; 1: off; a seen token's logit is divided by it if positive, else multiplied
+  float presence_penalty = 0.0f;    // finite; subtracted once from every seen token
+  float frequency_penalty = 0.0f;   // finite; subtracted once per occurrence
+  int32_t repeat_last_n = 64;       // >= -1: how much history the penalties see; 0: none, -1: all of it
+  uint64_t seed = 0;                // any value
 };
+
+// Throws strata::Error naming the flag (--temp, --top-k, ...) of the first parameter outside its range, NaN
+// and infinities included. A Sampler checks its parameters; a command checks them before it loads a model.
+void check_sampling_params(const SamplingParams& params);
 
 class Sampler {
  public:

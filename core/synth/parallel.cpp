@@ -5,7 +5,10 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <string>
 #include <vector>
+
+#include "core/util/error.hpp"
 
 namespace strata::synth {
 
@@ -32,7 +35,18 @@ void parallel_for(uint64_t n_tasks, unsigned threads, const std::function<void(u
   };
   {
     std::vector<std::jthread> pool;
-    for (unsigned w = 1; w < workers; ++w) pool.emplace_back(work, w);
+    for (unsigned w = 1; w < workers && !failed; ++w) {
+      try {
+        pool.emplace_back(work, w);
+      } catch (const std::exception& e) {  // std::system_error: no thread to give (process or memory limits)
+        const std::lock_guard lock(error_mutex);
+        if (!error) {
+          error = std::make_exception_ptr(Error("cannot start " + std::to_string(workers) + " worker threads: thread " +
+                                                std::to_string(w + 1) + " failed (" + e.what() + "); ask for fewer"));
+        }
+        failed = true;  // the started workers stop after their current task
+      }
+    }
     work(0);
   }
   if (error) std::rethrow_exception(error);

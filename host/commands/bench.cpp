@@ -52,7 +52,10 @@ void register_bench_command(CLI::App& app) {
                       "Tokens already in the cache when each test starts (read untimed first), as llama-bench's -d")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  command->add_option("--thread-counts", options->threads, "Several thread counts to compare (overrides --threads)");
+  command->add_option("--thread-counts", options->threads,
+                      thread_count_help("Several thread counts to compare, overriding --threads; each",
+                                        "0: the physical cores"))
+      ->check(thread_count_check());
   command->add_option("-r,--repetitions", options->repetitions, "Timed runs per test, after one warm-up, all in one session whose cache is emptied before each (as llama-bench); with --ops, timed rounds per op")->capture_default_str();
   command->add_option("--kv", options->kv, "KV cache type: f16 or int8")->capture_default_str();
   command->add_option("--batch", options->batch, "Tokens per forward step for prompts")->capture_default_str();

@@ -36,12 +36,13 @@ void register_chat_command(CLI::App& app) {
   auto* command = app.add_subcommand("chat", "Chat with a model in the terminal (/reset starts over, /exit or Ctrl-D quits)");
   add_engine_options(command, options->engine);
   command->add_option("--system", options->system, "A system message to start the conversation with");
-  command->add_option("-n,--max-tokens", options->max_tokens, "Tokens per reply at most")->capture_default_str();
+  command->add_option("-n,--max-tokens", options->max_tokens, "Tokens per reply at most, >= 0")->capture_default_str();
   command->add_option("--ctx", options->ctx, "Context size of the conversation")->capture_default_str();
   command->add_option("--kv", options->kv, "KV cache type: f16 or int8")->capture_default_str();
   add_sampling_options(command, options->sampling);
 
   command->callback([options] {
+    check_generation_options({options->max_tokens, options->sampling, {}});
     const Engine engine(options->engine);
     const tokenizer::Tokenizer tokenizer(engine.file());
     Session session(engine.model(), {.n_ctx = options->ctx,

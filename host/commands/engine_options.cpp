@@ -1,19 +1,46 @@
 #include "host/commands/engine_options.hpp"
 
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "core/util/error.hpp"
+#include "strata/backend.h"
 
 namespace strata::host {
+
+namespace {
+
+// A seed is a decimal integer from 0 to 2^64-1: the conversion alone would wrap -1 and clamp 2^64 silently.
+CLI::Validator seed_check() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        uint64_t value = 0;
+        const char* end = text.data() + text.size();
+        const auto [stop, error] = std::from_chars(text.data(), end, value);
+        const bool whole = !text.empty() && error == std::errc() && stop == end;
+        return whole ? "" : "'" + text + "' is not an integer from 0 to 2^64-1";
+      },
+      "0..2^64-1");
+}
+
+}  // namespace
+
+CLI::Validator thread_count_check() { return CLI::Range(0, STRATA_MAX_THREADS); }
+
+std::string thread_count_help(const std::string& what, const std::string& zero_means) {
+  return what + ", at most " + std::to_string(STRATA_MAX_THREADS) + " (" + zero_means +
+         "; a fixed limit, above any machine's hardware threads)";
+}
 
 void add_engine_options(CLI::App* command, EngineOptions& options) {
   command->add_option("-m,--model", options.model, "GGUF model (any part of a split model)")->required();
   command->add_option("--manifest", options.manifest, "Plugin manifest (default: strata-manifest.json beside the binary)");
   command->add_option("--backend", options.backend,
                       "cpu, cuda or a backend plugin's name (default: the manifest's preference, else the best available)");
-  command->add_option("-t,--threads", options.threads, "CPU threads (default: the number of physical cores)");
+  command->add_option("-t,--threads", options.threads, thread_count_help("CPU threads", "0: the physical cores"))
+      ->check(thread_count_check());
   command->add_option("--vram-reserve-mib", options.vram_reserve_mib,
                       "VRAM the GPU backend leaves free, in MiB (default: the manifest's vram_reserve_mib, else 512); "
                       "a model that does not fit then fails at load naming the tensor")
@@ -38,15 +65,22 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
 }
 
 void add_sampling_options(CLI::App* command, SamplingParams& sampling) {
-  command->add_option("--temp", sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
-  command->add_option("--top-k", sampling.top_k, "Keep the k most likely tokens (<= 0: off)")->capture_default_str();
-  command->add_option("--top-p", sampling.top_p, "Nucleus sampling mass (1: off)")->capture_default_str();
-  command->add_option("--min-p", sampling.min_p, "Drop tokens below min-p x p(best) (0: off)")->capture_default_str();
-  command->add_option("--repeat-penalty", sampling.repetition_penalty, "Repetition penalty (1: off)")->capture_default_str();
+  // Ranges are checked by check_sampling_params, which names the flag.
+  command->add_option("--temp", sampling.temperature, "Temperature, >= 0 (0: greedy)")->capture_default_str();
+  command->add_option("--top-k", sampling.top_k, "Keep the k most likely tokens, >= 0 (0: off)")->capture_default_str();
+  command->add_option("--top-p", sampling.top_p, "Nucleus sampling mass, in (0, 1] (1: off)")->capture_default_str();
+  command->add_option("--min-p", sampling.min_p, "Drop tokens below min-p x p(best), in [0, 1] (0: off)")
+      ->capture_default_str();
+  command->add_option("--repeat-penalty", sampling.repetition_penalty, "Repetition penalty, > 0 (1: off)")
+      ->capture_default_str();
   command->add_option("--presence-penalty", sampling.presence_penalty, "Presence penalty (0: off)")->capture_default_str();
   command->add_option("--frequency-penalty", sampling.frequency_penalty, "Frequency penalty (0: off)")->capture_default_str();
-  command->add_option("--repeat-last-n", sampling.repeat_last_n, "Tokens the penalties look back at (-1: all)")->capture_default_str();
-  command->add_option("-s,--seed", sampling.seed, "Random seed: the same seed gives the same output")->capture_default_str();
+  command->add_option("--repeat-last-n", sampling.repeat_last_n,
+                      "Tokens the penalties look back at, >= -1 (-1: all, 0: none)")
+      ->capture_default_str();
+  command->add_option("-s,--seed", sampling.seed, "Random seed, 0 to 2^64-1: the same seed gives the same output")
+      ->capture_default_str()
+      ->check(seed_check());
 }
 
 std::vector<int32_t> parse_token_list(const std::string& text, const std::string& flag) {

@@ -46,7 +46,9 @@ void register_generate_command(CLI::App& app) {
   prompt->excludes(prompt_file);
   command->add_flag("--chat", options->chat, "Wrap the prompt as one user message in the model's chat template");
   command->add_option("--stop", options->stop, "Stop when this text appears (repeatable); it is not printed");
-  command->add_option("-n,--max-tokens", options->max_tokens, "Tokens to generate at most")->capture_default_str();
+  command->add_option("-n,--max-tokens", options->max_tokens,
+                      "Tokens to generate at most, >= 0 (without --ctx, the prompt and these must fit the model's "
+                      "context_length)")->capture_default_str();
   command->add_option("--ctx", options->ctx, "Context size (default: prompt + max tokens)");
   command->add_option("--kv", options->kv, "KV cache type: f16 or int8")->capture_default_str();
   add_sampling_options(command, options->sampling);
@@ -55,13 +57,14 @@ void register_generate_command(CLI::App& app) {
     if (options->tokens.empty() && options->prompt.empty() && options->prompt_file.empty()) {
       throw Error("generate needs --tokens, --prompt or --prompt-file");
     }
+    GenerationOptions generation;
+    generation.max_tokens = options->max_tokens;
+    generation.sampling = options->sampling;
+    check_generation_options(generation);
     const Engine engine(options->engine);
     const bool text_mode = options->tokens.empty();
     std::unique_ptr<tokenizer::Tokenizer> tokenizer;
     std::vector<int32_t> prompt_tokens;
-    GenerationOptions generation;
-    generation.max_tokens = options->max_tokens;
-    generation.sampling = options->sampling;
     if (text_mode) {
       tokenizer = std::make_unique<tokenizer::Tokenizer>(engine.file());
       std::string text = options->prompt_file.empty() ? options->prompt : read_file(options->prompt_file);
@@ -77,7 +80,9 @@ void register_generate_command(CLI::App& app) {
     SessionOptions session_options;
     session_options.kv_type = parse_kv_type(options->kv);
     session_options.execution = options->engine.execution;
-    session_options.n_ctx = options->ctx > 0 ? options->ctx : static_cast<int32_t>(prompt_tokens.size()) + options->max_tokens;
+    session_options.n_ctx = options->ctx > 0 ? options->ctx
+                                             : generation_context(prompt_tokens.size(), options->max_tokens,
+                                                                  engine.model().config().n_ctx_train);
     Session session(engine.model(), session_options);
 
     if (!text_mode) {

@@ -8,6 +8,7 @@
 #include "core/synth/synth_model.hpp"
 #include "core/util/log.hpp"
 #include "host/commands/commands.hpp"
+#include "host/commands/engine_options.hpp"
 #include "host/commands/plugin_options.hpp"
 
 namespace strata::host {
@@ -86,7 +87,9 @@ void register_synth_command(CLI::App& app) {
   command->add_option("--exact-max-values", o->exact_max_values,
                       "quantize tensors up to this many values row by row; larger ones take the fast path")
       ->capture_default_str();
-  command->add_option("--threads", o->threads, "worker threads (0: all hardware threads)")->capture_default_str();
+  command->add_option("--threads", o->threads, thread_count_help("worker threads", "0: all hardware threads"))
+      ->capture_default_str()
+      ->check(thread_count_check());
   add_manifest_option(command, o->manifest);
   command->callback([o] { run_synth(*o); });
 }

@@ -1,4 +1,5 @@
-// Creating a backend instance: its options, thread count and instruction set.
+// Creating a backend instance: its options (the manifest's, then its own), thread count and instruction set.
+#include <algorithm>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -10,24 +11,51 @@
 namespace strata::cpu {
 namespace {
 
-// The "isa" option of options_json ("auto" when absent).
-std::string isa_option(const char* options_json) {
+nlohmann::json parse_options(const char* options_json, const std::string& where) {
   const auto options = nlohmann::json::parse(options_json != nullptr ? options_json : "{}", nullptr, false);
-  if (options.is_discarded() || !options.is_object()) invalid_argument("backend-cpu options are not a JSON object");
+  if (options.is_discarded() || !options.is_object()) invalid_argument(where + " are not a JSON object");
+  return options;
+}
+
+// The "isa" option of options (empty when absent), checked; where names them in errors.
+std::string isa_option(const nlohmann::json& options, const std::string& where) {
   const auto isa = options.find("isa");
-  if (isa == options.end()) return "auto";
-  if (!isa->is_string()) invalid_argument("backend-cpu option \"isa\" must be a string");
+  if (isa == options.end()) return {};
+  const std::string source = where + " \"isa\"";
+  if (!isa->is_string()) invalid_argument(source + " must be a string: one of " + sdk::kCpuIsaRequestNames);
+  check_isa_name(isa->get<std::string>(), source);
   return isa->get<std::string>();
 }
 
+// The manifest's "isa" for this plugin (set at init); an instance's own option wins over it.
+std::string& manifest_isa() {
+  static std::string isa;
+  return isa;
+}
+
 }  // namespace
+
+void set_plugin_options(const char* options_json) {
+  const std::string where = "backend-cpu manifest option";
+  const auto options = parse_options(options_json, where + "s");
+  for (const auto& [key, value] : options.items()) {
+    if (key != "isa") invalid_argument(where + " \"" + key + "\" is unknown (known: isa)");
+  }
+  manifest_isa() = isa_option(options, where);
+}
 
 void create(const strata_backend_config* config, strata_backend** out) {
   const auto& checked = deref(config, "config");
   deref(out, "out");
   if (checked.struct_size < sizeof(strata_backend_config)) invalid_argument("config: struct_size is too small");
-  const CpuIsa isa = select_isa(isa_option(checked.options_json));
-  const int n_threads = checked.n_threads > 0 ? checked.n_threads : physical_core_count();
+  if (checked.n_threads > STRATA_MAX_THREADS) {
+    invalid_argument("config: n_threads is " + std::to_string(checked.n_threads) + ", more than STRATA_MAX_THREADS (" +
+                     std::to_string(STRATA_MAX_THREADS) + ")");
+  }
+  // Instances also get options meant for other backends (vram_reserve_mib): only "isa" is the CPU's.
+  const auto options = parse_options(checked.options_json, "backend-cpu options");
+  const CpuIsa isa = select_isa(isa_option(options, "backend-cpu option"), manifest_isa());
+  const int n_threads = checked.n_threads > 0 ? checked.n_threads : std::min(physical_core_count(), STRATA_MAX_THREADS);
   *out = new strata_backend(n_threads, isa, checked);
 }
 

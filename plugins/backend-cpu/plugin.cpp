@@ -10,7 +10,15 @@ strata_status probe(int32_t* score, strata_error*) {
   return STRATA_OK;
 }
 
+strata_status init(const strata_host_services* host, const char* options_json, strata_error* error) {
+  return strata::sdk::guarded(error, [&] {
+    strata::sdk::adopt_host_settings(host);
+    strata::cpu::set_plugin_options(options_json);
+  });
+}
+
 }  // namespace
 
 STRATA_PLUGIN_QUERY(::strata::sdk::make_descriptor(STRATA_PLUGIN_KIND_BACKEND, "backend-cpu", "1.0.0",
-                                                   &::strata::cpu::cpu_backend_table(), {.probe = &probe}))
+                                                   &::strata::cpu::cpu_backend_table(),
+                                                   {.probe = &probe, .init = &init}))

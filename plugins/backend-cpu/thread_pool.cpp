@@ -1,5 +1,9 @@
 #include "thread_pool.hpp"
 
+#include <string>
+
+#include "strata/plugin.hpp"
+
 namespace strata::cpu {
 namespace {
 
@@ -15,13 +19,26 @@ inline void cpu_relax() {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) {
+ThreadPool::ThreadPool(int n_threads, const ThreadStarter& start_thread) {
   const int extra = n_threads > 1 ? n_threads - 1 : 0;
   workers_.reserve(extra);
-  for (int worker = 1; worker <= extra; ++worker) workers_.emplace_back([this, worker] { worker_loop(worker); });
+  for (int worker = 1; worker <= extra; ++worker) {
+    try {
+      workers_.push_back(start_thread([this, worker] { worker_loop(worker); }));
+    } catch (const std::exception& error) {  // std::system_error, or bad_alloc for the thread's state
+      // No destructor runs for a constructor that throws: the started workers must be stopped here, or their
+      // joinable std::threads would terminate the process.
+      stop_workers();
+      throw sdk::Failure(STRATA_E_UNSUPPORTED, "cannot start " + std::to_string(n_threads) + " threads: thread " +
+                                                   std::to_string(worker + 1) + " failed (" + error.what() +
+                                                   "); ask for fewer threads");
+    }
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() noexcept {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;

@@ -7,9 +7,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace strata::cpu {
@@ -19,7 +21,13 @@ class ThreadPool {
   // body(begin, end, worker): worker is in [0, size()), so it can index per-thread scratch.
   using ChunkFn = void (*)(const void* body, int64_t begin, int64_t end, int worker);
 
-  explicit ThreadPool(int n_threads);
+  // Starts a thread that runs body, or throws std::system_error as std::thread's constructor does when the
+  // system has no thread to give (a limit on processes or on memory for its stack). Tests pass one that fails.
+  using ThreadStarter = std::function<std::thread(std::function<void()> body)>;
+
+  // Starts n_threads - 1 workers. When one cannot start, joins those that did and throws sdk::Failure
+  // naming n_threads and the system's reason.
+  explicit ThreadPool(int n_threads, const ThreadStarter& start_thread = start_std_thread);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -37,7 +45,10 @@ class ThreadPool {
   }
 
  private:
+  static std::thread start_std_thread(std::function<void()> body) { return std::thread(std::move(body)); }
+
   void run(int64_t n, const void* body, ChunkFn chunk_fn);
+  void stop_workers() noexcept;
   void run_chunk(int worker) noexcept;
   void worker_loop(int worker);
 

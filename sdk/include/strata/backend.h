@@ -26,10 +26,17 @@ typedef struct strata_graph strata_graph;     /* a recorded step (ABI 1.1) */
 /* A backend's named optional function (get_proc_address, ABI 1.7), cast to its documented signature. */
 typedef void (*strata_proc)(void);
 
+/* The most CPU threads a host asks a backend for (n_threads); a backend refuses more. Fixed rather than
+ * derived from the machine, so that a command valid on one machine is valid on all: the largest servers
+ * have fewer hardware threads (2 sockets x 192 cores x 2 = 768), and starting ten thousand threads takes
+ * seconds to run no faster. */
+#define STRATA_MAX_THREADS 1024
+
 /* What the host gives a backend instance. */
 typedef struct strata_backend_config {
   uint32_t struct_size;
-  int32_t n_threads;            /* CPU worker threads; <= 0: the backend's default (physical cores) */
+  int32_t n_threads;            /* CPU worker threads, at most STRATA_MAX_THREADS; <= 0: the backend's default
+                                 * (physical cores) */
   const char* options_json;     /* backend-specific options as a JSON object text ("{}" when none) */
   /* The quant types the host resolved (manifest preferences applied): the backend finds each weight
    * type's codec and kernels here. Returns NULL for a type nothing provides. */

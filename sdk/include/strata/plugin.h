@@ -78,6 +78,11 @@ typedef struct strata_host_services {
   void* context;
   /* Writes one line into the host's log. */
   void (*log)(void* context, int32_t level, const char* message);
+  /* ABI 1.7 (read where struct_size covers it): the CPU instruction set the user asked every CPU kernel to
+   * use ("auto", "avx512", "avx2" or "scalar"; the strata executable's --cpu-isa), or "" when none was asked:
+   * a plugin then follows STRATA_CPU_ISA, else its own options. strata/plugin.hpp's adopt_host_settings
+   * applies it to the SDK's kernels (strata/cpu_isa.hpp). */
+  const char* cpu_isa;
 } strata_host_services;
 
 typedef struct strata_plugin_descriptor {

@@ -2,6 +2,7 @@
 // Everything here stays inside the plugin: only the C structs cross the boundary.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -9,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "strata/cpu_isa.hpp"
 #include "strata/plugin.h"
 #include "strata/quant.h"
 
@@ -190,6 +192,20 @@ struct QuantTable {
                                                   .types = types};
 };
 
+// Takes what the host's services say about this library at init: the CPU instruction set its kernels use
+// (strata_host_services::cpu_isa; an older host's services end before it). A plugin with an init of its own
+// calls this first; make_descriptor gives a plugin without one an init that does.
+inline void adopt_host_settings(const strata_host_services* host) {
+  if (host == nullptr || !STRATA_HAS_FIELD(host, cpu_isa) || host->cpu_isa == nullptr) return;
+  const std::string problem = cpu_isa_request_problem("the host's cpu_isa", host->cpu_isa);
+  if (*host->cpu_isa != '\0' && !problem.empty()) throw Failure(STRATA_E_INVALID_ARGUMENT, problem);
+  host_cpu_isa_request() = host->cpu_isa;
+}
+
+inline strata_status adopt_host_settings_init(const strata_host_services* host, const char*, strata_error* error) {
+  return guarded(error, [&] { adopt_host_settings(host); });
+}
+
 struct DescriptorHooks {
   strata_status (*probe)(int32_t* score, strata_error* error) = nullptr;
   strata_status (*init)(const strata_host_services* host, const char* options_json, strata_error* error) = nullptr;
@@ -206,7 +222,7 @@ constexpr strata_plugin_descriptor make_descriptor(uint32_t kind, const char* na
                                   .version = version,
                                   .table = table,
                                   .probe = hooks.probe,
-                                  .init = hooks.init,
+                                  .init = hooks.init != nullptr ? hooks.init : &adopt_host_settings_init,
                                   .shutdown = hooks.shutdown};
 }
 
