@@ -1,11 +1,13 @@
 # Steps shared by scripts/device-test.sh and scripts/device-variants.sh (sourced, not run).
 
-# configure_and_build BUILD REFERENCE_DIR LOG_DIR: CMake with CUDA for STRATA_CUDA_ARCHS (default 90), then
+# configure_and_build BUILD REFERENCE_DIR LOG_DIR: CMake with CUDA for STRATA_CUDA_ARCHS (default 90; warnings are
+# not errors here: the device has another GCC, and CI is where the warnings gate holds), then
 # ninja with STRATA_BUILD_JOBS (default all cores); on a failed build, its last lines and status 1.
 configure_and_build() {
   local build=$1 reference=$2 logs=$3
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_CUDA=ON \
-    -DSTRATA_CUDA_ARCHS="${STRATA_CUDA_ARCHS:-90}" -DSTRATA_REFERENCE_DIR="$reference" >"$logs/configure.log" 2>&1
+    -DSTRATA_CUDA_ARCHS="${STRATA_CUDA_ARCHS:-90}" -DSTRATA_REFERENCE_DIR="$reference" -DSTRATA_WERROR=OFF \
+    >"$logs/configure.log" 2>&1
   build_tree "$build" "$logs/build.log" "${STRATA_BUILD_JOBS:-$(nproc)}" || { tail -n 40 "$logs/build.log"; return 1; }
 }
 

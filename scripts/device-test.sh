@@ -16,7 +16,9 @@
 #                stall reasons as CSV, compressed: ncu-decode-source.csv.gz; and the kernels' sections as text)
 #   --ptx ARCH   build the CUDA code as PTX for compute_ARCH only (75: RTX 20xx, 86: RTX 30xx), in
 #                build-device-ptxARCH: the driver compiles it for this GPU at load, with __CUDA_ARCH__ of the older
-#                card, so the code paths our users' GPUs take run here (JIT cache in that build folder)
+#                card, so the code paths our users' GPUs take run here (JIT cache in that build folder); for 75
+#                and 86 the kernels' choices also see an RTX 2080 Ti's or an RTX 3060's multiprocessors and
+#                shared memory a block (STRATA_CUDA_CAP_SMS, STRATA_CUDA_CAP_SHARED_KIB: strata/cuda/device_limits.cuh)
 #   --trace      with --bench: when each kernel of 16 decode steps ran, graphs and overlapped launches as they
 #                are (scripts/kernel-trace.cpp, a CUPTI injection library), summed per kernel by
 #                scripts/kernel-trace.py: each kernel's share of a step's critical path
@@ -55,6 +57,10 @@ if [ -n "$ptx" ]; then
   # The JIT's results, kept with the build (a warm machine then skips the compilation); the default 256 MiB
   # cache holds too few of the kernels' instances.
   export CUDA_CACHE_PATH=$(realpath -m "$build")/jit-cache CUDA_CACHE_MAXSIZE=4294967296
+  case "$ptx" in
+    75) export STRATA_CUDA_CAP_SMS=68 STRATA_CUDA_CAP_SHARED_KIB=64 ;;  # RTX 2080 Ti
+    86) export STRATA_CUDA_CAP_SMS=28 STRATA_CUDA_CAP_SHARED_KIB=99 ;;  # RTX 3060
+  esac
 fi
 reference=${STRATA_REFERENCE_DIR:-$PWD/tests/reference}
 results=${OUT:-$build/results}

@@ -13,6 +13,7 @@
 #include "backend_objects.hpp"
 #include "cuda_status.hpp"
 #include "ops.hpp"
+#include "strata/cuda/device_limits.cuh"
 #include "strata/cuda/launch.cuh"
 #include "warp_mma.cuh"
 
@@ -665,12 +666,8 @@ bool launch_grouped_attention(strata_backend& instance, const KvView& keys, cons
     return false;
   }
   const size_t shared_bytes = GroupedLayout{p.head_dim}.bytes();
-  // Beyond 48 KiB a kernel must opt in; a device that gives a block less keeps the per-token kernel.
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)) !=
-      cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
+  // A device that gives a block less keeps the per-token kernel.
+  if (!sdk::cuda::opt_in_shared_memory(reinterpret_cast<const void*>(kernel), shared_bytes)) return false;
   SplitStates grouped = grouped_splits(n_ctx);
   grouped.rows = states.rows;
   const dim3 grid(static_cast<unsigned>(p.n_head_kv), static_cast<unsigned>(grouped.n_splits));

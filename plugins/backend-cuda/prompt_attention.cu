@@ -22,6 +22,7 @@
 #include <cmath>
 
 #include "attention_common.cuh"
+#include "strata/cuda/device_limits.cuh"
 #include "warp_mma.cuh"
 
 namespace strata::cuda {
@@ -251,12 +252,8 @@ bool launch_prompt_attention(cudaStream_t stream, const KvView& keys, const KvVi
   const PromptAttentionKernel kernel = kernel_for(keys.head_dim);
   if (kernel == nullptr) return false;
   const size_t shared_bytes = SharedLayout{keys.head_dim}.bytes();
-  // Beyond 48 KiB a kernel must opt in; a device that gives a block less than the shape needs refuses here.
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)) !=
-      cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
+  // A device that gives a block less than the shape needs refuses here.
+  if (!sdk::cuda::opt_in_shared_memory(reinterpret_cast<const void*>(kernel), shared_bytes)) return false;
   const int group = n_head / n_head_kv;
   const dim3 grid(static_cast<unsigned>((n_tokens * group + kRows - 1) / kRows), static_cast<unsigned>(n_head_kv));
   sdk::cuda::launch_after_previous(kernel, grid, kWarp * kWarps, shared_bytes, stream, keys, values, q, prep, positions,

@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include "strata/cuda/block_common.cuh"
+#include "strata/cuda/device_limits.cuh"
 #include "strata/cuda/gemm_kernel.cuh"
 #include "strata/cuda/q8_kernels.cuh"
 #include "strata/plugin.hpp"
@@ -178,20 +179,6 @@ strata_status launch_dequantize_f16(const void* blocks, uint16_t* out, int64_t n
                         kThreads, 0, static_cast<cudaStream_t>(stream), static_cast<const uint8_t*>(blocks),
                         reinterpret_cast<__half*>(out), n_chunks);
   return launch_status(error, "dequantize_f16 launch");
-}
-
-// The multiprocessors of the current device.
-inline int multiprocessor_count() {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 1;
-  return asked_once<int, int>(device, [device] {
-    int sms = 1;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      sms = 1;
-      (void)cudaGetLastError();
-    }
-    return sms;
-  });
 }
 
 // How many blocks of kernel (kQ8Warps warps, shared_bytes of shared memory) the current device holds at
@@ -429,11 +416,10 @@ strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* st
       // Beyond 48 KiB a kernel must opt in; a device that gives a block less takes decode8 below.
       const auto kernel = grouped_gemm_staged_kernel<Decoder>;
       constexpr size_t kBytes = StagedGemmLayout<Decoder>::kBytes;
-      if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes)) == cudaSuccess) {
+      if (opt_in_shared_memory(reinterpret_cast<const void*>(kernel), kBytes)) {
         launch_after_previous(kernel, grid, kGemmThreads, kBytes, cuda_stream, a);
         return launch_status(error, "grouped_gemm launch");
       }
-      (void)cudaGetLastError();
     }
   }
   launch_after_previous(grouped_gemm_kernel<Decoder>, grid, kGemmThreads, 0, cuda_stream, a);
