@@ -12,9 +12,13 @@ void write_level(int64_t, int64_t n_rows, const void*, size_t, const void*, floa
   for (int64_t r = 0; r < n_rows; ++r) out[r] = static_cast<float>(strata::sdk::cpu_isa());
 }
 
-const strata_quant_type kQ5_1 = {sizeof(strata_quant_type), 7, "Q5_1", 32, 24, decode_nothing, nullptr, 0, write_level};
+const strata_quant_type kQ5_1 = [] {
+  strata_quant_type type = test_plugin::decode_only_type(7, "Q5_1", 32, 24, decode_nothing);
+  type.cpu_dot_rows = write_level;
+  return type;
+}();
 const strata_quant_type* const kTypes[] = {&kQ5_1};
-const strata_quant_table kTable = {sizeof(strata_quant_table), 1, kTypes};
+const strata_quant_table kTable = {.struct_size = sizeof(strata_quant_table), .type_count = 1, .types = kTypes};
 
 }  // namespace
 
