@@ -13,13 +13,14 @@ namespace strata {
 // for a finite x and NaN for NaN or infinity, and a NaN stays in its lane's sum.
 inline bool all_finite(std::span<const float> values) {
   constexpr size_t kLanes = 8;
+  const float* x = values.data();
+  const size_t whole = values.size() - values.size() % kLanes;
   float lanes[kLanes] = {};
-  size_t i = 0;
-  for (; i + kLanes <= values.size(); i += kLanes) {
-    for (size_t l = 0; l < kLanes; ++l) lanes[l] += values[i + l] * 0.0f;
+  for (size_t i = 0; i < whole; i += kLanes) {
+    for (size_t l = 0; l < kLanes; ++l) lanes[l] += x[i + l] * 0.0f;
   }
-  for (; i < values.size(); ++i) lanes[0] += values[i] * 0.0f;
   float sum = 0.0f;
+  for (size_t i = whole; i < values.size(); ++i) sum += x[i] * 0.0f;
   for (const float lane : lanes) sum += lane;
   return sum == 0.0f;
 }
