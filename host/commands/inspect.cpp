@@ -143,7 +143,8 @@ void print_weight_check(const gguf::Model& model, const QuantRegistry& quants) {
 
 void register_inspect_command(CLI::App& app) {
   auto options = std::make_shared<InspectOptions>();
-  auto* command = app.add_subcommand("inspect", "Show a GGUF model's metadata and tensors, or dequantize a tensor");
+  auto* command = app.add_subcommand(
+      "inspect", "Show a GGUF model's metadata and tensors, dequantize a tensor, or check the weights for NaN/infinity");
   command->add_option("model", options->model, "GGUF file (any part of a split model opens all parts)")->required();
   command->add_flag("--json", options->json, "Print {\"metadata\": {...}, \"tensors\": [...]} as JSON");
   auto* dequant = command->add_option("--dequant", options->dequant_tensor,
