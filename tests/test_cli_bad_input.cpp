@@ -41,7 +41,7 @@ class BadInputCli : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
-    if (!fs::exists(model_)) GTEST_SKIP() << "reference model missing: " << model_;
+    ASSERT_REFERENCE(model_);
   }
   fs::path fifo(const std::string& name) const {
     const fs::path path = folder_.path() / name;

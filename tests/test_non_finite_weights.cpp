@@ -33,7 +33,7 @@ class NonFiniteWeights : public ::testing::Test {
  protected:
   void SetUp() override {
     source_ = test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
-    if (!fs::exists(source_)) GTEST_SKIP() << "reference model missing: " << source_;
+    ASSERT_REFERENCE(source_);
   }
 
   // A copy of the model with patch applied to the bytes of one tensor.

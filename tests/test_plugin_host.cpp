@@ -295,7 +295,7 @@ std::string engine_error(const fs::path& model, const fs::path& manifest) {
 
 TEST_F(PluginHostTest, ModelLoadReportsTheProvidersConflictOverItsTensorType) {
   const fs::path model = strata::test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
-  if (!fs::exists(model)) GTEST_SKIP() << "reference model missing: " << model;
+  ASSERT_REFERENCE(model);
   const std::string error = engine_error(model, manifest_with(folder_, {test_plugin_path("test-q8_0-alt")}));
   EXPECT_THAT(error, HasSubstr(model.string() + ": tensor 'token_embd.weight': Q8_0 is offered by core, test-q8_0-alt "
                                                 "and the manifest prefers none of them; add \"Q8_0\": [\"core\"] (or "
@@ -304,7 +304,7 @@ TEST_F(PluginHostTest, ModelLoadReportsTheProvidersConflictOverItsTensorType) {
 
 TEST_F(PluginHostTest, ModelLoadNamesATensorTypeNoPluginDecodes) {
   const fs::path source = strata::test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
-  if (!fs::exists(source)) GTEST_SKIP() << "reference model missing: " << source;
+  ASSERT_REFERENCE(source);
   const fs::path model = folder_.path() / "iq2_xxs.gguf";
   strata::test::ModelChanges changes;
   changes.types["blk.0.attn_q.weight"] = type_id::IQ2_XXS;
