@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <ostream>
 #include <random>
 #include <string>
@@ -202,6 +203,22 @@ TEST_P(CpuKernel, MultiTokenKernelMatchesOneTokenAtEveryLevel) {
 TEST_P(CpuKernel, ExportsItsMultiTokenKernel) {
   const KernelCase& c = GetParam();
   EXPECT_EQ(c.weight_type->cpu_dot_rows_multi != nullptr, c.variants->scalar.rows_multi != nullptr);
+}
+
+// Most kernels read activations rounded to 8 bits (Q8_0, Q8_K): a NaN or infinity among them must make every
+// dot that reads it non-finite, as a float dot is, instead of being rounded to a level of 0 and going unseen.
+TEST_P(CpuKernel, ANonFiniteActivationMakesEveryDotNonFinite) {
+  const strata_quant_type& a = base_type(GetParam().activation_type_id);
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    Problem p = problem(13);
+    std::vector<float> y = p.activation_values;
+    y[p.n / 2] = bad;
+    char message[256] = "";
+    strata_error error{message, sizeof message};
+    check(a.quantize(y.data(), p.activation.data(), 1, p.n, nullptr, &error), message);
+    const std::vector<float> dots = run(p, GetParam().weight_type->cpu_dot_rows);
+    for (int64_t r = 0; r < p.n_rows; ++r) EXPECT_FALSE(std::isfinite(dots[r])) << "row " << r << ", input " << bad;
+  }
 }
 
 TEST_P(CpuKernel, ZeroRowsWritesNothing) {

@@ -11,6 +11,8 @@
 #include "core/engine/engine.hpp"
 #include "core/engine/generation.hpp"
 #include "core/util/error.hpp"
+#include "plugins/plugin_test_support.hpp"
+#include "support/model_copy.hpp"
 #include "support/reference.hpp"
 #include "support/run_command.hpp"
 
@@ -124,6 +126,44 @@ TEST_F(GenerationOnReference, SameSeedSameOutputAndTheCallbackCanStop) {
   int calls = 0;
   const auto stopped = generate(session, std::vector<int32_t>{1, 2, 3}, options, [&](int32_t) { return ++calls < 3; });
   EXPECT_EQ(stopped.size(), 3u);
+}
+
+// A cache past the memory left fails at once with the numbers, instead of the CPU backend zeroing it until the
+// OOM killer comes.
+TEST_F(GenerationOnReference, AKvCacheLargerThanTheMemoryIsRefusedWithItsSize) {
+  try {
+    Session session(engine_->model(), {.n_ctx = 1 << 30, .execution = {}});
+    FAIL() << "a KV cache of 2^30 positions was allocated";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("the KV cache of " + std::to_string(1 << 30) + " positions"), std::string::npos) << message;
+    EXPECT_NE(message.find(" GiB of memory available"), std::string::npos) << message;
+  }
+}
+
+// A tokenizer whose token count differs from the embedding rows would fail only mid-generation (an id with no
+// row, or a row with no token): the model refuses to load, naming both counts and the tensor.
+TEST_F(GenerationOnReference, AVocabularyThatDoesNotMatchTheEmbeddingsIsRefusedAtLoad) {
+  const gguf::Model model(path_);
+  gguf::Value tokens = *model.find("tokenizer.ggml.tokens");
+  const auto rows = std::get<gguf::Array>(tokens.data).items.size();
+  std::get<gguf::Array>(tokens.data).items.pop_back();
+  testing::ScratchFolder folder;
+  const auto copy = folder.path() / "short-vocabulary.gguf";
+  test::ModelChanges changes;
+  changes.metadata["tokenizer.ggml.tokens"] = tokens;
+  test::write_model_copy(model, copy, changes);
+  EngineOptions options;
+  options.model = copy;
+  options.manifest = test::default_manifest_path();
+  try {
+    const Engine engine(options);
+    FAIL() << "a model whose vocabulary has one token less than its embeddings loaded";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()), copy.string() + ": tokenizer.ggml.tokens holds " + std::to_string(rows - 1) +
+                                             " tokens, but token_embd.weight has " + std::to_string(rows) +
+                                             " rows (one per token): the vocabulary does not match the model");
+  }
 }
 
 TEST(GenerateCli, PrintsTokenIdsAndIsDeterministicWithASeed) {

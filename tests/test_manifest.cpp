@@ -140,6 +140,28 @@ TEST(Manifest, LoadReportsAnUnreadableFile) {
   EXPECT_THROW(strata::load_manifest(folder.path()), strata::Error);
 }
 
+// What load_manifest throws for path, or "" when it reads it.
+std::string load_error(const fs::path& path) {
+  try {
+    strata::load_manifest(path);
+  } catch (const strata::Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(Manifest, LoadRefusesDevicesAndFilesPastTheSizeLimit) {
+  EXPECT_EQ(load_error("/dev/null"),
+            "/dev/null: cannot read the manifest: it is a character device, not a regular file");
+  strata::testing::ScratchFolder folder;
+  const auto at_limit = folder.write("at-limit.json", "{}" + std::string(strata::kMaxManifestBytes - 2, '\n'));
+  EXPECT_EQ(load_error(at_limit), "");
+  const auto past_limit = folder.write("past-limit.json", "{}" + std::string(strata::kMaxManifestBytes - 1, '\n'));
+  EXPECT_EQ(load_error(past_limit), past_limit.string() + ": cannot read the manifest: it holds " +
+                                        std::to_string(strata::kMaxManifestBytes + 1) +
+                                        " bytes, more than the 1 MiB allowed");
+}
+
 TEST(Manifest, DefaultManifestIsBesideTheExecutable) {
   // strata_tests is built into the same folder as strata, where the build installs the default manifest.
   const auto path = strata::default_manifest_path();

@@ -7,14 +7,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "core/engine/engine.hpp"
 #include "core/gguf/ggml_types.hpp"
 #include "core/util/error.hpp"
 #include "core/util/log.hpp"
 #include "plugins/plugin_test_support.hpp"
 #include "strata/cpu_isa.hpp"
+#include "support/model_copy.hpp"
+#include "support/reference.hpp"
 #include "support/scoped_environment.hpp"
 
 namespace {
@@ -262,6 +266,52 @@ TEST_F(PluginHostTest, TwoProvidersWithoutPreferenceAreReportedAndTheHostKeepsRu
   EXPECT_EQ(host->quants().find(type_id::Q8_0), nullptr);
   EXPECT_EQ(host->quants().provider_of(type_id::Q4_0), "quant-q4_0");
   EXPECT_EQ(host->quants().provider_of(type_id::F16), "core");
+}
+
+// The default manifest's plugins (the CPU backend among them) plus extra ones, for loading a model.
+fs::path manifest_with(const strata::testing::ScratchFolder& folder, const std::vector<fs::path>& extra) {
+  const fs::path defaults = strata::test::default_manifest_path();
+  json manifest = json::parse(std::ifstream(defaults));
+  for (auto& plugin : manifest["plugins"]) {
+    plugin["file"] = (defaults.parent_path() / plugin["file"].get<std::string>()).string();
+  }
+  for (const auto& file : extra) manifest["plugins"].push_back(entry(file));
+  return folder.write("model-manifest.json", manifest.dump());
+}
+
+// What opening an engine on model throws, or "" when it opens.
+std::string engine_error(const fs::path& model, const fs::path& manifest) {
+  try {
+    strata::EngineOptions options;
+    options.model = model;
+    options.manifest = manifest;
+    options.backend = "cpu";
+    const strata::Engine engine(options);
+  } catch (const strata::Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST_F(PluginHostTest, ModelLoadReportsTheProvidersConflictOverItsTensorType) {
+  const fs::path model = strata::test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
+  ASSERT_REFERENCE(model);
+  const std::string error = engine_error(model, manifest_with(folder_, {test_plugin_path("test-q8_0-alt")}));
+  EXPECT_THAT(error, HasSubstr(model.string() + ": tensor 'token_embd.weight': Q8_0 is offered by core, test-q8_0-alt "
+                                                "and the manifest prefers none of them; add \"Q8_0\": [\"core\"] (or "
+                                                "another of them) to its \"prefer\""));
+}
+
+TEST_F(PluginHostTest, ModelLoadNamesATensorTypeNoPluginDecodes) {
+  const fs::path source = strata::test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
+  ASSERT_REFERENCE(source);
+  const fs::path model = folder_.path() / "iq2_xxs.gguf";
+  strata::test::ModelChanges changes;
+  changes.types["blk.0.attn_q.weight"] = type_id::IQ2_XXS;
+  strata::test::write_model_copy(strata::gguf::Model(source), model, changes);
+  EXPECT_EQ(engine_error(model, manifest_with(folder_, {})),
+            model.string() +
+                ": tensor 'blk.0.attn_q.weight': no plugin decodes tensor type IQ2_XXS (is its quant plugin loaded?)");
 }
 
 TEST_F(PluginHostTest, PreferenceDecidesBetweenProviders) {

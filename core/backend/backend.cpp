@@ -14,7 +14,7 @@ const strata_quant_type* find_quant_type(void* context, uint32_t type_id) {
 
 Backend::Backend(std::string name, const strata_backend_table& table, const QuantRegistry& quants, int n_threads,
                  const std::string& options_json)
-    : name_(std::move(name)), table_(table) {
+    : name_(std::move(name)), table_(table), quants_(quants) {
   strata_backend_config config{};
   config.struct_size = sizeof config;
   config.n_threads = n_threads;

@@ -102,6 +102,8 @@ class Backend {
   std::string describe() const;
   const strata_backend_table& table() const { return table_; }
   strata_backend* get() const { return backend_; }
+  // The types the backend's weights are decoded with (its find_quant_type).
+  const QuantRegistry& quants() const { return quants_; }
   // Whether the backend records step graphs (an ABI 1.1 table with the graph entries).
   bool has_graphs() const;
   // Whether attention_rope prepares q and k inside the attention op (an ABI 1.2 table with the entry).
@@ -135,6 +137,7 @@ class Backend {
  private:
   std::string name_;
   const strata_backend_table& table_;
+  const QuantRegistry& quants_;
   strata_backend* backend_ = nullptr;
 };
 

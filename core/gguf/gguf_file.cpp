@@ -1,9 +1,6 @@
 #include "core/gguf/gguf_file.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +10,7 @@
 
 #include "core/gguf/ggml_types.hpp"
 #include "core/util/error.hpp"
+#include "core/util/user_file.hpp"
 
 namespace strata::gguf {
 namespace {
@@ -218,27 +216,21 @@ const Array* Value::as_array() const { return std::get_if<Array>(&data); }
 
 std::shared_ptr<const File> File::open(const std::filesystem::path& path) {
   const std::string name = path.string();
-  const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(name + ": cannot open: " + std::strerror(errno));
-  struct stat status {};
-  if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
-    ::close(fd);
-    throw Error(name + ": not a regular file");
-  }
-  if (status.st_size == 0) {
-    ::close(fd);
-    throw Error(name + ": empty file, not a GGUF model");
-  }
-  void* mapping = ::mmap(nullptr, static_cast<size_t>(status.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);  // the mapping keeps the file alive
-  if (mapping == MAP_FAILED) throw Error(name + ": cannot map: " + std::strerror(map_errno));
+  uint64_t size = 0;
+  void* mapping = nullptr;
+  {
+    const RegularFile opened = open_regular_file(path, "the GGUF file");  // a FIFO or device is refused unopened
+    size = opened.size;
+    if (size == 0) throw Error(name + ": empty file, not a GGUF model");
+    mapping = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, opened.fd.get(), 0);
+    if (mapping == MAP_FAILED) throw Error(name + ": cannot map: " + std::strerror(errno));
+  }  // the mapping keeps the file alive
 
   std::shared_ptr<File> file(new File());
   file->path_ = path;
   file->mapping_ = mapping;
   file->bytes_ = static_cast<const uint8_t*>(mapping);
-  file->size_ = static_cast<uint64_t>(status.st_size);
+  file->size_ = size;
   file->parse_image();
   return file;
 }

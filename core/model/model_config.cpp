@@ -35,6 +35,21 @@ class MetadataReader {
   std::string prefix_;
 };
 
+// The tokenizer's tokens and the rows of the embeddings and the output must be the same list: a token without
+// a row, or a row without a token, would only show up mid-generation. The peer refuses such files at load too.
+void check_vocabulary_rows(const gguf::Model& model, const MetadataReader& meta) {
+  const gguf::Value* tokens = model.find("tokenizer.ggml.tokens");
+  if (tokens == nullptr || tokens->as_array() == nullptr) return;  // no tokenizer: token ids only
+  const uint64_t count = tokens->as_array()->items.size();
+  for (const char* name : {"token_embd.weight", "output.weight"}) {
+    const gguf::TensorInfo* tensor = model.find_tensor(name);
+    if (tensor != nullptr && tensor->shape.size() == 2 && tensor->shape[1] != count) {
+      meta.fail("tokenizer.ggml.tokens holds " + std::to_string(count) + " tokens, but " + name + " has " +
+                std::to_string(tensor->shape[1]) + " rows (one per token): the vocabulary does not match the model");
+    }
+  }
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_gguf(const gguf::Model& model) {
@@ -62,7 +77,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::Model& model) {
   config.n_expert_used = meta.integer("expert_used_count");
   config.expert_ffn = meta.integer("expert_feed_forward_length");
   config.shared_ffn = config.architecture->shared_expert ? meta.integer("expert_shared_feed_forward_length") : 0;
-  config.n_ctx_train = meta.integer("context_length", 4096);
+  config.n_ctx_train = meta.integer("context_length", 0);
   config.rope_base = meta.real("rope.freq_base", 10000.0f);
   config.rms_eps = meta.real("attention.layer_norm_rms_epsilon", 1e-6f);
 
@@ -85,6 +100,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::Model& model) {
     meta.fail("token_embd.weight does not have embedding_length " + std::to_string(config.n_embd) + " columns");
   }
   config.n_vocab = static_cast<int32_t>(embeddings.shape[1]);
+  check_vocabulary_rows(model, meta);
   return config;
 }
 

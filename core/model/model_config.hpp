@@ -21,7 +21,7 @@ struct ModelConfig {
   int32_t expert_ffn = 0;
   int32_t shared_ffn = 0;     // 0 without a shared expert
   int32_t n_vocab = 0;
-  int32_t n_ctx_train = 0;
+  int32_t n_ctx_train = 0;     // the context the model was trained for (ARCH.context_length); 0: not given
   float rope_base = 10000.0f;
   float rms_eps = 1e-6f;
 

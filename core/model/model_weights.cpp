@@ -26,6 +26,12 @@ class WeightLoader {
       throw Error(model_.first().path().string() + ": tensor '" + name + "' has shape " + shape_text(tensor.shape) +
                   ", the model's metadata implies " + shape_text(shape));
     }
+    // The backend would only say that no plugin gives it the type: name it, or the providers' conflict.
+    try {
+      backend_.quants().require(tensor.type);
+    } catch (const Error& error) {
+      throw Error(model_.first().path().string() + ": tensor '" + tensor.name + "': " + error.what());
+    }
     strata_weight_desc desc{};
     desc.struct_size = sizeof desc;
     desc.name = tensor.name.c_str();
@@ -62,6 +68,7 @@ ModelWeights load_weights(Backend& backend, const gguf::Model& model, const Mode
   const gguf::TensorInfo* output = model.find_tensor("output.weight");
   weights.output = loader.load_tensor(output ? *output : model.tensor("token_embd.weight"),
                                       output ? "output.weight" : "token_embd.weight (tied output)", {embd, vocab});
+  weights.output_name = output ? "output.weight" : "token_embd.weight";
 
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";

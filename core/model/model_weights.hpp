@@ -2,6 +2,7 @@
 // file that does not match its metadata fails at load with the tensor's name, not later with a crash.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "core/backend/backend.hpp"
@@ -21,6 +22,7 @@ struct LayerWeights {
 
 struct ModelWeights {
   Weight token_embd, output_norm, output;  // output is token_embd's data when the file ties them
+  std::string output_name;                  // "output.weight", or "token_embd.weight" when tied
   std::vector<LayerWeights> layers;
 };
 

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/util/error.hpp"
+#include "core/util/finite_values.hpp"
 #include "core/util/log.hpp"
 
 namespace strata {
@@ -22,6 +23,11 @@ constexpr int32_t kMaxGraphTokens = 8;
 // A step graph's launch takes host time that grows with its nodes (the GPU waits for all of it): the first
 // layers go in a graph of their own, short to launch, and the rest's launch overlaps their run.
 constexpr int32_t kLayersInFirstGraph = 2;
+
+// Thrown by Session::check_output to end a locating run at the first non-finite output; never leaves Session.
+struct NonFiniteOutput {
+  std::string where;
+};
 
 }  // namespace
 
@@ -73,26 +79,87 @@ void Session::rewind(int32_t position) {
 
 std::vector<float> Session::forward(std::span<const int32_t> tokens, bool all_logits) {
   check_input(tokens);
+  const int32_t start = position_;
   std::vector<float> logits(static_cast<size_t>(all_logits ? tokens.size() : 1) * model_.config().n_vocab);
   run_steps(tokens, all_logits, logits.data());
+  check_logits(logits, start, tokens, all_logits);
   return logits;
 }
 
 std::span<const float> Session::forward_last(std::span<const int32_t> tokens) {
   const auto n_vocab = static_cast<size_t>(model_.config().n_vocab);
   check_input(tokens);
+  const int32_t start = position_;
   if (!last_logits_) last_logits_ = backend_.host_alloc(n_vocab * sizeof(float));
   auto* logits = static_cast<float*>(last_logits_.get());
   run_steps(tokens, false, logits);
+  check_logits({logits, n_vocab}, start, tokens, false);
   return {logits, n_vocab};
+}
+
+void Session::check_logits(std::span<const float> logits, int32_t start, std::span<const int32_t> tokens,
+                           bool all_logits) {
+  if (all_finite(logits)) return;
+  const size_t index = *first_non_finite(logits);
+  const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
+  const size_t token = all_logits ? index / n_vocab : tokens.size() - 1;
+  std::string message = std::string("the logits are not finite (") + non_finite_name(logits[index]) + " for token id " +
+                        std::to_string(index % n_vocab) + " at position " + std::to_string(start + token) + ")";
+  const std::string origin = locate_non_finite(start, tokens, all_logits);
+  position_ = start;  // the tokens are not part of the sequence
+  message += origin.empty() ? "; run again op by op, every output was finite: the backend's fused ops or step graphs "
+                              "went wrong (compare with --no-fused-ops, --no-graphs)"
+                            : "; the first non-finite output is " + origin +
+                                  " (`strata inspect --check MODEL` lists weights holding NaN or infinity)";
+  throw Error(message);
+}
+
+std::string Session::locate_non_finite(int32_t start, std::span<const int32_t> tokens, bool all_logits) {
+  // Plain ops one by one, so that every op's output is in a buffer that can be read after it.
+  struct Restore {
+    Session& session;
+    ExecutionOptions execution;
+    ~Restore() {
+      session.options_.execution = execution;
+      session.checking_outputs_ = false;
+      session.check_layer_ = -1;
+    }
+  } restore{*this, options_.execution};
+  options_.execution = {.step_graphs = false, .fused_ops = false, .normed_inputs = false, .concurrent_ops = false};
+  checking_outputs_ = true;
+  position_ = start;
+  std::vector<float> logits(static_cast<size_t>(all_logits ? tokens.size() : 1) * model_.config().n_vocab);
+  try {
+    run_steps(tokens, all_logits, logits.data());
+  } catch (const NonFiniteOutput& found) {
+    return found.where;
+  }
+  return "";
+}
+
+void Session::check_output(const Buffer& buffer, int32_t rows, int64_t width, const char* what, const char* tensor,
+                           int32_t first_token) {
+  if (!checking_outputs_) return;
+  std::vector<float> values(static_cast<size_t>(rows) * width);
+  backend_.read(buffer, values.data(), values.size() * sizeof(float));
+  const auto bad = first_non_finite(values);
+  if (!bad) return;
+  const std::string layer = check_layer_ >= 0 ? std::to_string(check_layer_) : "";
+  std::string where = (layer.empty() ? "" : "layer " + layer + "'s ") + what;
+  if (tensor != nullptr) where += std::string(" (") + (layer.empty() ? "" : "blk." + layer + ".") + tensor + ")";
+  throw NonFiniteOutput{where + ": " + non_finite_name(values[*bad]) + " at position " +
+                        std::to_string(position_ + first_token + static_cast<int64_t>(*bad / width)) + ", value " +
+                        std::to_string(*bad % width)};
 }
 
 void Session::check_input(std::span<const int32_t> tokens) const {
   const ModelConfig& c = model_.config();
   if (tokens.empty()) throw Error("forward needs at least one token");
   if (position_ + static_cast<int64_t>(tokens.size()) > options_.n_ctx) {
+    const bool at_model_limit = c.n_ctx_train > 0 && options_.n_ctx >= c.n_ctx_train;
     throw Error("the sequence would reach position " + std::to_string(position_ + tokens.size()) +
-                ", past the context of " + std::to_string(options_.n_ctx) + " tokens (raise --ctx)");
+                ", past the context of " + std::to_string(options_.n_ctx) + " tokens" +
+                (at_model_limit ? " (the model's context length)" : " (raise --ctx)"));
   }
   for (const int32_t token : tokens) {
     if (token < 0 || token >= c.n_vocab) {
@@ -123,9 +190,10 @@ void Session::step(std::span<const int32_t> tokens, bool all_logits, float* logi
   for (int32_t i = 0; i < n; ++i) positions[i] = position_ + i;
 
   backend_.run("get_rows", [&](strata_error* e) { return t.get_rows(b, w.token_embd.get(), tokens.data(), n, s.x.get(), e); });
+  check_output(s.x, n, model_.config().n_embd, "token embeddings", "token_embd.weight");
   run_layers(n, positions);
-  position_ += n;
   if (logits != nullptr) output_logits(n, all_logits, logits);
+  position_ += n;
 }
 
 // The layers of one step, as two step graphs where the backend records them (layers [0, kLayersInFirstGraph)
@@ -138,9 +206,11 @@ void Session::run_layers(int32_t n, const std::vector<int32_t>& positions) {
     residual_pending_ = first > 0;
     for (int32_t il = first; il < end; ++il) {
       const LayerWeights& layer = model_.weights().layers[il];
+      check_layer_ = il;
       attention_block(layer, il, n, positions);
       moe_block(layer, n);
     }
+    check_layer_ = -1;
     if (end == n_layer) add_pending_residual(n);
   };
   if (!options_.execution.step_graphs || n > kMaxGraphTokens || !backend_.has_graphs()) return layers(0, n_layer);
@@ -181,20 +251,21 @@ void Session::attention_block(const LayerWeights& layer, int32_t il, int32_t n, 
   // normalizes the stream itself and q also writes the sum with the pending output (into the other residual
   // buffer, which k and v do not read).
   const bool normed_inputs = uses_normed_inputs();
-  if (!normed_inputs) residual_then_norm(layer.attn_norm.get(), n);
-  const auto project = [&](const char* what, const strata_weight* w, const strata_weight* bias, Buffer& out,
-                           bool writes_sum) {
+  if (!normed_inputs) residual_then_norm(layer.attn_norm.get(), "attn_norm.weight", n);
+  const auto project = [&](const char* what, const char* tensor, const strata_weight* w, const strata_weight* bias,
+                           Buffer& out, int32_t heads, bool writes_sum) {
     if (!normed_inputs) {
       backend_.run(what, [&](strata_error* e) { return t.matmul(b, w, 0, s.normed.get(), n, bias, out.get(), e); });
+      check_output(out, n, int64_t{heads} * c.head_dim, "matmul", tensor);
       return;
     }
     const strata_normed_input in = normed_input(layer.attn_norm.get(), writes_sum, nullptr);
     backend_.run(what, [&](strata_error* e) { return t.matmul_normed(b, w, &in, n, bias, out.get(), e); });
   };
   backend_.concurrently(options_.execution.concurrent_ops, [&] {
-    project("matmul q", layer.attn_q.get(), layer.attn_q_bias.get(), s.q, true);
-    project("matmul k", layer.attn_k.get(), layer.attn_k_bias.get(), s.k, false);
-    project("matmul v", layer.attn_v.get(), layer.attn_v_bias.get(), s.v, false);
+    project("matmul q", "attn_q.weight", layer.attn_q.get(), layer.attn_q_bias.get(), s.q, c.n_head, true);
+    project("matmul k", "attn_k.weight", layer.attn_k.get(), layer.attn_k_bias.get(), s.k, c.n_head_kv, false);
+    project("matmul v", "attn_v.weight", layer.attn_v.get(), layer.attn_v_bias.get(), s.v, c.n_head_kv, false);
   });
   if (normed_inputs) move_residual_to_sum();
   const strata_attention_params params{sizeof(strata_attention_params), il, n, c.n_head, c.n_head_kv, c.head_dim,
@@ -212,9 +283,11 @@ void Session::attention_block(const LayerWeights& layer, int32_t il, int32_t n, 
       return t.attention(b, cache_.get(), &params, s.q.get(), s.k.get(), s.v.get(), s.attention.get(), e);
     });
   }
+  check_output(s.attention, n, int64_t{c.n_head} * c.head_dim, "attention", nullptr);
   backend_.run("matmul attn_output", [&](strata_error* e) {
     return t.matmul(b, layer.attn_output.get(), 0, s.attention.get(), n, nullptr, s.projected.get(), e);
   });
+  check_output(s.projected, n, c.n_embd, "matmul", "attn_output.weight");
   residual_pending_ = true;
 }
 
@@ -243,7 +316,7 @@ void Session::move_residual_to_sum() {
   residual_pending_ = false;
 }
 
-void Session::residual_then_norm(const strata_weight* norm, int32_t n) {
+void Session::residual_then_norm(const strata_weight* norm, const char* norm_name, int32_t n) {
   const ModelConfig& c = model_.config();
   const auto& t = backend_.table();
   auto* b = backend_.get();
@@ -259,6 +332,7 @@ void Session::residual_then_norm(const strata_weight* norm, int32_t n) {
   backend_.run("rms_norm", [&](strata_error* e) {
     return t.rms_norm(b, residual_->get(), norm, n, c.n_embd, c.rms_eps, s.normed.get(), e);
   });
+  check_output(s.normed, n, c.n_embd, "rms_norm", norm_name);
 }
 
 void Session::add_pending_residual(int32_t n) {
@@ -268,6 +342,7 @@ void Session::add_pending_residual(int32_t n) {
     return backend_.table().add(backend_.get(), residual_->get(), s.projected.get(), int64_t{n} * model_.config().n_embd,
                                 residual_->get(), e);
   });
+  check_output(*residual_, n, model_.config().n_embd, "residual add", nullptr);
   residual_pending_ = false;
 }
 
@@ -291,6 +366,11 @@ void Session::prepare_qk_by_ops(const LayerWeights& layer, int32_t n, const std:
   backend_.run("rope k", [&](strata_error* e) {
     return t.rope_neox(b, s.k.get(), positions.data(), n, c.n_head_kv, c.head_dim, c.n_rot, c.rope_base, e);
   });
+  const bool qk_norm = c.architecture->qk_norm;
+  check_output(s.q, n, int64_t{c.n_head} * c.head_dim, qk_norm ? "q norm and rope" : "rope of q",
+               qk_norm ? "attn_q_norm.weight" : nullptr);
+  check_output(s.k, n, int64_t{c.n_head_kv} * c.head_dim, qk_norm ? "k norm and rope" : "rope of k",
+               qk_norm ? "attn_k_norm.weight" : nullptr);
 }
 
 void Session::moe_block(const LayerWeights& layer, int32_t n) {
@@ -308,13 +388,14 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
     });
     move_residual_to_sum();
   } else {
-    residual_then_norm(layer.ffn_norm.get(), n);
+    residual_then_norm(layer.ffn_norm.get(), "ffn_norm.weight", n);
     route_normed(layer, n);
   }
   backend_.run("moe_ffn", [&](strata_error* e) {
     return t.moe_ffn(b, s.normed.get(), n, c.n_expert_used, s.expert_ids.get(), s.expert_weights.get(),
                      layer.gate_exps.get(), layer.up_exps.get(), layer.down_exps.get(), s.projected.get(), e);
   });
+  check_output(s.projected, n, c.n_embd, "experts", "ffn_{gate,up,down}_exps.weight");
   residual_pending_ = true;
   if (!c.architecture->shared_expert) return;
   add_pending_residual(n);  // the shared expert's output goes to projected too
@@ -343,6 +424,7 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
     return t.unary(b, STRATA_UNARY_SIGMOID, s.shared_gate.get(), n, s.shared_gate.get(), e);
   });
   backend_.run("scale", [&](strata_error* e) { return t.scale_rows(b, s.projected.get(), s.shared_gate.get(), n, c.n_embd, e); });
+  check_output(s.projected, n, c.n_embd, "shared expert", "ffn_{gate_inp,gate,up,down}_shexp.weight");
   residual_pending_ = true;
 }
 
@@ -364,10 +446,12 @@ void Session::route_normed(const LayerWeights& layer, int32_t n) {
   backend_.run("router", [&](strata_error* e) {
     return t.matmul(b, layer.router.get(), 0, s.normed.get(), n, nullptr, s.router_logits.get(), e);
   });
+  check_output(s.router_logits, n, c.n_expert, "router", "ffn_gate_inp.weight");
   backend_.run("route", [&](strata_error* e) {
     return t.route(b, s.router_logits.get(), n, c.n_expert, c.n_expert_used, c.architecture->routing,
                    s.expert_ids.get(), s.expert_weights.get(), e);
   });
+  check_output(s.expert_weights, n, c.n_expert_used, "routing weights", nullptr);
 }
 
 void Session::output_logits(int32_t n, bool all_logits, float* logits) {
@@ -390,9 +474,11 @@ void Session::output_logits(int32_t n, bool all_logits, float* logits) {
   backend_.run("output norm", [&](strata_error* e) {
     return t.rms_norm(b, input->get(), w.output_norm.get(), rows, c.n_embd, c.rms_eps, s.normed.get(), e);
   });
+  check_output(s.normed, rows, c.n_embd, "rms_norm", "output_norm.weight", n - rows);
   backend_.run("output", [&](strata_error* e) {
     return t.matmul(b, w.output.get(), 0, s.normed.get(), rows, nullptr, s.logits.get(), e);
   });
+  check_output(s.logits, rows, c.n_vocab, "output matmul", w.output_name.c_str(), n - rows);
   backend_.read(s.logits, logits, floats(rows, c.n_vocab));
 }
 

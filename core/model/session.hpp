@@ -56,7 +56,8 @@ class Session {
   Session(const Model& model, const SessionOptions& options);
 
   // Appends tokens at the current position. Returns logits, [n][n_vocab] row-major: for every token when
-  // all_logits, else for the last one only. Throws strata::Error past the context, naming it.
+  // all_logits, else for the last one only. Throws strata::Error past the context, naming it, and when a
+  // logit is NaN or infinite, naming the first layer and op whose output was (the tokens are then not kept).
   std::vector<float> forward(std::span<const int32_t> tokens, bool all_logits);
   // The same for the last token's logits only, in the session's memory (from the backend's host_alloc,
   // which a GPU's read reaches directly): valid until the next call. What generation and benchmarks call.
@@ -75,6 +76,18 @@ class Session {
   // when all_logits, else the last token's.
   void run_steps(std::span<const int32_t> tokens, bool all_logits, float* logits);
   void step(std::span<const int32_t> tokens, bool all_logits, float* logits);
+  // The non-finite check of a call's logits: throws strata::Error when one is NaN or infinite, after
+  // locate_non_finite ran the call's tokens again from start. Costs one pass over the logits otherwise.
+  void check_logits(std::span<const float> logits, int32_t start, std::span<const int32_t> tokens, bool all_logits);
+  // Runs tokens again from position start, op by op with plain ops, reading every op's output; returns where
+  // the first NaN or infinity appeared ("layer 3's matmul (blk.3.attn_q.weight): NaN at position 5, value 7"),
+  // or "" when none did.
+  std::string locate_non_finite(int32_t start, std::span<const int32_t> tokens, bool all_logits);
+  // While locating only: stops the run at the first non-finite value among buffer's rows x width values, whose
+  // first row is the step's token first_token. what names the op, tensor (of check_layer_ when it is a layer's)
+  // its weight.
+  void check_output(const Buffer& buffer, int32_t rows, int64_t width, const char* what, const char* tensor,
+                    int32_t first_token = 0);
   void run_layers(int32_t n, const std::vector<int32_t>& positions);
   void run_as_graph(std::unique_ptr<StepGraph>& graph, int32_t n, const std::vector<int32_t>& positions,
                     const std::function<void()>& ops);
@@ -82,7 +95,7 @@ class Session {
   void prepare_qk_by_ops(const LayerWeights& layer, int32_t n, const std::vector<int32_t>& positions);
   void moe_block(const LayerWeights& layer, int32_t n);
   void route_normed(const LayerWeights& layer, int32_t n);
-  void residual_then_norm(const strata_weight* norm, int32_t n);
+  void residual_then_norm(const strata_weight* norm, const char* norm_name, int32_t n);
   bool uses_normed_inputs() const;
   strata_normed_input normed_input(const strata_weight* norm, bool writes_sum, Buffer* normed) const;
   void move_residual_to_sum();
@@ -104,6 +117,9 @@ class Session {
   // (the ops reading x at once must not see it change). Each layer starts and ends with it in x.
   bool residual_pending_ = false;
   Buffer* residual_ = nullptr;
+  // Set by locate_non_finite: check_output reads what the ops wrote; check_layer_ is the layer they run in.
+  bool checking_outputs_ = false;
+  int32_t check_layer_ = -1;
 };
 
 }  // namespace strata

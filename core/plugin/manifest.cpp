@@ -3,15 +3,12 @@
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cctype>
-#include <cerrno>
-#include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
-#include <sstream>
-#include <system_error>
 
 #include "core/gguf/ggml_types.hpp"
 #include "core/util/error.hpp"
+#include "core/util/user_file.hpp"
 
 namespace strata {
 namespace {
@@ -197,15 +194,7 @@ Manifest parse_manifest(std::string_view text, const fs::path& path) {
 }
 
 Manifest load_manifest(const fs::path& path) {
-  const auto cannot_read = [&](const std::string& reason) {
-    return Error(fs::absolute(path).lexically_normal().string() + ": cannot read the manifest: " + reason);
-  };
-  if (fs::is_directory(path)) throw cannot_read("it is a folder");
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream) throw cannot_read(std::generic_category().message(errno));
-  std::ostringstream text;
-  text << stream.rdbuf();
-  return parse_manifest(text.str(), path);
+  return parse_manifest(read_user_file(fs::absolute(path).lexically_normal(), "the manifest", kMaxManifestBytes), path);
 }
 
 fs::path default_manifest_path() {

@@ -2,6 +2,7 @@
 // the same thing. The schema and every error are documented in docs/manifest.md.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -24,7 +25,11 @@ struct Manifest {
   std::map<std::string, std::vector<std::string>> prefer;
 };
 
-// Reads and validates a manifest file. Throws strata::Error starting with the manifest's path.
+// A manifest is a short list of plugins: a larger file is not one, and is refused rather than read whole.
+inline constexpr uint64_t kMaxManifestBytes = uint64_t{1} << 20;
+
+// Reads and validates a manifest file (a regular file of at most kMaxManifestBytes). Throws strata::Error
+// starting with the manifest's path.
 Manifest load_manifest(const std::filesystem::path& path);
 
 // Validates manifest text as if it had been read from path (relative plugin files resolve against

@@ -171,7 +171,11 @@ void PluginHost::load(const ManifestPlugin& entry) {
 }
 
 std::unique_ptr<PluginHost::OpenLibrary> PluginHost::open_library(const ManifestPlugin& entry) const {
-  if (!fs::exists(entry.path)) throw Error("no such file");
+  std::error_code ignored;
+  const fs::file_status status = fs::status(entry.path, ignored);
+  if (!fs::exists(status)) throw Error("no such file");
+  // The loader would open a FIFO and wait for a writer.
+  if (!fs::is_regular_file(status)) throw Error("not a regular file");
   auto opened = std::make_unique<OpenLibrary>();
   boost::dll::fs::error_code error;
   // rtld_now: an unresolved symbol fails here, with a reason, instead of crashing at the first call.

@@ -68,6 +68,7 @@ void QuantRegistry::offer(const std::string& provider, const strata_quant_table&
 std::vector<std::string> QuantRegistry::resolve(const std::map<std::string, std::vector<std::string>>& preferences) {
   std::vector<std::string> problems;
   chosen_.clear();
+  conflicts_.clear();
   for (const auto& [type_id, candidates] : offers_) {
     if (candidates.size() == 1) {
       chosen_[type_id] = candidates.front();
@@ -90,8 +91,9 @@ std::vector<std::string> QuantRegistry::resolve(const std::map<std::string, std:
     if (!decided) {
       std::string names;
       for (const auto& offer : candidates) names += (names.empty() ? "" : ", ") + offer.provider;
-      problems.push_back(name + " is offered by " + names + " and the manifest prefers none of them; add \"" +
-                         name + "\": [\"<provider>\"] to \"prefer\"");
+      problems.push_back(name + " is offered by " + names + " and the manifest prefers none of them; add \"" + name +
+                         "\": [\"" + candidates.front().provider + "\"] (or another of them) to its \"prefer\"");
+      conflicts_[type_id] = problems.back();
     }
   }
   return problems;
@@ -104,9 +106,8 @@ const strata_quant_type* QuantRegistry::find(uint32_t type_id) const {
 
 const strata_quant_type& QuantRegistry::require(uint32_t type_id) const {
   if (const auto* type = find(type_id)) return *type;
-  const bool ambiguous = offers_.contains(type_id);
-  throw Error("no plugin decodes tensor type " + type_label(type_id) +
-              (ambiguous ? " (several offer it and the manifest prefers none)" : " (is its quant plugin loaded?)"));
+  if (const auto conflict = conflicts_.find(type_id); conflict != conflicts_.end()) throw Error(conflict->second);
+  throw Error("no plugin decodes tensor type " + type_label(type_id) + " (is its quant plugin loaded?)");
 }
 
 std::string QuantRegistry::provider_of(uint32_t type_id) const {

@@ -23,7 +23,8 @@ class QuantRegistry {
 
   // The chosen type for a GGUF type id, or nullptr.
   const strata_quant_type* find(uint32_t type_id) const;
-  // Like find, but throws strata::Error naming the type when nothing provides it.
+  // Like find, but throws strata::Error naming the type when nothing provides it, or the conflict resolve()
+  // reported when several do (their names and the manifest's "prefer" entry that settles it).
   const strata_quant_type& require(uint32_t type_id) const;
   std::string provider_of(uint32_t type_id) const;
 
@@ -42,6 +43,7 @@ class QuantRegistry {
  private:
   std::map<uint32_t, std::vector<Offer>> offers_;
   std::map<uint32_t, Offer> chosen_;
+  std::map<uint32_t, std::string> conflicts_;  // resolve()'s message for each type it could not decide
 };
 
 // The core's own table: F32, F16, BF16, Q8_0, and Q8_K (the CPU's activation format for k-quant and IQ dots).

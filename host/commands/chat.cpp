@@ -1,9 +1,12 @@
 // strata chat --model M: an interactive terminal chat. Each turn renders the whole conversation with the
 // model's chat template and reuses the KV cache for the part the last turn already read.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "core/engine/chat_format.hpp"
+#include "core/engine/context_size.hpp"
 #include "core/engine/engine.hpp"
 #include "core/engine/generation.hpp"
 #include "core/tokenizer/streaming_detokenizer.hpp"
@@ -14,11 +17,13 @@
 namespace strata::host {
 namespace {
 
+constexpr int32_t kDefaultChatContext = 4096;
+
 struct ChatOptions {
   EngineOptions engine;
   std::string system;
   int32_t max_tokens = 512;
-  int32_t ctx = 4096;
+  std::optional<int32_t> ctx;
   std::string kv = "f16";
   SamplingParams sampling;
 };
@@ -37,7 +42,9 @@ void register_chat_command(CLI::App& app) {
   add_engine_options(command, options->engine);
   command->add_option("--system", options->system, "A system message to start the conversation with");
   command->add_option("-n,--max-tokens", options->max_tokens, "Tokens per reply at most, >= 0")->capture_default_str();
-  command->add_option("--ctx", options->ctx, "Context size of the conversation")->capture_default_str();
+  command->add_option("--ctx", options->ctx,
+                      "Context size of the conversation, at least 1 (default: " + std::to_string(kDefaultChatContext) +
+                          ", or the model's context length when shorter; above it: lowered to it, with a warning)");
   command->add_option("--kv", options->kv, "KV cache type: f16 or int8")->capture_default_str();
   add_sampling_options(command, options->sampling);
 
@@ -45,7 +52,11 @@ void register_chat_command(CLI::App& app) {
     check_generation_options({options->max_tokens, options->sampling, {}});
     const Engine engine(options->engine);
     const tokenizer::Tokenizer tokenizer(engine.file());
-    Session session(engine.model(), {.n_ctx = options->ctx,
+    const ModelConfig& config = engine.model().config();
+    const int32_t n_ctx = options->ctx ? checked_context_size(config, *options->ctx)
+                          : config.n_ctx_train > 0 ? std::min(kDefaultChatContext, config.n_ctx_train)
+                                                   : kDefaultChatContext;
+    Session session(engine.model(), {.n_ctx = n_ctx,
                                                 .kv_type = parse_kv_type(options->kv),
                                                 .execution = options->engine.execution});
     GenerationOptions generation{options->max_tokens, options->sampling, end_of_generation_tokens(tokenizer.vocabulary())};
@@ -66,8 +77,8 @@ void register_chat_command(CLI::App& app) {
       if (line.empty()) continue;
       messages.push_back({{"role", "user"}, {"content", line}});
       const auto prompt = tokenizer.encode(format_chat(engine.file(), tokenizer, messages, true), {.parse_special = true});
-      if (prompt.size() + options->max_tokens > static_cast<size_t>(options->ctx)) {
-        std::cout << "[the conversation no longer fits the context of " << options->ctx << " tokens; /reset]\n";
+      if (prompt.size() + options->max_tokens > static_cast<size_t>(n_ctx)) {
+        std::cout << "[the conversation no longer fits the context of " << n_ctx << " tokens; /reset]\n";
         messages.erase(messages.end() - 1);
         continue;
       }

@@ -2,10 +2,11 @@
 
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
+#include "core/plugin/manifest.hpp"
 #include "core/util/error.hpp"
+#include "core/util/user_file.hpp"
 #include "strata/backend.h"
 
 namespace strata::host {
@@ -36,7 +37,9 @@ std::string thread_count_help(const std::string& what, const std::string& zero_m
 
 void add_engine_options(CLI::App* command, EngineOptions& options) {
   command->add_option("-m,--model", options.model, "GGUF model (any part of a split model)")->required();
-  command->add_option("--manifest", options.manifest, "Plugin manifest (default: strata-manifest.json beside the binary)");
+  command->add_option("--manifest", options.manifest,
+                      "Plugin manifest, a JSON file of at most " + byte_size_text(kMaxManifestBytes) +
+                          " (default: strata-manifest.json beside the binary)");
   command->add_option("--backend", options.backend,
                       "cpu, cuda or a backend plugin's name (default: the manifest's preference, else the best available)");
   command->add_option("-t,--threads", options.threads, thread_count_help("CPU threads", "0: the physical cores"))
@@ -85,9 +88,9 @@ void add_sampling_options(CLI::App* command, SamplingParams& sampling) {
 
 std::vector<int32_t> parse_token_list(const std::string& text, const std::string& flag) {
   std::string list = text;
-  if (list.find_first_not_of("0123456789, \t\n") != std::string::npos && std::filesystem::is_regular_file(text)) {
-    std::ifstream in(text);
-    list.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::error_code error;
+  if (list.find_first_not_of("0123456789, \t\n") != std::string::npos && std::filesystem::exists(text, error)) {
+    list = read_user_file(text, "the token list (" + flag + ")");
   }
   for (char& c : list) {
     if (c == ',') c = ' ';

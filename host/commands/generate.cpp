@@ -1,13 +1,15 @@
 // strata generate --model M (--tokens 1,2,3 | -p TEXT [--chat]) [-n N] [sampling flags] [--stop S]
 #include <cstdio>
-#include <fstream>
+#include <optional>
 #include <iostream>
 
 #include "core/engine/chat_format.hpp"
+#include "core/engine/context_size.hpp"
 #include "core/engine/engine.hpp"
 #include "core/engine/generation.hpp"
 #include "core/tokenizer/streaming_detokenizer.hpp"
 #include "core/util/error.hpp"
+#include "core/util/user_file.hpp"
 #include "host/commands/commands.hpp"
 #include "host/commands/engine_options.hpp"
 
@@ -22,16 +24,10 @@ struct GenerateCommandOptions {
   bool chat = false;
   std::vector<std::string> stop;
   int32_t max_tokens = 128;
-  int32_t ctx = 0;
+  std::optional<int32_t> ctx;
   std::string kv = "f16";
   SamplingParams sampling;
 };
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read");
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 }  // namespace
 
@@ -39,9 +35,13 @@ void register_generate_command(CLI::App& app) {
   auto options = std::make_shared<GenerateCommandOptions>();
   auto* command = app.add_subcommand("generate", "Generate from token ids (prints ids) or from text (streams text)");
   add_engine_options(command, options->engine);
-  auto* tokens = command->add_option("--tokens", options->tokens, "Prompt as token ids: 1,2,3 or a file holding such a list");
+  auto* tokens = command->add_option(
+      "--tokens", options->tokens,
+      "Prompt as token ids: 1,2,3 or a file holding such a list (at most " + byte_size_text(kMaxUserTextBytes) + ")");
   auto* prompt = command->add_option("-p,--prompt", options->prompt, "Prompt text");
-  auto* prompt_file = command->add_option("-f,--prompt-file", options->prompt_file, "Prompt text from a file");
+  auto* prompt_file = command->add_option(
+      "-f,--prompt-file", options->prompt_file,
+      "Prompt text from a file (a regular file of at most " + byte_size_text(kMaxUserTextBytes) + ")");
   tokens->excludes(prompt)->excludes(prompt_file);
   prompt->excludes(prompt_file);
   command->add_flag("--chat", options->chat, "Wrap the prompt as one user message in the model's chat template");
@@ -49,7 +49,9 @@ void register_generate_command(CLI::App& app) {
   command->add_option("-n,--max-tokens", options->max_tokens,
                       "Tokens to generate at most, >= 0 (without --ctx, the prompt and these must fit the model's "
                       "context_length)")->capture_default_str();
-  command->add_option("--ctx", options->ctx, "Context size (default: prompt + max tokens)");
+  command->add_option("--ctx", options->ctx,
+                      "Context size, at least 1 (default: prompt + max tokens; above the model's context length: "
+                      "lowered to it, with a warning)");
   command->add_option("--kv", options->kv, "KV cache type: f16 or int8")->capture_default_str();
   add_sampling_options(command, options->sampling);
 
@@ -67,7 +69,9 @@ void register_generate_command(CLI::App& app) {
     std::vector<int32_t> prompt_tokens;
     if (text_mode) {
       tokenizer = std::make_unique<tokenizer::Tokenizer>(engine.file());
-      std::string text = options->prompt_file.empty() ? options->prompt : read_file(options->prompt_file);
+      std::string text = options->prompt_file.empty()
+                             ? options->prompt
+                             : read_user_file(options->prompt_file, "the prompt (--prompt-file)");
       if (options->chat) {
         text = format_chat(engine.file(), *tokenizer, {{{"role", "user"}, {"content", text}}}, true);
       }
@@ -80,9 +84,10 @@ void register_generate_command(CLI::App& app) {
     SessionOptions session_options;
     session_options.kv_type = parse_kv_type(options->kv);
     session_options.execution = options->engine.execution;
-    session_options.n_ctx = options->ctx > 0 ? options->ctx
-                                             : generation_context(prompt_tokens.size(), options->max_tokens,
-                                                                  engine.model().config().n_ctx_train);
+    const ModelConfig& config = engine.model().config();
+    session_options.n_ctx = options->ctx ? checked_context_size(config, *options->ctx)
+                                         : generation_context(prompt_tokens.size(), options->max_tokens,
+                                                              config.n_ctx_train);
     Session session(engine.model(), session_options);
 
     if (!text_mode) {

@@ -4,13 +4,14 @@
 
 #include "core/plugin/manifest.hpp"
 #include "core/util/log.hpp"
+#include "core/util/user_file.hpp"
 
 namespace strata::host {
 
 void add_manifest_option(CLI::App* command, std::string& manifest_path) {
   command->add_option("--manifest", manifest_path,
-                      "plugin manifest (JSON; see docs/manifest.md); default: strata-manifest.json beside the "
-                      "strata executable");
+                      "plugin manifest (JSON, at most " + byte_size_text(kMaxManifestBytes) +
+                          "; see docs/manifest.md); default: strata-manifest.json beside the strata executable");
 }
 
 std::unique_ptr<PluginHost> open_plugins(const std::string& manifest_path) {

@@ -2,14 +2,13 @@
 // strata detokenize --model M --ids "1 2 3"
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <memory>
 
 #include "core/gguf/gguf_file.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 #include "core/util/error.hpp"
+#include "core/util/user_file.hpp"
 #include "host/commands/commands.hpp"
 #include "host/commands/engine_options.hpp"
 
@@ -28,24 +27,21 @@ struct DetokenizeOptions {
   std::string ids;
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read");
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 }  // namespace
 
 void register_tokenize_command(CLI::App& app) {
   auto options = std::make_shared<TokenizeOptions>();
   auto* command = app.add_subcommand("tokenize", "Print the token ids of a text file, space-separated, on one line");
   command->add_option("--model", options->model, "GGUF file whose vocabulary to use")->required();
-  command->add_option("--text-file", options->text_file, "The text, read as bytes")->required();
+  command->add_option("--text-file", options->text_file,
+                      "The text, read as bytes (a regular file of at most " + byte_size_text(kMaxUserTextBytes) + ")")
+      ->required();
   command->add_flag("--parse-special", options->parse_special, "Turn special-token text (<|im_end|>) into its id");
   command->add_flag("--add-special", options->add_special, "Add BOS/EOS as the vocabulary asks");
   command->callback([options] {
+    const std::string text = read_user_file(options->text_file, "the text (--text-file)");
     const tokenizer::Tokenizer tokenizer(gguf::Model(options->model));
-    const auto ids = tokenizer.encode(read_file(options->text_file), {options->add_special, options->parse_special});
+    const auto ids = tokenizer.encode(text, {options->add_special, options->parse_special});
     std::string line;
     for (const auto id : ids) line += (line.empty() ? "" : " ") + std::to_string(id);
     std::cout << line << "\n";

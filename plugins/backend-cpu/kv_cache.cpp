@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
 #include <string>
 
 #include "backend_objects.hpp"
@@ -9,6 +12,37 @@
 #include "strata/half.hpp"
 
 namespace strata::cpu {
+namespace {
+
+size_t cache_rows(const strata_kv_config& config) {
+  return static_cast<size_t>(config.n_layers) * config.n_head_kv * config.n_ctx;
+}
+
+// MemAvailable of /proc/meminfo: what can be allocated without swapping; the largest value when unknown.
+uint64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:") return kib * 1024;
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return std::numeric_limits<uint64_t>::max();
+}
+
+std::string gib_text(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / (uint64_t{1} << 30));
+  return text;
+}
+
+}  // namespace
+
+size_t KvTensor::bytes(int32_t kv_type, size_t n_rows, int32_t head_dim) {
+  const size_t n_values = n_rows * static_cast<size_t>(head_dim);
+  if (kv_type != STRATA_KV_INT8) return n_values * sizeof(uint16_t);
+  return n_values + n_rows * ((head_dim + kInt8GroupSize - 1) / kInt8GroupSize) * sizeof(float);
+}
 
 KvTensor::KvTensor(int32_t kv_type, size_t n_rows, int32_t head_dim)
     : is_int8_(kv_type == STRATA_KV_INT8),
@@ -34,8 +68,11 @@ void KvTensor::store(size_t row, const float* x) {
     const int32_t size = std::min(kInt8GroupSize, head_dim_ - start);
     float amax = 0.0f;
     for (int32_t i = 0; i < size; ++i) amax = std::max(amax, std::fabs(x[start + i]));
-    const float scale = amax / 127.0f;
-    const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+    // std::max passes over NaN: a group holding NaN or infinity gets a NaN scale, so that what attends to it
+    // is NaN too (as in the f16 cache) instead of silently reading levels of 0.
+    const bool finite = std::isfinite(amax) && std::all_of(x + start, x + start + size, [](float v) { return v == v; });
+    const float scale = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
+    const float inverse = finite && scale != 0.0f ? 1.0f / scale : 0.0f;
     for (int32_t i = 0; i < size; ++i) levels_[first + start + i] = static_cast<int8_t>(std::lround(x[start + i] * inverse));
     scales_[row * groups_per_row_ + group] = scale;
   }
@@ -93,6 +130,16 @@ void kv_create(strata_backend* backend, const strata_kv_config* config, strata_k
   const auto& checked = deref(config, "kv config");
   deref(out, "out");
   sdk::check_kv_config(checked);
+  // The cache is allocated and zeroed whole: one larger than the memory left would end in the OOM killer.
+  const size_t bytes = 2 * KvTensor::bytes(checked.kv_type, cache_rows(checked), checked.head_dim);
+  if (const uint64_t available = available_memory_bytes(); bytes > available) {
+    throw sdk::Failure(STRATA_E_OUT_OF_MEMORY,
+                       "the KV cache of " + std::to_string(checked.n_ctx) + " positions (" +
+                           std::to_string(checked.n_layers) + " layers x " + std::to_string(checked.n_head_kv) +
+                           " kv heads x " + std::to_string(checked.head_dim) + " values, keys and values, " +
+                           (checked.kv_type == STRATA_KV_INT8 ? "int8" : "f16") + ") needs " + gib_text(bytes) +
+                           ", more than the " + gib_text(available) + " of memory available");
+  }
   *out = new strata_kv_cache(checked);
 }
 
@@ -102,5 +149,5 @@ void kv_free(strata_backend*, strata_kv_cache* cache) { delete cache; }
 
 strata_kv_cache::strata_kv_cache(const strata_kv_config& config)
     : config(config),
-      keys(config.kv_type, static_cast<size_t>(config.n_layers) * config.n_head_kv * config.n_ctx, config.head_dim),
-      values(config.kv_type, static_cast<size_t>(config.n_layers) * config.n_head_kv * config.n_ctx, config.head_dim) {}
+      keys(config.kv_type, strata::cpu::cache_rows(config), config.head_dim),
+      values(config.kv_type, strata::cpu::cache_rows(config), config.head_dim) {}

@@ -20,6 +20,8 @@ inline constexpr int32_t kInt8GroupSize = 16;
 class KvTensor {
  public:
   KvTensor(int32_t kv_type, size_t n_rows, int32_t head_dim);
+  // The memory such a tensor takes.
+  static size_t bytes(int32_t kv_type, size_t n_rows, int32_t head_dim);
 
   void store(size_t row, const float* x);
   float dot(const FloatKernels& kernels, size_t row, const float* x) const;
