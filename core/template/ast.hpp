@@ -42,6 +42,7 @@ struct Expr {
   std::string name;
   std::vector<ExprPtr> operands;
   Arguments arguments;
+  int depth = 1;  // levels of the tree from here down (operands and arguments), at most kMaxNesting
 };
 
 struct Node;

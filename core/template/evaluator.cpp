@@ -1,6 +1,6 @@
 #include "core/template/evaluator.hpp"
 
-#include "core/template/failure.hpp"
+#include "core/template/limits.hpp"
 #include "core/template/filters.hpp"
 #include "core/template/operations.hpp"
 #include "core/template/predicates.hpp"
@@ -62,6 +62,20 @@ std::vector<Value> evaluate_all(const std::vector<ExprPtr>& operands, const Fram
   return values;
 }
 
+// Runs a filter or test, naming it in a failure: "filter 'truncate': expected length >= 3, got -5".
+template <class Work>
+Value naming(const char* kind, const std::string& name, Work&& work) {
+  try {
+    return work();
+  } catch (const RenderFailure& failure) {
+    throw RenderFailure(std::string(kind) + " '" + name + "': " + failure.what());
+  }
+}
+
+Value run_filter(const std::string& name, const Value& input, const CallArgs& args) {
+  return naming("filter", name, [&] { return apply_filter(name, input, args); });
+}
+
 Value evaluate_optional(const ExprPtr& expr, const FramePtr& frame) { return expr ? evaluate(*expr, frame) : Value(nullptr); }
 
 Value evaluate_unchecked(const Expr& expr, const FramePtr& frame) {
@@ -98,11 +112,12 @@ Value evaluate_unchecked(const Expr& expr, const FramePtr& frame) {
     }
     case Kind::Filter: {
       const Value input = evaluate(*expr.operands[0], frame);
-      return apply_filter(expr.name, input, evaluate_arguments(expr.arguments, frame));
+      return run_filter(expr.name, input, evaluate_arguments(expr.arguments, frame));
     }
     case Kind::Test: {
       const Value input = evaluate(*expr.operands[0], frame);
-      return apply_test(expr.name, input, evaluate_arguments(expr.arguments, frame));
+      const CallArgs args = evaluate_arguments(expr.arguments, frame);
+      return naming("test", expr.name, [&] { return Value(apply_test(expr.name, input, args)); });
     }
     case Kind::Unary: {
       const Value operand = evaluate(*expr.operands[0], frame);
@@ -124,16 +139,14 @@ Value evaluate_unchecked(const Expr& expr, const FramePtr& frame) {
   throw RenderFailure("unknown expression");
 }
 
-// Expressions, blocks and macro calls in progress on this thread (renders do not share state), and the
-// expressions evaluated so far by the render in progress: a render has a budget of them, so a template
-// of nested loops cannot keep a server busy for minutes.
-thread_local int nesting = 0;
+// The expressions the render in progress on this thread may still evaluate: a render has a budget of them,
+// so a template of nested loops cannot keep a server busy for minutes.
 thread_local int64_t evaluations_left = 0;
 thread_local int64_t evaluation_budget = 0;
 
 Value evaluate(const Expr& expr, const FramePtr& frame) {
   return at_line(expr.line, [&] {
-    const NestingLevel level(nesting);
+    const NestingLevel level;
     if (--evaluations_left < 0) {
       throw RenderFailure("the template evaluated more than " + std::to_string(evaluation_budget) + " expressions");
     }
@@ -164,7 +177,7 @@ std::string render_to_string(const Body& body, const FramePtr& frame) {
 Value apply_filters(const std::vector<FilterCall>& filters, Value value, const FramePtr& frame) {
   for (const auto& filter : filters) {
     CallArgs args = evaluate_arguments(filter.arguments, frame);
-    value = at_line(filter.line, [&] { return apply_filter(filter.name, value, args); });
+    value = at_line(filter.line, [&] { return run_filter(filter.name, value, args); });
   }
   return value;
 }
@@ -212,25 +225,29 @@ Value make_macro(const Node& node, const FramePtr& defining_frame) {
 
 // Jinja2's `loop` object for one iteration.
 Value make_loop(const std::vector<Value>& items, size_t index, const std::shared_ptr<Value>& last_changed) {
+  // The names, made once (strings are shared, so every loop object refers to these).
+  static const Value index0("index0"), index1("index"), revindex0("revindex0"), revindex("revindex"), first("first"),
+      last("last"), length("length"), depth("depth"), depth0("depth0"), previtem("previtem"), nextitem("nextitem"),
+      cycle("cycle"), changed("changed");
   Value loop = Value::namespace_object();
   auto& data = loop.dict_data();
   const size_t count = items.size();
-  data.set("index0", index);
-  data.set("index", index + 1);
-  data.set("revindex0", count - index - 1);
-  data.set("revindex", count - index);
-  data.set("first", index == 0);
-  data.set("last", index + 1 == count);
-  data.set("length", count);
-  data.set("depth", 1);
-  data.set("depth0", 0);
-  data.set("previtem", index > 0 ? items[index - 1] : Value::undefined("there is no previous item"));
-  data.set("nextitem", index + 1 < count ? items[index + 1] : Value::undefined("there is no next item"));
-  data.set("cycle", Value::function("cycle", [index](const CallArgs& args) {
+  data.set(index0, index);
+  data.set(index1, index + 1);
+  data.set(revindex0, count - index - 1);
+  data.set(revindex, count - index);
+  data.set(first, index == 0);
+  data.set(last, index + 1 == count);
+  data.set(length, count);
+  data.set(depth, 1);
+  data.set(depth0, 0);
+  data.set(previtem, index > 0 ? items[index - 1] : Value::undefined("there is no previous item"));
+  data.set(nextitem, index + 1 < count ? items[index + 1] : Value::undefined("there is no next item"));
+  data.set(cycle, Value::function("cycle", [index](const CallArgs& args) {
              if (args.positional.empty()) throw RenderFailure("no items for cycling given");
              return args.positional[index % args.positional.size()];
            }));
-  data.set("changed", Value::function("changed", [last_changed](const CallArgs& args) {
+  data.set(changed, Value::function("changed", [last_changed](const CallArgs& args) {
              const Value current = Value::list(args.positional);
              if (!last_changed->is_undefined() && *last_changed == current) return Value(false);
              *last_changed = current;
@@ -275,9 +292,13 @@ void render_set(const Node& node, const Value& value, const FramePtr& frame) {
   object->dict_data().set(Value(target.namespace_attribute), value);
 }
 
+// caller() keeps the frame of its call block weakly, as macros keep theirs: a caller stored in a namespace
+// would otherwise keep frames (and what they hold) alive in chains and cycles.
 Flow render_call_block(const Node& node, const FramePtr& frame, std::string& out) {
-  const Value caller = Value::function("caller", [&node, frame](const CallArgs& args) {
-    auto scope = std::make_shared<Frame>(frame);
+  const Value caller = Value::function("caller", [&node, closure = std::weak_ptr<Frame>(frame)](const CallArgs& args) {
+    const FramePtr parent = closure.lock();
+    if (!parent) throw RenderFailure("caller() was called after the call block that defines it ended");
+    auto scope = std::make_shared<Frame>(parent);
     bind_parameters(node.parameters, args, scope);
     return Value(render_to_string(node.body, scope));
   });
@@ -323,7 +344,7 @@ Flow render_node(const Node& node, const FramePtr& frame, std::string& out) {
 Flow render_nodes(const Body& body, const FramePtr& frame, std::string& out) {
   for (const auto& node : body) {
     const Flow flow = at_line(node->line, [&] {
-      const NestingLevel level(nesting);
+      const NestingLevel level;
       const Flow result = render_node(*node, frame, out);
       check_result_size(static_cast<int64_t>(out.size()));  // the rendering itself is a result too
       return result;
@@ -335,8 +356,9 @@ Flow render_nodes(const Body& body, const FramePtr& frame, std::string& out) {
 
 }  // namespace
 
-void render_body(const Body& body, const FramePtr& frame, std::string& out, int64_t max_evaluations) {
+void render_body(const Body& body, const FramePtr& frame, std::string& out, int64_t max_evaluations, int64_t max_work) {
   evaluation_budget = evaluations_left = max_evaluations;
+  const WorkBudget work(max_work);
   render_nodes(body, frame, out);
 }
 

@@ -1,5 +1,10 @@
 #include "core/template/unicode.hpp"
 
+#include <algorithm>
+#include <functional>
+
+#include "core/template/limits.hpp"
+
 namespace strata::jinja {
 
 namespace {
@@ -29,6 +34,7 @@ char32_t decode_utf8(std::string_view text, size_t& pos) {
 }
 
 std::vector<std::string> split_code_points(std::string_view text) {
+  charge_work(static_cast<int64_t>(text.size() * sizeof(std::string)));
   std::vector<std::string> pieces;
   for (size_t pos = 0; pos < text.size();) {
     const size_t start = pos;
@@ -44,6 +50,63 @@ size_t code_point_count(std::string_view text) {
   size_t count = 0;
   for (size_t pos = 0; pos < text.size(); ++count) decode_utf8(text, pos);
   return count;
+}
+
+std::vector<size_t> code_point_offsets(std::string_view text) {
+  charge_work(static_cast<int64_t>(text.size() * sizeof(size_t)));
+  std::vector<size_t> offsets;
+  for (size_t pos = 0; pos < text.size();) {
+    offsets.push_back(pos);
+    decode_utf8(text, pos);
+  }
+  offsets.push_back(text.size());
+  return offsets;
+}
+
+std::string code_point_at(std::string_view text, size_t index) {
+  size_t pos = 0;
+  for (size_t i = 0; i < index && pos < text.size(); ++i) decode_utf8(text, pos);
+  const size_t start = pos;
+  if (pos < text.size()) decode_utf8(text, pos);
+  charge_work(static_cast<int64_t>(pos));
+  return std::string(text.substr(start, pos - start));
+}
+
+namespace {
+
+// Below this length a plain search is at most this many times slower than a linear one.
+constexpr size_t kShortNeedle = 8;
+
+}  // namespace
+
+size_t find_text(std::string_view text, std::string_view needle, size_t from) {
+  if (from > text.size()) return std::string_view::npos;
+  size_t found = std::string_view::npos;
+  if (needle.size() < kShortNeedle) {
+    found = text.find(needle, from);
+  } else {
+    const auto match = std::search(text.begin() + static_cast<std::ptrdiff_t>(from), text.end(),
+                                   std::boyer_moore_searcher(needle.begin(), needle.end()));
+    if (match != text.end()) found = static_cast<size_t>(match - text.begin());
+  }
+  charge_work(static_cast<int64_t>((found == std::string_view::npos ? text.size() : found + needle.size()) - from));
+  return found;
+}
+
+size_t rfind_text(std::string_view text, std::string_view needle, size_t end) {
+  end = std::min(end, text.size());
+  if (needle.size() > end) return std::string_view::npos;
+  size_t found = std::string_view::npos;
+  if (needle.size() < kShortNeedle) {
+    found = text.rfind(needle, end - needle.size());
+  } else {
+    // The last occurrence is the first one in the reversed text.
+    const auto match = std::search(text.rend() - static_cast<std::ptrdiff_t>(end), text.rend(),
+                                   std::boyer_moore_searcher(needle.rbegin(), needle.rend()));
+    if (match != text.rend()) found = static_cast<size_t>(text.rend() - match) - needle.size();
+  }
+  charge_work(static_cast<int64_t>(end - (found == std::string_view::npos ? 0 : found)));
+  return found;
 }
 
 void append_utf8(std::string& out, char32_t cp) {

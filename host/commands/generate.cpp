@@ -1,6 +1,5 @@
 // strata generate --model M (--tokens 1,2,3 | -p TEXT [--chat]) [-n N] [sampling flags] [--stop S]
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include "core/engine/chat_format.hpp"
@@ -10,6 +9,7 @@
 #include "core/util/error.hpp"
 #include "host/commands/commands.hpp"
 #include "host/commands/engine_options.hpp"
+#include "host/commands/input_file.hpp"
 
 namespace strata::host {
 namespace {
@@ -26,12 +26,6 @@ struct GenerateCommandOptions {
   std::string kv = "f16";
   SamplingParams sampling;
 };
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read");
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 }  // namespace
 
@@ -64,7 +58,7 @@ void register_generate_command(CLI::App& app) {
     generation.sampling = options->sampling;
     if (text_mode) {
       tokenizer = std::make_unique<tokenizer::Tokenizer>(engine.file());
-      std::string text = options->prompt_file.empty() ? options->prompt : read_file(options->prompt_file);
+      std::string text = options->prompt_file.empty() ? options->prompt : read_input_file(options->prompt_file);
       if (options->chat) {
         text = format_chat(engine.file(), *tokenizer, {{{"role", "user"}, {"content", text}}}, true);
       }

@@ -2,9 +2,7 @@
 // strata detokenize --model M --ids "1 2 3"
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <memory>
 
 #include "core/gguf/gguf_file.hpp"
@@ -12,6 +10,7 @@
 #include "core/util/error.hpp"
 #include "host/commands/commands.hpp"
 #include "host/commands/engine_options.hpp"
+#include "host/commands/input_file.hpp"
 
 namespace strata::host {
 namespace {
@@ -28,12 +27,6 @@ struct DetokenizeOptions {
   std::string ids;
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read");
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 }  // namespace
 
 void register_tokenize_command(CLI::App& app) {
@@ -45,7 +38,7 @@ void register_tokenize_command(CLI::App& app) {
   command->add_flag("--add-special", options->add_special, "Add BOS/EOS as the vocabulary asks");
   command->callback([options] {
     const tokenizer::Tokenizer tokenizer(gguf::Model(options->model));
-    const auto ids = tokenizer.encode(read_file(options->text_file), {options->add_special, options->parse_special});
+    const auto ids = tokenizer.encode(read_input_file(options->text_file), {options->add_special, options->parse_special});
     std::string line;
     for (const auto id : ids) line += (line.empty() ? "" : " ") + std::to_string(id);
     std::cout << line << "\n";
