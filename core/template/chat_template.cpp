@@ -28,9 +28,11 @@ ChatRequest parse_chat_request(std::string_view json_text) {
   try {
     // The callback sees each value as it opens, before anything nests deeper: the parser itself keeps its
     // own stack, so it does not recurse.
-    object = nlohmann::ordered_json::parse(json_text, [](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json& value) {
+    using Json = nlohmann::ordered_json;
+    object = Json::parse(json_text, [](int depth, Json::parse_event_t, Json& value) {
       if (depth > kMaxNesting) throw Error("JSON nested deeper than " + std::to_string(kMaxNesting) + " levels");
-      if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      constexpr auto kMaxInteger = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+      if (value.is_number_unsigned() && value.get<uint64_t>() > kMaxInteger) {
         throw Error("integer " + value.dump() + " is past the 64-bit range");
       }
       return true;

@@ -175,7 +175,9 @@ int64_t round_integer(int64_t value, int64_t digits) {
   }
   if (2 * remainder > unit || (2 * remainder == unit && (quotient & 1) != 0)) quotient += 1;
   const __int128 result = quotient * unit;
-  if (result > std::numeric_limits<int64_t>::max() || result < std::numeric_limits<int64_t>::min()) fail_integer_overflow();
+  if (result > std::numeric_limits<int64_t>::max() || result < std::numeric_limits<int64_t>::min()) {
+    fail_integer_overflow();
+  }
   return static_cast<int64_t>(result);
 }
 
@@ -220,9 +222,13 @@ double round_float(double value, int64_t digits) {
 Value round_number(const Value& input, const CallArgs& args) {
   const int64_t precision = args.get(0, "precision", int64_t{0}).as_int();
   const std::string method = args.get(1, "method", "common").str();
-  if (method != "common" && method != "ceil" && method != "floor") throw RenderFailure("method must be 'common', 'ceil' or 'floor'");
+  if (method != "common" && method != "ceil" && method != "floor") {
+    throw RenderFailure("method must be 'common', 'ceil' or 'floor'");
+  }
   if (!input.is_number()) throw RenderFailure("round() needs a number, not " + input.type_name());
-  if (method == "common") return input.is_float() ? Value(round_float(input.as_double(), precision)) : Value(round_integer(input.as_int(), precision));
+  if (method == "common") {
+    return input.is_float() ? Value(round_float(input.as_double(), precision)) : Value(round_integer(input.as_int(), precision));
+  }
   if (!input.is_float() && precision >= 0) return input.as_double();  // an integer times 10^precision is whole already
   if (precision > 308) throw RenderFailure("int too large to convert to float");
   const double scale = std::pow(10.0, static_cast<double>(precision));
@@ -235,7 +241,8 @@ Value round_number(const Value& input, const CallArgs& args) {
 
 Value indent(const Value& input, const CallArgs& args) {
   const Value width = args.get(0, "width", int64_t{4});
-  const std::string indentation = width.is_string() ? width.as_string() : std::string(static_cast<size_t>(repeated_size(1, width.as_int())), ' ');
+  const std::string indentation =
+      width.is_string() ? width.as_string() : std::string(static_cast<size_t>(repeated_size(1, width.as_int())), ' ');
   const bool first = args.get(1, "first", false).truthy();
   const bool blank = args.get(2, "blank", false).truthy();
   std::vector<Value> lines = bound_method(Value(input.str() + "\n"), "splitlines")->function().call({}).list_data().items;
@@ -272,7 +279,9 @@ Value truncate(const Value& input, const CallArgs& args) {
   const Value leeway_value = args.get(3, "leeway", nullptr);
   const int64_t leeway = leeway_value.is_none() ? 5 : leeway_value.as_int();
   const auto end_length = static_cast<int64_t>(code_point_count(end));
-  if (limit < end_length) throw RenderFailure("expected length >= " + std::to_string(end_length) + ", got " + std::to_string(limit));
+  if (limit < end_length) {
+    throw RenderFailure("expected length >= " + std::to_string(end_length) + ", got " + std::to_string(limit));
+  }
   if (leeway < 0) throw RenderFailure("expected leeway >= 0, got " + std::to_string(leeway));
   const auto offsets = code_point_offsets(text);
   const auto count = static_cast<int64_t>(offsets.size() - 1);
@@ -424,7 +433,9 @@ Value tojson(const Value& input, const CallArgs& args) {
   style.ensure_ascii = args.get(0, "ensure_ascii", false).truthy();
   const Value indent_value = args.get(1, "indent", nullptr);
   if (indent_value.is_string()) style.indent = indent_value.as_string();
-  if (indent_value.is_number()) style.indent = std::string(static_cast<size_t>(repeated_size(1, indent_value.as_int())), ' ');
+  if (indent_value.is_number()) {
+    style.indent = std::string(static_cast<size_t>(repeated_size(1, indent_value.as_int())), ' ');
+  }
   if (style.indent) style.item_separator = ",";
   const Value separators = args.get(2, "separators", nullptr);
   if (separators.is_list_or_tuple() && separators.list_data().items.size() == 2) {
@@ -449,19 +460,23 @@ size_t parse_conversion(const std::string& pattern, size_t pos, Conversion& conv
     const size_t start = pos;
     while (pos < pattern.size() && std::isdigit(static_cast<unsigned char>(pattern[pos]))) ++pos;
     int64_t value = 0;
-    const auto [end, error] = std::from_chars(pattern.data() + start, pattern.data() + pos, value);
-    if (error == std::errc::result_out_of_range) throw RenderFailure("width or precision too big in format");
+    if (std::from_chars(pattern.data() + start, pattern.data() + pos, value).ec == std::errc::result_out_of_range) {
+      throw RenderFailure("width or precision too big in format");
+    }
     into = pos > start ? value : into;
     check_result_size(into);
   };
-  while (pos < pattern.size() && std::strchr("-+ #0", pattern[pos]) && pattern[pos] != '\0') conversion.flags += pattern[pos++];
+  auto one_of = [&](const char* characters) {
+    return pos < pattern.size() && pattern[pos] != '\0' && std::strchr(characters, pattern[pos]) != nullptr;
+  };
+  while (one_of("-+ #0")) conversion.flags += pattern[pos++];
   number(conversion.width);
   if (pos < pattern.size() && pattern[pos] == '.') {
     ++pos;
     conversion.precision = 0;
     number(conversion.precision);
   }
-  while (pos < pattern.size() && std::strchr("hlL", pattern[pos]) && pattern[pos] != '\0') ++pos;  // Python ignores them
+  while (one_of("hlL")) ++pos;  // Python ignores them
   if (pos >= pattern.size()) throw RenderFailure("incomplete format");
   conversion.type = pattern[pos];
   return pos;
@@ -517,8 +532,8 @@ Value printf_format(const Value& input, const CallArgs& args) {
       append_bounded(out, format_text(type == 's' ? value.str() : value.repr(), conversion));
     } else if (std::strchr("diuxXo", type) && type != '\0') {
       if (type == 'u') conversion.type = 'd';
-      const auto integer = static_cast<long long>(value.is_float() ? float_to_integer(value.as_double()) : value.as_int());
-      append_bounded(out, format_number(conversion, "ll", integer));
+      const int64_t integer = value.is_float() ? float_to_integer(value.as_double()) : value.as_int();
+      append_bounded(out, format_number(conversion, "ll", static_cast<long long>(integer)));
     } else if (std::strchr("eEfFgG", type) && type != '\0') {
       append_bounded(out, format_number(conversion, "", value.as_double()));
     } else {

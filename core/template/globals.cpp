@@ -59,7 +59,7 @@ Value strftime_now(const std::optional<std::tm>& pinned, const CallArgs& args) {
     const std::time_t now = std::time(nullptr);
     localtime_r(&now, &time);
   }
-  if (format.find('\0') != std::string::npos) throw RenderFailure("strftime_now: embedded null character in the format");
+  if (format.find('\0') != std::string::npos) throw RenderFailure("strftime_now: a NUL character in the format");
   // No conversion writes more than 64 bytes (%c is the longest, ~24): an output this size cannot be cut short.
   std::string out(static_cast<size_t>(repeated_size(64, static_cast<int64_t>(format.size()) + 4)), '\0');
   const size_t written = std::strftime(out.data(), out.size(), format.c_str(), &time);
@@ -72,8 +72,8 @@ Value strftime_now(const std::optional<std::tm>& pinned, const CallArgs& args) {
 std::vector<std::pair<std::string, Value>> make_globals(const std::optional<std::tm>& now) {
   return {
       {"range", Value::function("range", range)},
-      {"namespace", Value::function("namespace", [](const CallArgs& args) { return make_mapping(Value::namespace_object(), args); })},
-      {"dict", Value::function("dict", [](const CallArgs& args) { return make_mapping(Value::dict(), args); })},
+      {"namespace", Value::function("namespace", [](const CallArgs& a) { return make_mapping(Value::namespace_object(), a); })},
+      {"dict", Value::function("dict", [](const CallArgs& a) { return make_mapping(Value::dict(), a); })},
       {"joiner", Value::function("joiner", make_joiner)},
       {"raise_exception", Value::function("raise_exception", [](const CallArgs& args) -> Value { throw RenderFailure(args.get(0, "message").str()); })},
       {"strftime_now", Value::function("strftime_now", [now](const CallArgs& args) { return strftime_now(now, args); })},

@@ -149,7 +149,9 @@ Value count(const Value& self, const CallArgs& args) {
   const std::string needle = string_argument(args, 0, "sub");
   if (needle.empty()) return static_cast<int64_t>(code_point_count(text) + 1);
   int64_t total = 0;
-  for (size_t pos = find_text(text, needle); pos != std::string::npos; pos = find_text(text, needle, pos + needle.size())) ++total;
+  for (size_t pos = find_text(text, needle); pos != std::string::npos; pos = find_text(text, needle, pos + needle.size())) {
+    ++total;
+  }
   return total;
 }
 
@@ -322,16 +324,16 @@ std::string python_strip(const std::string& text, const Value& chars, bool left,
     return text.substr(begin, end - begin);
   }
   if (!chars.is_string()) throw RenderFailure("strip arg must be None or str");
-  std::vector<std::string_view> strip_set;  // sorted, for a search in log time
+  // Characters as views between their offsets; the set sorted, for a search in log time.
+  auto character = [](std::string_view of, const std::vector<size_t>& offsets, size_t i) {
+    return of.substr(offsets[i], offsets[i + 1] - offsets[i]);
+  };
+  std::vector<std::string_view> strip_set;
   const auto set_offsets = code_point_offsets(chars.as_string());
-  for (size_t i = 0; i + 1 < set_offsets.size(); ++i) {
-    strip_set.push_back(std::string_view(chars.as_string()).substr(set_offsets[i], set_offsets[i + 1] - set_offsets[i]));
-  }
+  for (size_t i = 0; i + 1 < set_offsets.size(); ++i) strip_set.push_back(character(chars.as_string(), set_offsets, i));
   std::sort(strip_set.begin(), strip_set.end());
   const auto offsets = code_point_offsets(text);
-  auto stripped = [&](size_t i) {
-    return std::binary_search(strip_set.begin(), strip_set.end(), std::string_view(text).substr(offsets[i], offsets[i + 1] - offsets[i]));
-  };
+  auto stripped = [&](size_t i) { return std::binary_search(strip_set.begin(), strip_set.end(), character(text, offsets, i)); };
   size_t begin = 0, end = offsets.size() - 1;
   if (left) while (begin < end && stripped(begin)) ++begin;
   if (right) while (end > begin && stripped(end - 1)) --end;

@@ -97,7 +97,9 @@ Value arithmetic(std::string_view op, const Value& left, const Value& right) {
   }
   if (op == "**") {
     if (integral && right.as_int() >= 0) return checked_integer(op, left.as_int(), right.as_int());
-    if (left.as_double() == 0.0 && right.as_double() < 0.0) throw RenderFailure("0.0 cannot be raised to a negative power");
+    if (left.as_double() == 0.0 && right.as_double() < 0.0) {
+      throw RenderFailure("0.0 cannot be raised to a negative power");
+    }
     return std::pow(left.as_double(), right.as_double());
   }
   const bool divisor_zero = integral ? right.as_int() == 0 : right.as_double() == 0.0;
@@ -152,7 +154,9 @@ std::vector<size_t> slice_positions(size_t size, const Value& start, const Value
   const __int128 stride_size = stride > 0 ? __int128{stride} : -__int128{stride};
   const auto count = static_cast<int64_t>(span > 0 ? (span + stride_size - 1) / stride_size : 0);
   std::vector<size_t> positions(static_cast<size_t>(count));
-  for (int64_t k = 0; k < count; ++k) positions[static_cast<size_t>(k)] = static_cast<size_t>(first + __int128{k} * stride);
+  for (int64_t k = 0; k < count; ++k) {
+    positions[static_cast<size_t>(k)] = static_cast<size_t>(first + __int128{k} * stride);
+  }
   return positions;
 }
 

@@ -617,7 +617,8 @@ class Parser {
   // Every expression node is made here, and the depth of the tree bounded: a chain built by a loop of the
   // parser (`x|f|f|f...`, `a + b + c...`, `a.b.c...`) nests without the parser recursing, and evaluating and
   // freeing the tree recurse as deep as it goes.
-  ExprPtr make_expr(Expr::Kind kind, int line, std::vector<ExprPtr> operands = {}, std::string name = {}, Arguments arguments = {}) {
+  ExprPtr make_expr(Expr::Kind kind, int line, std::vector<ExprPtr> operands = {}, std::string name = {},
+                    Arguments arguments = {}) {
     auto expr = std::make_shared<Expr>();
     expr->kind = kind;
     expr->line = line;
@@ -629,7 +630,9 @@ class Parser {
     for (const auto& argument : expr->arguments.positional) below = std::max(below, argument->depth);
     for (const auto& [keyword, argument] : expr->arguments.keyword) below = std::max(below, argument->depth);
     expr->depth = below + 1;
-    if (expr->depth > kMaxNesting) fail(current(), "expression nested deeper than " + std::to_string(kMaxNesting) + " levels");
+    if (expr->depth > kMaxNesting) {
+      fail(current(), "expression nested deeper than " + std::to_string(kMaxNesting) + " levels");
+    }
     return expr;
   }
 

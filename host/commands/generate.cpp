@@ -38,7 +38,9 @@ void register_generate_command(CLI::App& app) {
   auto* prompt_file = command->add_option("-f,--prompt-file", options->prompt_file, "Prompt text from a file");
   tokens->excludes(prompt)->excludes(prompt_file);
   prompt->excludes(prompt_file);
-  command->add_flag("--chat", options->chat, "Wrap the prompt as one user message in the model's chat template");
+  command->add_flag("--chat", options->chat,
+                    "Wrap the prompt as one user message in the model's chat template (rendered within the limits "
+                    "`strata template --help` lists)");
   command->add_option("--stop", options->stop, "Stop when this text appears (repeatable); it is not printed");
   command->add_option("-n,--max-tokens", options->max_tokens, "Tokens to generate at most")->capture_default_str();
   command->add_option("--ctx", options->ctx, "Context size (default: prompt + max tokens)");

@@ -25,8 +25,8 @@ void register_template_command(CLI::App& app) {
   auto* command = app.add_subcommand("template", "Render a Jinja chat template for one conversation, as Hugging Face's apply_chat_template does");
   command->add_option("--template", options->template_path, "Jinja chat template file")->required();
   command->add_option("--input", options->input_path,
-                      "JSON file: {\"messages\", \"add_generation_prompt\", \"bos_token\", \"eos_token\", \"extra\"}, nested "
-                      "at most " + std::to_string(jinja::kMaxNesting) + " levels")
+                      "JSON file: {\"messages\", \"add_generation_prompt\", \"bos_token\", \"eos_token\", \"extra\"}, "
+                      "nested at most " + std::to_string(jinja::kMaxNesting) + " levels")
       ->required();
   command->add_option("--now", options->now, "Pin strftime_now to this local time, \"YYYY-MM-DD HH:MM[:SS]\" (default: the clock)");
   command->footer("A render fails with an error naming the template line past its limits: nesting deeper than " +
@@ -34,7 +34,8 @@ void register_template_command(CLI::App& app) {
                   std::to_string(jinja::kMaxResultSize >> 20) + " MiB, a list or dict past " +
                   std::to_string(jinja::kMaxResultSize >> 20) + " Mi items, " +
                   std::to_string(jinja::kDefaultMaxEvaluations) + " expressions evaluated, or " +
-                  std::to_string(jinja::kDefaultMaxWork >> 20) + " MiB of data built, copied or compared (docs/templates.md).");
+                  std::to_string(jinja::kDefaultMaxWork >> 20) +
+                  " MiB of data built, copied or compared (docs/templates.md).");
 
   command->callback([options] {
     const std::string template_text = read_input_file(options->template_path);

@@ -37,8 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   const size_t split = input.find('\0');
   try {
-    const strata::jinja::ChatRequest request =
-        split == std::string_view::npos ? default_request() : strata::jinja::parse_chat_request(input.substr(split + 1));
+    using strata::jinja::parse_chat_request;
+    const auto request = split == std::string_view::npos ? default_request() : parse_chat_request(input.substr(split + 1));
     strata::jinja::RenderOptions options;
     options.now = std::tm{};
     options.max_evaluations = 100'000;
