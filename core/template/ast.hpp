@@ -25,7 +25,7 @@ struct Expr {
     List,         // operands: the items
     Tuple,        // operands: the items
     Dict,         // operands: key, value, key, value, ...
-    Attribute,    // operands[0] . name
+    Attribute,    // operands[0] . name (also in value, as a string)
     Subscript,    // operands[0] [ operands[1] ]
     Slice,        // operands: start, stop, step (each may be null); only inside a subscript
     Call,         // operands[0] ( arguments )

@@ -95,7 +95,7 @@ Value evaluate_unchecked(const Expr& expr, const FramePtr& frame) {
       }
       return object;
     }
-    case Kind::Attribute: return get_attribute(evaluate(*expr.operands[0], frame), expr.name);
+    case Kind::Attribute: return get_attribute(evaluate(*expr.operands[0], frame), expr.value);
     case Kind::Subscript: {
       const Value object = evaluate(*expr.operands[0], frame);
       const Expr& key = *expr.operands[1];
@@ -223,37 +223,44 @@ Value make_macro(const Node& node, const FramePtr& defining_frame) {
   });
 }
 
-// Jinja2's `loop` object for one iteration.
-Value make_loop(const std::vector<Value>& items, size_t index, const std::shared_ptr<Value>& last_changed) {
-  // The names, made once (strings are shared, so every loop object refers to these).
-  static const Value index0("index0"), index1("index"), revindex0("revindex0"), revindex("revindex"), first("first"),
-      last("last"), length("length"), depth("depth"), depth0("depth0"), previtem("previtem"), nextitem("nextitem"),
-      cycle("cycle"), changed("changed");
+// Jinja2's `loop`: one object for the whole loop, updated in place at each iteration as Jinja2's LoopContext
+// is (so an iteration costs no new data). Its fields, in the order make_loop adds them:
+enum LoopField : size_t { kIndex0, kIndex, kRevindex0, kRevindex, kFirst, kLast, kPrevitem, kNextitem };
+
+Value make_loop(size_t count, const std::shared_ptr<size_t>& position) {
   Value loop = Value::namespace_object();
   auto& data = loop.dict_data();
-  const size_t count = items.size();
-  data.set(index0, index);
-  data.set(index1, index + 1);
-  data.set(revindex0, count - index - 1);
-  data.set(revindex, count - index);
-  data.set(first, index == 0);
-  data.set(last, index + 1 == count);
-  data.set(length, count);
-  data.set(depth, 1);
-  data.set(depth0, 0);
-  data.set(previtem, index > 0 ? items[index - 1] : Value::undefined("there is no previous item"));
-  data.set(nextitem, index + 1 < count ? items[index + 1] : Value::undefined("there is no next item"));
-  data.set(cycle, Value::function("cycle", [index](const CallArgs& args) {
+  for (const char* name : {"index0", "index", "revindex0", "revindex", "first", "last", "previtem", "nextitem"}) {
+    data.set(Value(name), nullptr);
+  }
+  data.set(Value("length"), count);
+  data.set(Value("depth"), 1);
+  data.set(Value("depth0"), 0);
+  data.set(Value("cycle"), Value::function("cycle", [position](const CallArgs& args) {
              if (args.positional.empty()) throw RenderFailure("no items for cycling given");
-             return args.positional[index % args.positional.size()];
+             return args.positional[*position % args.positional.size()];
            }));
-  data.set(changed, Value::function("changed", [last_changed](const CallArgs& args) {
+  auto last_changed = std::make_shared<Value>();
+  data.set(Value("changed"), Value::function("changed", [last_changed](const CallArgs& args) {
              const Value current = Value::list(args.positional);
              if (!last_changed->is_undefined() && *last_changed == current) return Value(false);
              *last_changed = current;
              return Value(true);
            }));
   return loop;
+}
+
+void update_loop(const Value& loop, const std::vector<Value>& items, size_t index) {
+  auto& entries = loop.dict_data().entries;
+  const size_t count = items.size();
+  entries[kIndex0].second = index;
+  entries[kIndex].second = index + 1;
+  entries[kRevindex0].second = count - index - 1;
+  entries[kRevindex].second = count - index;
+  entries[kFirst].second = index == 0;
+  entries[kLast].second = index + 1 == count;
+  entries[kPrevitem].second = index > 0 ? items[index - 1] : Value::undefined("there is no previous item");
+  entries[kNextitem].second = index + 1 < count ? items[index + 1] : Value::undefined("there is no next item");
 }
 
 Flow render_for(const Node& node, const FramePtr& frame, std::string& out) {
@@ -271,11 +278,14 @@ Flow render_for(const Node& node, const FramePtr& frame, std::string& out) {
     render_nodes(node.else_body, std::make_shared<Frame>(frame), out);
     return Flow::Normal;
   }
-  auto last_changed = std::make_shared<Value>();
+  auto position = std::make_shared<size_t>(0);
+  const Value loop = make_loop(items.size(), position);
   for (size_t i = 0; i < items.size(); ++i) {
     auto scope = std::make_shared<Frame>(frame);
     assign(node.target, items[i], *scope);
-    scope->set("loop", make_loop(items, i, last_changed));
+    *position = i;
+    update_loop(loop, items, i);
+    scope->set("loop", loop);
     if (render_nodes(node.body, scope, out) == Flow::Break) break;
   }
   return Flow::Normal;

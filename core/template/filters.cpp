@@ -550,7 +550,7 @@ const std::map<std::string, Filter, std::less<>>& filters() {
          if (!v.is_number()) throw RenderFailure("bad operand type for abs(): '" + v.type_name() + "'");
          return v.is_float() ? Value(std::fabs(v.as_double())) : Value(v.as_int() < 0 ? checked_negate(v.as_int()) : v.as_int());
        }},
-      {"attr", [](const Value& v, const CallArgs& a) { return get_attribute(v, a.get(0, "name").str()); }},
+      {"attr", [](const Value& v, const CallArgs& a) { return get_attribute(v, Value(a.get(0, "name").str())); }},
       {"batch", batch},
       {"capitalize", [](const Value& v, const CallArgs&) { return Value(python_capitalize(v.str())); }},
       {"center", center},

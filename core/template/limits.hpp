@@ -24,7 +24,7 @@ inline constexpr int kMaxNesting = 200;
 // strings, lists and dicts built, copied or compared (a list or dict item counts its size in memory, a
 // new string its bytes plus kStringOverhead).
 inline constexpr int64_t kDefaultMaxEvaluations = 10'000'000;
-inline constexpr int64_t kDefaultMaxWork = int64_t{1} << 30;
+inline constexpr int64_t kDefaultMaxWork = int64_t{1} << 28;
 inline constexpr int64_t kStringOverhead = 64;  // a string value's own memory: the string and its shared block
 
 [[noreturn]] void fail_nesting();

@@ -169,13 +169,13 @@ std::string object_description(const Value& object) {
 
 void fail_undefined(const Value& undefined) { throw RenderFailure(undefined.undefined_hint()); }
 
-Value get_attribute(const Value& object, const std::string& name) {
+Value get_attribute(const Value& object, const Value& name) {
   require_defined(object);
-  if (auto method = bound_method(object, name)) return *method;
+  if (auto method = bound_method(object, name.as_string())) return *method;
   if (object.is_dict_or_namespace()) {
-    if (const Value* found = object.dict_data().find(Value(name))) return *found;
+    if (const Value* found = object.dict_data().find(name)) return *found;
   }
-  return Value::undefined(object_description(object) + " has no attribute '" + name + "'");
+  return Value::undefined(object_description(object) + " has no attribute '" + name.as_string() + "'");
 }
 
 Value get_item(const Value& object, const Value& key) {

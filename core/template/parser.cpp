@@ -440,7 +440,9 @@ class Parser {
         const Token attribute = current();
         advance();
         if (attribute.type == TokenType::Name) {
-          node = make_expr(Expr::Kind::Attribute, token.line, {node}, attribute.text);
+          auto lookup = make_expr(Expr::Kind::Attribute, token.line, {node}, attribute.text);
+          lookup->value = Value(attribute.text);  // made once here, not at every lookup
+          node = lookup;
         } else if (attribute.type == TokenType::Integer) {
           node = make_expr(Expr::Kind::Subscript, token.line, {node, make_literal(static_cast<int64_t>(std::stoll(attribute.text)), token.line)});
         } else {
@@ -617,8 +619,8 @@ class Parser {
   // Every expression node is made here, and the depth of the tree bounded: a chain built by a loop of the
   // parser (`x|f|f|f...`, `a + b + c...`, `a.b.c...`) nests without the parser recursing, and evaluating and
   // freeing the tree recurse as deep as it goes.
-  ExprPtr make_expr(Expr::Kind kind, int line, std::vector<ExprPtr> operands = {}, std::string name = {},
-                    Arguments arguments = {}) {
+  std::shared_ptr<Expr> make_expr(Expr::Kind kind, int line, std::vector<ExprPtr> operands = {}, std::string name = {},
+                                  Arguments arguments = {}) {
     auto expr = std::make_shared<Expr>();
     expr->kind = kind;
     expr->line = line;
