@@ -321,6 +321,10 @@ TEST(TemplateExpressions, OperatorsAndMethodsCheckTheirOperands) {
                    "{{ ('a' * 4000000 + 'b' + 'a' * 3000).find('b' + 'a' * 2000) }} {{ ('ab' * 3)|replace('ab' * 2, '-') }} "
                    "{{ 'xxabxxabxx'.split('ab' * 1) }} {{ 'a--b--c'.rsplit('--', 1) }} {{ '<<x>>'.strip('<>') }}"),
             "0 -1 4000000 -ab ['xx', 'xx', 'xx'] ['a--b', 'c'] x");
+  // Long needles too (the standard library's Boyer-Moore builds its table in quadratic time: found by fuzzing).
+  EXPECT_EQ(render("{{ ('ab' * 1000000 ~ 'c')|replace('ab' * 500000 ~ 'c', '-')|length }} {{ 'x'|replace('xy' * 1000000, '-') }} "
+                   "{{ ('ab' * 1000000 ~ 'c').rfind('c' ~ 'ab' * 10) }} {{ ('c' ~ 'ab' * 1000000).rsplit('c' ~ 'ab' * 500000)|length }}"),
+            "1000001 x -1 2");
 }
 
 // Nesting is counted wherever it is built, so nothing recurses past 200 levels: not the parser, not the

@@ -1,7 +1,6 @@
 #include "core/template/unicode.hpp"
 
 #include <algorithm>
-#include <functional>
 
 #include "core/template/limits.hpp"
 
@@ -77,17 +76,37 @@ namespace {
 // Below this length a plain search is at most this many times slower than a linear one.
 constexpr size_t kShortNeedle = 8;
 
+// Knuth-Morris-Pratt: where needle (m characters, needle(j)) first occurs in text (n characters, text(i)),
+// or npos, in time linear in m + n whatever the two hold (the standard library's searchers are not: its
+// Boyer-Moore builds its table in quadratic time).
+template <class Needle, class Text>
+size_t first_match(size_t m, Needle needle, size_t n, Text text) {
+  charge_work(static_cast<int64_t>(m * sizeof(size_t)));
+  std::vector<size_t> border(m, 0);  // border[j]: the longest proper prefix of needle[0..j] that is also its suffix
+  for (size_t j = 1, k = 0; j < m; ++j) {
+    while (k > 0 && needle(j) != needle(k)) k = border[k - 1];
+    if (needle(j) == needle(k)) ++k;
+    border[j] = k;
+  }
+  for (size_t i = 0, k = 0; i < n; ++i) {
+    while (k > 0 && text(i) != needle(k)) k = border[k - 1];
+    if (text(i) == needle(k)) ++k;
+    if (k == m) return i + 1 - m;
+  }
+  return std::string_view::npos;
+}
+
 }  // namespace
 
 size_t find_text(std::string_view text, std::string_view needle, size_t from) {
-  if (from > text.size()) return std::string_view::npos;
+  if (from > text.size() || needle.size() > text.size() - from) return std::string_view::npos;
   size_t found = std::string_view::npos;
   if (needle.size() < kShortNeedle) {
     found = text.find(needle, from);
   } else {
-    const auto match = std::search(text.begin() + static_cast<std::ptrdiff_t>(from), text.end(),
-                                   std::boyer_moore_searcher(needle.begin(), needle.end()));
-    if (match != text.end()) found = static_cast<size_t>(match - text.begin());
+    const size_t match = first_match(needle.size(), [&](size_t j) { return needle[j]; }, text.size() - from,
+                                     [&](size_t i) { return text[from + i]; });
+    if (match != std::string_view::npos) found = from + match;
   }
   charge_work(static_cast<int64_t>((found == std::string_view::npos ? text.size() : found + needle.size()) - from));
   return found;
@@ -96,14 +115,14 @@ size_t find_text(std::string_view text, std::string_view needle, size_t from) {
 size_t rfind_text(std::string_view text, std::string_view needle, size_t end) {
   end = std::min(end, text.size());
   if (needle.size() > end) return std::string_view::npos;
+  const size_t m = needle.size();
   size_t found = std::string_view::npos;
-  if (needle.size() < kShortNeedle) {
-    found = text.rfind(needle, end - needle.size());
-  } else {
-    // The last occurrence is the first one in the reversed text.
-    const auto match = std::search(text.rend() - static_cast<std::ptrdiff_t>(end), text.rend(),
-                                   std::boyer_moore_searcher(needle.rbegin(), needle.rend()));
-    if (match != text.rend()) found = static_cast<size_t>(text.rend() - match) - needle.size();
+  if (m < kShortNeedle) {
+    found = text.rfind(needle, end - m);
+  } else {  // the last occurrence is the first one in the reversed text
+    const size_t match =
+        first_match(m, [&](size_t j) { return needle[m - 1 - j]; }, end, [&](size_t i) { return text[end - 1 - i]; });
+    if (match != std::string_view::npos) found = end - match - m;
   }
   charge_work(static_cast<int64_t>(end - (found == std::string_view::npos ? 0 : found)));
   return found;

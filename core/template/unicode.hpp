@@ -19,8 +19,8 @@ void append_utf8(std::string& out, char32_t code_point);
 char32_t decode_utf8(std::string_view text, size_t& pos);
 
 // The first occurrence of needle at or after `from` / the last one that ends at or before `end`, or npos:
-// in time linear in the text (Boyer-Moore for longer needles), so that no needle can make a search
-// quadratic. The bytes searched are charged to the render's work.
+// in time linear in the text and the needle (Knuth-Morris-Pratt for longer needles), so that no needle can
+// make a search quadratic. The bytes searched are charged to the render's work.
 size_t find_text(std::string_view text, std::string_view needle, size_t from = 0);
 size_t rfind_text(std::string_view text, std::string_view needle, size_t end = std::string_view::npos);
 
