@@ -288,6 +288,8 @@ TEST(TemplateFilters, EveryFilterChecksItsArgumentsOrGivesJinja2sResult) {
   EXPECT_THAT(render_error("{{ 'a\nb'|indent(9223372036854775807) }}"), HasSubstr("filter 'indent': a result of"));
   EXPECT_THAT(render_error("{{ ('a\n' * 1000)|indent(100000) }}"), HasSubstr("past the limit"));
   EXPECT_THAT(render_error("{{ [1]|batch(9223372036854775807, 0)|list }}"), HasSubstr("filter 'batch': a result of"));
+  // A fill of many items is work charged before it is copied (found by fuzzing: seconds of copies first).
+  EXPECT_THAT(render_error("{{ [2]|batch(9000000, missing)|list }}"), HasSubstr("filter 'batch': the template built"));
   EXPECT_THAT(render_error("{{ {'a': 1}|tojson(indent=9223372036854775807) }}"), HasSubstr("filter 'tojson': a result of"));
   EXPECT_THAT(render_error("{{ (['x' * 1000000] * 20)|join(',') }}"), HasSubstr("filter 'join': a result of"));
   // round: Python's, for any precision (half to even on the exact binary value; ints stay ints).
@@ -384,6 +386,24 @@ TEST(TemplateLimits, OutputMemoryAndWorkAreBounded) {
   EXPECT_THAT([&] { try { copies.render({}, small); } catch (const Error& e) { return std::string(e.what()); } return std::string(); }(),
               HasSubstr("more than 1048576 bytes of data"));
   EXPECT_EQ(copies.render({}, pinned_clock()), "");
+}
+
+// Resident memory of this process, in bytes.
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * 4096;
+}
+
+// Namespaces are the only values a template can change, so the only way to a reference cycle: a render frees
+// the cycles it made (else a server would leak at every request with such a template; found by fuzzing).
+TEST(TemplateLimits, ReferenceCyclesEndWithTheRender) {
+  const Template cycles("{% set ns = namespace(big='x' * 4000000) %}{% set ns.self = ns %}"
+                        "{% for i in [1] %}{% set ns.loop = loop %}{{ loop.changed(loop) }}{% endfor %}");
+  const int64_t before = resident_bytes();
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(cycles.render({}, pinned_clock()), "True");
+  EXPECT_LT(resident_bytes() - before, int64_t{100} << 20) << "100 renders of 4 MB each were not freed";
 }
 
 // Files named on the command line: a directory or a missing file is an error naming it.

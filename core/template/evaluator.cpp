@@ -369,6 +369,7 @@ Flow render_nodes(const Body& body, const FramePtr& frame, std::string& out) {
 void render_body(const Body& body, const FramePtr& frame, std::string& out, int64_t max_evaluations, int64_t max_work) {
   evaluation_budget = evaluations_left = max_evaluations;
   const WorkBudget work(max_work);
+  const NamespaceRecord namespaces;
   render_nodes(body, frame, out);
 }
 

@@ -388,7 +388,10 @@ Value batch(const Value& input, const CallArgs& args) {
     if (static_cast<int64_t>(current.size()) == size) batches.push_back(Value::list(std::exchange(current, {})));
   }
   if (!current.empty()) {
-    if (!fill.is_none()) current.resize(static_cast<size_t>(repeated_size(1, size)), fill);
+    if (!fill.is_none()) {
+      charge_work(repeated_size(1, size) * static_cast<int64_t>(sizeof(Value)));  // before copying the fill value
+      current.resize(static_cast<size_t>(size), fill);
+    }
     batches.push_back(Value::list(std::move(current)));
   }
   return Value::list(std::move(batches));

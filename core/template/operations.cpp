@@ -30,6 +30,7 @@ Value repeat(const Value& sequence, int64_t times) {
     for (int64_t i = 0; i < times && size > 0; ++i) out += sequence.as_string();
     return out;
   }
+  charge_work(static_cast<int64_t>(size * sizeof(Value)));  // before copying the items
   std::vector<Value> items;
   items.reserve(size);
   for (int64_t i = 0; i < times && size > 0; ++i) {

@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-
 #include <limits>
 
 #include "core/template/limits.hpp"
@@ -31,10 +30,32 @@ Value Value::tuple(std::vector<Value> items) {
 
 Value Value::dict() { return Value(Storage(std::make_shared<DictData>())); }
 
+namespace {
+
+thread_local std::vector<std::weak_ptr<DictData>>* recorded_namespaces = nullptr;
+
+}  // namespace
+
 Value Value::namespace_object() {
-  Value value = dict();
-  value.dict_data().is_namespace = true;
-  return value;
+  auto data = std::make_shared<DictData>();
+  data->is_namespace = true;
+  if (recorded_namespaces) {
+    charge_work(sizeof(std::weak_ptr<DictData>));
+    recorded_namespaces->push_back(data);
+  }
+  return Value(Storage(std::move(data)));
+}
+
+NamespaceRecord::NamespaceRecord() : saved_(recorded_namespaces) { recorded_namespaces = &namespaces_; }
+
+NamespaceRecord::~NamespaceRecord() {
+  recorded_namespaces = saved_;
+  for (const auto& recorded : namespaces_) {
+    if (const auto data = recorded.lock()) {
+      const auto entries = std::move(data->entries);  // freed here, ending any cycle through this namespace
+      data->entries.clear();
+    }
+  }
 }
 
 Value Value::function(std::string name, std::function<Value(const CallArgs&)> call) {

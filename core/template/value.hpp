@@ -140,6 +140,21 @@ struct Function {
   std::function<Value(const CallArgs&)> call;
 };
 
+// Namespaces are the only values a template can change (`set ns.attr = ...`), so the only way to a reference
+// cycle (`set ns.self = ns`), which reference counting would never free. For its lifetime this records the
+// namespaces made on this thread, and at its end empties those still alive: a render's cycles end with it.
+class NamespaceRecord {
+ public:
+  NamespaceRecord();
+  ~NamespaceRecord();
+  NamespaceRecord(const NamespaceRecord&) = delete;
+  NamespaceRecord& operator=(const NamespaceRecord&) = delete;
+
+ private:
+  std::vector<std::weak_ptr<DictData>> namespaces_;
+  std::vector<std::weak_ptr<DictData>>* saved_;
+};
+
 // Python's ==, where 1 == 1.0 == True and [1] != (1,). Charges the bytes compared to the render's work;
 // fails past kMaxNesting levels of data.
 bool operator==(const Value& a, const Value& b);
