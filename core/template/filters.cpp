@@ -153,13 +153,10 @@ Value to_float(const Value& input, const CallArgs& args) {
   if (input.is_number()) return input.as_double();
   if (!input.is_string()) return fallback;
   const std::string text = python_strip(input.as_string(), nullptr, true, true);
-  try {
-    size_t used = 0;
-    const double value = std::stod(text, &used);
-    if (used == text.size()) return value;
-  } catch (const std::exception&) {
-  }
-  return fallback;
+  if (text.empty()) return fallback;
+  char* parsed = nullptr;
+  const double value = std::strtod(text.c_str(), &parsed);  // past the range: inf or 0, as float() gives
+  return parsed == text.c_str() + text.size() ? Value(value) : fallback;
 }
 
 // Python's round(int, digits): unchanged for digits >= 0, else half to even at 10^-digits.

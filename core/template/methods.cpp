@@ -313,7 +313,13 @@ std::optional<Value> bound_method(const Value& object, const std::string& name) 
   if (!table) return std::nullopt;
   const auto found = table->find(name);
   if (found == table->end()) return std::nullopt;
-  return Value::function(name, [object, method = found->second](const CallArgs& args) { return method(object, args); });
+  return Value::function(name, [object, name, method = found->second](const CallArgs& args) {
+    try {
+      return method(object, args);
+    } catch (const RenderFailure& failure) {  // name the method, as filters are named
+      throw RenderFailure("method '" + name + "': " + failure.what());
+    }
+  });
 }
 
 std::string python_strip(const std::string& text, const Value& chars, bool left, bool right) {
