@@ -21,6 +21,6 @@ fuzz() {
     -artifact_prefix="fuzz-out/$1-" "fuzz-out/$1-corpus" "tests/fuzz/$1-corpus"
 }
 fuzz gguf $((seconds * 4 / 10)) 65536
-fuzz template $((seconds * 3 / 10)) 4096
+fuzz template $((seconds * 3 / 10)) 8192  # the reference chat templates run to 5 KB
 fuzz tokenizer $((seconds * 2 / 10)) 4096
 fuzz manifest $((seconds * 1 / 10)) 4096

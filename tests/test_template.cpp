@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/gguf/gguf_file.hpp"
+#include "core/gguf/gguf_writer.hpp"
 #include "core/template/chat_template.hpp"
 #include "core/template/globals.hpp"
 #include "core/template/template.hpp"
@@ -106,6 +108,9 @@ TEST(TemplateLoops, LoopVariables) {
   EXPECT_EQ(render("{% for x in [1,2,3] %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}{{ loop.revindex0 }}{{ loop.first }}"
                    "{{ loop.last }}{{ loop.length }}{{ loop.previtem }}{{ loop.nextitem }}{{ loop.cycle('a','b') }}|{% endfor %}"),
             "1032TrueFalse32a|2121FalseFalse313b|3210FalseTrue32a|");
+  // One loop object, updated at each iteration, as Jinja2's LoopContext (so iterations cost no data).
+  EXPECT_EQ(render("{% set ns = namespace() %}{% for x in [1, 2] %}{% set ns.l = loop %}{% endfor %}{{ ns.l.index }}{{ ns.l.last }}"),
+            "2True");
 }
 
 TEST(TemplateLoops, ElseFilterBreakContinueAndDicts) {
@@ -229,7 +234,7 @@ TEST(TemplateErrors, NameTheLine) {
   EXPECT_EQ(render_error("{% for x in 5 %}{% endfor %}"), "template line 1: 'int' object is not iterable");
   EXPECT_EQ(render_error("{% macro m() %}\n{{ raise_exception('inside') }}{% endmacro %}\n\n{{ m() }}"), "template line 2: inside");
   // An argument of the wrong type is an error of the render, not of the process (found by fuzzing).
-  EXPECT_EQ(render_error("\n{{ 'a' | center(2.5) }}"), "template line 2: expected an integer, got 'float'");
+  EXPECT_EQ(render_error("\n{{ 'a' | center(2.5) }}"), "template line 2: filter 'center': expected an integer, got 'float'");
   EXPECT_EQ(render_error("{{ 0b }}"), "template line 1: invalid integer literal (column 4)");
   EXPECT_EQ(render_error("{{ 99999999999999999999 }}"), "template line 1: integer literal out of the 64-bit range (column 4)");
   EXPECT_EQ(render("{{ 1e999 }}"), "inf");
@@ -239,8 +244,8 @@ TEST(TemplateErrors, NameTheLine) {
   EXPECT_EQ(render_error("{{ 3 ** 41 }}"), "template line 1: integer overflow (integers are 64-bit here)");
   EXPECT_EQ(render("{{ 1 ** 1000000000000000000 }} {{ (-1) ** 999999999999 }} {{ 3 ** 39 }} {{ -7 % -1 }}"),
             "1 -1 4052555153018976267 0");
-  EXPECT_EQ(render_error("{{ (1e300 * 1e300) | int }}"), "template line 1: cannot convert float infinity to integer");
-  EXPECT_EQ(render_error("{{ 1e19 | int }}"), "template line 1: integer overflow (integers are 64-bit here)");
+  EXPECT_EQ(render_error("{{ (1e300 * 1e300) | int }}"), "template line 1: filter 'int': cannot convert float infinity to integer");
+  EXPECT_EQ(render_error("{{ 1e19 | int }}"), "template line 1: filter 'int': integer overflow (integers are 64-bit here)");
   // Results have a size limit, so a template cannot make the process allocate without bound.
   EXPECT_THAT(render_error("{{ 'ab' * 100000000 }}"), HasSubstr("past the limit"));
   EXPECT_THAT(render_error("{{ range(9223372036854775807) | length }}"), HasSubstr("past the limit"));
@@ -264,6 +269,226 @@ TEST(TemplateErrors, NameTheLine) {
   EXPECT_EQ(loops.render({}, pinned_clock()), "");
   // A truncated UTF-8 sequence is one character for len() and for indexing alike.
   EXPECT_EQ(render("{{ s | length }}[{{ s[1] }}]", {{"s", std::string("\xe0" "ab")}}), "1[]");
+}
+
+// The filters check their arguments as Jinja2 does, or give its result: a model's template may pass anything.
+TEST(TemplateFilters, TruncateChecksItsArgumentsAsJinja2Does) {
+  EXPECT_EQ(render_error("{{ \"x\"|truncate(-5) }}"), "template line 1: filter 'truncate': expected length >= 3, got -5");
+  EXPECT_EQ(render_error("\n{{ 'hello world foo'|truncate(9, leeway=-1) }}"),
+            "template line 2: filter 'truncate': expected leeway >= 0, got -1");
+  EXPECT_EQ(render("{{ 'hello world foo'|truncate(9) }}|{{ 'hello world foo'|truncate(9, true) }}|{{ 'héllo wörld foo'|truncate(10, false, '..', 0) }}|"
+                   "{{ 'short'|truncate(9223372036854775807, leeway=9223372036854775807) }}"),
+            "hello...|hello ...|héllo..|short");
+}
+
+TEST(TemplateFilters, EveryFilterChecksItsArgumentsOrGivesJinja2sResult) {
+  EXPECT_EQ(render("{{ 'x'|center(-5) }}|{{ 'x'|center(4) }}|{{ 'a\nb'|indent(-3, true) }}|{{ [1, 2, 3]|batch(2, 0)|list }}"),
+            "x| x  |a\nb|[[1, 2], [3, 0]]");
+  EXPECT_THAT(render_error("{{ 'x'|center(99999999999) }}"), HasSubstr("filter 'center': a result of 99999999999"));
+  EXPECT_THAT(render_error("{{ 'a\nb'|indent(9223372036854775807) }}"), HasSubstr("filter 'indent': a result of"));
+  EXPECT_THAT(render_error("{{ ('a\n' * 1000)|indent(100000) }}"), HasSubstr("past the limit"));
+  EXPECT_THAT(render_error("{{ [1]|batch(9223372036854775807, 0)|list }}"), HasSubstr("filter 'batch': a result of"));
+  // A fill of many items is work charged before it is copied (found by fuzzing: seconds of copies first).
+  EXPECT_THAT(render_error("{{ [2]|batch(9000000, missing)|list }}"), HasSubstr("filter 'batch': the template built"));
+  EXPECT_THAT(render_error("{{ {'a': 1}|tojson(indent=9223372036854775807) }}"), HasSubstr("filter 'tojson': a result of"));
+  EXPECT_THAT(render_error("{{ (['x' * 1000000] * 20)|join(',') }}"), HasSubstr("filter 'join': a result of"));
+  // round: Python's, for any precision (half to even on the exact binary value; ints stay ints).
+  EXPECT_EQ(render("{{ 2.675|round(2) }} {{ 1234.5|round(-2) }} {{ 1250|round(-2) }} {{ 1350|round(-2) }} {{ -1250|round(-2) }} "
+                   "{{ 0.5|round }} {{ 2.5|round(400) }} {{ 2.5|round(-400) }} {{ 1.25|round(1) }} {{ 15|round(-1, 'ceil') }} "
+                   "{{ 1.21|round(1, 'floor') }} {{ 5|round(-9223372036854775807 - 1) }} {{ 2.5|round(9223372036854775807) }}"),
+            "2.67 1200.0 1200 1400 -1200 0.0 2.5 0.0 1.2 20.0 1.2 0 2.5");
+  EXPECT_EQ(render_error("{{ 1.5|round(400, 'ceil') }}"), "template line 1: filter 'round': int too large to convert to float");
+  EXPECT_EQ(render_error("{{ 9000000000000000000|round(-19) }}"), "template line 1: filter 'round': integer overflow (integers are 64-bit here)");
+  // printf-style formatting: widths and precisions are checked, strings are never cut at a NUL.
+  EXPECT_EQ(render("{{ '%.3s|%-5s|%05d|%5.1f|%x|%s' % ('abcdef', 'x', 42, 3.14159, 255, 'a\\x00b') }}"), std::string("abc|x    |00042|  3.1|ff|a\0b", 28));
+  EXPECT_THAT(render_error("{{ '%-99999999999d' % 1 }}"), HasSubstr("past the limit"));
+  EXPECT_THAT(render_error("{{ '%.99999999999999999999f' % 1 }}"), HasSubstr("too big"));
+  EXPECT_EQ(render("{{ 'abc'|int }} {{ '1e3'|int }} {{ ' 12 '|int }} {{ 'inf'|int }} {{ '12'|int(base=99) }} {{ '0x1f'|int(base=0) }} "
+                   "{{ '1e999'|float }} {{ ' 2.5 '|float }} {{ 'x'|float(1) }}"),
+            "0 1000 12 0 12 31 inf 2.5 1");
+  EXPECT_EQ(render_error("{{ '99999999999999999999'|int }}"), "template line 1: filter 'int': integer overflow (integers are 64-bit here)");
+  EXPECT_EQ(render("{{ [[1]]|map(attribute='99999999999999999999')|list }}"), "[Undefined]");
+}
+
+TEST(TemplateExpressions, OperatorsAndMethodsCheckTheirOperands) {
+  EXPECT_EQ(render_error("{{ 5 is divisibleby 0 }}"), "template line 1: test 'divisibleby': integer modulo by zero");
+  EXPECT_EQ(render_error("{{ 5 is divisibleby }}"), "template line 1: test 'divisibleby': missing required argument 'num'");
+  EXPECT_EQ(render("{{ (-9223372036854775807 - 1) is divisibleby(-1) }}"), "True");
+  EXPECT_EQ(render_error("{{ 0 ** -1 }}"), "template line 1: 0.0 cannot be raised to a negative power");
+  EXPECT_EQ(render("{{ [1, 2, 3, 4, 5, 6][5::9223372036854775807] }}{{ 'abc'[::-9223372036854775807] }}{{ 'héllo'[1:3] }}{{ 'héllo'[-4] }}"),
+            "[6]célé");
+  EXPECT_THAT(render_error("{{ '{99999999999999999999}'.format(1) }}"), HasSubstr("Replacement index 99999999999999999999 out of range"));
+  EXPECT_THAT(render_error("{{ 'xyz'.replace('', 'y' * 10000000) }}"), HasSubstr("method 'replace': a result of"));
+  EXPECT_THAT(render_error("{{ '\\U00110000' }}"), HasSubstr("past U+10FFFF"));
+  // Searches take linear time whatever the needle.
+  EXPECT_EQ(render("{{ ('a' * 4000000).count('a' * 2000 + 'b') }} {{ ('a' * 4000000).rfind('b' + 'a' * 2000) }} "
+                   "{{ ('a' * 4000000 + 'b' + 'a' * 3000).find('b' + 'a' * 2000) }} {{ ('ab' * 3)|replace('ab' * 2, '-') }} "
+                   "{{ 'xxabxxabxx'.split('ab' * 1) }} {{ 'a--b--c'.rsplit('--', 1) }} {{ '<<x>>'.strip('<>') }}"),
+            "0 -1 4000000 -ab ['xx', 'xx', 'xx'] ['a--b', 'c'] x");
+  // Long needles too (the standard library's Boyer-Moore builds its table in quadratic time: found by fuzzing).
+  EXPECT_EQ(render("{{ ('ab' * 1000000 ~ 'c')|replace('ab' * 500000 ~ 'c', '-')|length }} {{ 'x'|replace('xy' * 1000000, '-') }} "
+                   "{{ ('ab' * 1000000 ~ 'c').rfind('c' ~ 'ab' * 10) }} {{ ('c' ~ 'ab' * 1000000).rsplit('c' ~ 'ab' * 500000)|length }}"),
+            "1000001 x -1 2");
+}
+
+// Nesting is counted wherever it is built, so nothing recurses past 200 levels: not the parser, not the
+// evaluator, and not the destructors of the tree or of data built at run time.
+std::string repeated(const std::string& piece, int times) {
+  std::string text;
+  for (int i = 0; i < times; ++i) text += piece;
+  return text;
+}
+
+TEST(TemplateLimits, LongChainsAreRefusedByTheParserWithoutRecursing) {
+  for (const std::string& source :
+       {"{{ x" + repeated("|trim", 100000) + " }}", "{{ 1" + repeated(" + 1", 100000) + " }}", "{{ 'a'" + repeated(" ~ 'a'", 100000) + " }}",
+        "{{ x" + repeated(".a", 100000) + " }}", "{{ x" + repeated("[0]", 100000) + " }}", "{{ x" + repeated("()", 100000) + " }}",
+        "{{ x" + repeated(" is defined", 100000) + " }}", "{{ " + repeated("not ", 100000) + "x }}", "{{ " + repeated("-", 100000) + "1 }}",
+        "{{ 1" + repeated(" if 1 else 1", 100000) + " }}", "{{ 1" + repeated(" < 1", 100000) + " }}", repeated("{% if 1 %}", 100000)}) {
+    EXPECT_THAT(render_error(source), HasSubstr("nested deeper than 200 levels")) << source.substr(0, 40);
+  }
+  EXPECT_EQ(render("{{ 1" + repeated(" + 1", 150) + " }}"), "151");
+}
+
+TEST(TemplateLimits, DeepDataBuiltInALoopIsFreedWithoutRecursingAndRefusedWherePrinted) {
+  auto build = [](int depth) {
+    return "{% set ns = namespace(x={}) %}{% for i in range(" + std::to_string(depth) + ") %}{% set ns.x = {'a': ns.x} %}{% endfor %}";
+  };
+  EXPECT_EQ(render(build(200000) + "{{ ns.x|length }}"), "1");
+  EXPECT_EQ(render_error(build(1000) + "{{ ns.x }}"), "template line 1: nested deeper than 200 levels");
+  EXPECT_EQ(render_error(build(1000) + "{{ ns.x|tojson }}"), "template line 1: filter 'tojson': nested deeper than 200 levels");
+  EXPECT_EQ(render_error(build(1000) + "{{ ns.x == {'a': ns.x} }}"), "template line 1: nested deeper than 200 levels");
+  EXPECT_EQ(render_error(build(1000) + "{{ [ns.x] < [ns.x] }}"), "template line 1: nested deeper than 200 levels");
+  // Lists nest through bound methods too; map applying map recurses once per level of the data.
+  EXPECT_EQ(render("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x.count, ns.x] %}{% endfor %}{{ ns.x|length }}"), "2");
+  EXPECT_THAT(render_error("{% set ns = namespace(x=[1]) %}{% for i in range(300) %}{% set ns.x = [ns.x] %}{% endfor %}"
+                           "{{ ns.x|map('map', 'map'" + repeated(", 'map'", 300) + ")|list }}"),
+              HasSubstr("nested deeper than 200 levels"));
+  // A caller() kept past its call block keeps nothing alive (no cycles, no chains of frames).
+  EXPECT_THAT(render_error("{% set ns = namespace() %}{% macro keep() %}{% set ns.c = caller %}{% endmacro %}"
+                           "{% for i in [1] %}{% call keep() %}x{% endcall %}{% endfor %}{{ ns.c() }}"),
+              HasSubstr("after the call block that defines it ended"));
+}
+
+TEST(TemplateLimits, OutputMemoryAndWorkAreBounded) {
+  EXPECT_THAT(render_error("{{ range(10**12) }}"), HasSubstr("past the limit"));
+  EXPECT_THAT(render_error("{{ 'ab' * 9223372036854775807 }}"), HasSubstr("past the limit"));
+  EXPECT_THAT(render_error("{{ 'x' * 10000000 }}{{ 'x' * 10000000 }}"), HasSubstr("past the limit"));
+  // Copies share their data, so a list of one big string many times is small...
+  EXPECT_EQ(render("{% set s = 'x' * 16000000 %}{{ ([s] * 1000000)|length }}"), "1000000");
+  // ...and printing it is bounded like any result.
+  EXPECT_THAT(render_error("{% set s = 'x' * 1000000 %}{{ [s] * 100 }}"), HasSubstr("past the limit"));
+  // Work: data built, copied or compared, in total, whatever each result's size.
+  EXPECT_THAT(render_error("{% for i in range(1000) %}{% set x = range(1000000)|list %}{% endfor %}"),
+              HasSubstr("bytes of data (the work limit of one render)"));
+  EXPECT_THAT(render_error("{{ range(200000)|unique|list|length }}"), HasSubstr("the work limit of one render"));
+  jinja::RenderOptions small = pinned_clock();
+  small.max_work = 1 << 20;
+  const Template copies("{% set s = 'x' * 100000 %}{% for i in range(100) %}{% set t = s ~ i %}{% endfor %}");
+  EXPECT_THAT([&] { try { copies.render({}, small); } catch (const Error& e) { return std::string(e.what()); } return std::string(); }(),
+              HasSubstr("more than 1048576 bytes of data"));
+  EXPECT_EQ(copies.render({}, pinned_clock()), "");
+}
+
+// Resident memory of this process, in bytes.
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * 4096;
+}
+
+// Namespaces are the only values a template can change, so the only way to a reference cycle: a render frees
+// the cycles it made (else a server would leak at every request with such a template; found by fuzzing).
+TEST(TemplateLimits, ReferenceCyclesEndWithTheRender) {
+  const Template cycles("{% set ns = namespace(big='x' * 4000000) %}{% set ns.self = ns %}"
+                        "{% for i in [1] %}{% set ns.loop = loop %}{{ loop.changed(loop) }}{% endfor %}");
+  const int64_t before = resident_bytes();
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(cycles.render({}, pinned_clock()), "True");
+  EXPECT_LT(resident_bytes() - before, int64_t{100} << 20) << "100 renders of 4 MB each were not freed";
+}
+
+// Files named on the command line: a directory or a missing file is an error naming it.
+TEST(TemplateCommand, RefusesDirectoriesMissingFilesAndInputNestedTooDeep) {
+  const auto folder = std::filesystem::temp_directory_path() / "strata-template-files";
+  std::filesystem::create_directories(folder / "a-directory");
+  std::ofstream(folder / "chat.jinja") << "{{ messages|length }}";
+  std::ofstream(folder / "case.json") << R"({"messages": [{"role": "user", "content": "hi"}]})";
+  std::ofstream(folder / "deep.json") << "{\"messages\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  std::ofstream(folder / "big.json") << R"({"messages": [18446744073709551615]})";
+  std::ofstream(folder / "truncate.jinja") << "\n{{ 'x'|truncate(-5) }}";
+  auto run = [&](const std::string& template_path, const std::string& input_path) {
+    return test::run_command(test::shell_quote(test::strata_executable().string()) + " template --template " +
+                             test::shell_quote((folder / template_path).string()) + " --input " + test::shell_quote((folder / input_path).string()));
+  };
+  const auto fine = run("chat.jinja", "case.json");
+  const auto template_directory = run("a-directory", "case.json");
+  const auto input_directory = run("chat.jinja", "a-directory");
+  const auto missing = run("chat.jinja", "missing.json");
+  const auto deep = run("chat.jinja", "deep.json");
+  const auto big = run("chat.jinja", "big.json");
+  const auto failing = run("truncate.jinja", "case.json");
+  std::filesystem::remove_all(folder);
+  EXPECT_EQ(fine.exit_code, 0) << fine.err;
+  EXPECT_EQ(fine.out, "1");
+  const std::string prefix = "strata: error: " + folder.string() + "/";
+  EXPECT_EQ(template_directory.exit_code, 1);
+  EXPECT_EQ(template_directory.err, prefix + "a-directory: cannot read the template (--template): it is a folder\n");
+  EXPECT_EQ(input_directory.exit_code, 1);
+  EXPECT_EQ(input_directory.err, prefix + "a-directory: cannot read the input (--input): it is a folder\n");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.err, prefix + "missing.json: cannot read the input (--input): No such file or directory\n");
+  EXPECT_EQ(deep.exit_code, 1);
+  EXPECT_EQ(deep.err, prefix + "deep.json: JSON nested deeper than 200 levels\n");
+  EXPECT_EQ(big.exit_code, 1);
+  EXPECT_EQ(big.err, prefix + "big.json: integer 18446744073709551615 is past the 64-bit range\n");
+  EXPECT_EQ(failing.exit_code, 1);
+  EXPECT_EQ(failing.err, prefix + "truncate.jinja: template line 2: filter 'truncate': expected length >= 3, got -5\n");
+}
+
+// A copy of the model at `from` whose tokenizer.chat_template is `chat_template`.
+void write_with_chat_template(const std::filesystem::path& from, const std::filesystem::path& to, const std::string& chat_template) {
+  const gguf::Model model(from);
+  gguf::Writer writer(model.first().alignment());
+  for (const auto& [key, value] : model.metadata()) {
+    if (key == "general.alignment") continue;
+    writer.set(key, key == "tokenizer.chat_template" ? gguf::Value{chat_template} : value);
+  }
+  for (const auto& tensor : model.tensors()) writer.add_tensor(tensor.name, tensor.type, tensor.shape);
+  writer.open(to);
+  for (const auto& tensor : model.tensors()) writer.write_tensor(tensor.data, tensor.bytes);
+  writer.finish();
+}
+
+// The template inside a model file is input too: `generate --chat` and `chat` end with an error naming the
+// model and the template's line, whatever the template does.
+TEST(ChatTemplateOfAModel, AFailingTemplateIsAnErrorNamingTheModel) {
+  const auto folder = std::filesystem::temp_directory_path() / "strata-chat-template-model";
+  std::filesystem::create_directories(folder);
+  const std::string strata = test::shell_quote(test::strata_executable().string());
+  const auto synth = test::run_command(strata + " synth --arch qwen3moe --preset tiny --type q8_0 --output " +
+                                       test::shell_quote((folder / "tiny.gguf").string()));
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{{ messages[0]['content']|truncate(-5) }}", "template line 1: filter 'truncate': expected length >= 3, got -5"},
+      {"{{ messages[0].content" + repeated("|trim", 100000) + " }}", "template line 1: expression nested deeper than 200 levels"},
+      {"{% set ns = namespace(x=[]) %}{% for i in range(200000) %}{% set ns.x = [ns.x] %}{% endfor %}\n{{ ns.x }}",
+       "template line 2: nested deeper than 200 levels"},
+  };
+  for (const auto& [chat_template, error] : cases) {
+    const auto model = folder / "crafted.gguf";
+    write_with_chat_template(folder / "tiny.gguf", model, chat_template);
+    const std::string flags = " --log-level error --model " + test::shell_quote(model.string()) + " -n 2";
+    const std::string expected = "strata: error: " + model.string() + ": tokenizer.chat_template: " + error;
+    const auto generate = test::run_command(strata + " generate" + flags + " -p hello --chat");
+    EXPECT_EQ(generate.exit_code, 1) << generate.err;
+    EXPECT_THAT(generate.err, testing::StartsWith(expected));
+    EXPECT_EQ(std::count(generate.err.begin(), generate.err.end(), '\n'), 1) << "one line";
+    const auto chat = test::run_command("printf 'hello\\n' | " + strata + " chat" + flags);
+    EXPECT_EQ(chat.exit_code, 1) << chat.err;
+    EXPECT_THAT(chat.err, testing::StartsWith(expected));
+  }
+  std::filesystem::remove_all(folder);
 }
 
 }  // namespace

@@ -17,7 +17,11 @@ std::string format_chat(const gguf::Model& model, const tokenizer::Tokenizer& to
   request.add_generation_prompt = add_generation_prompt;
   if (vocabulary.bos) request.bos_token = vocabulary.token(*vocabulary.bos).text;
   if (vocabulary.eos) request.eos_token = vocabulary.token(*vocabulary.eos).text;
-  return jinja::render_chat(*template_value->as_string(), request);
+  try {
+    return jinja::render_chat(*template_value->as_string(), request);
+  } catch (const Error& e) {  // the template is the model file's: name it
+    throw Error(model.first().path().string() + ": tokenizer.chat_template: " + e.what());
+  }
 }
 
 std::set<int32_t> end_of_generation_tokens(const tokenizer::Vocabulary& vocabulary) {

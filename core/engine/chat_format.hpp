@@ -12,7 +12,8 @@
 namespace strata {
 
 // Renders messages (a JSON array of {"role", "content"}) with tokenizer.chat_template, as Hugging Face's
-// apply_chat_template does. Throws strata::Error when the model has no template.
+// apply_chat_template does. Throws strata::Error when the model has no template, and when it fails to compile or
+// render (naming the model file and the template's line).
 std::string format_chat(const gguf::Model& model, const tokenizer::Tokenizer& tokenizer,
                         const nlohmann::ordered_json& messages, bool add_generation_prompt);
 

@@ -25,7 +25,7 @@ struct Expr {
     List,         // operands: the items
     Tuple,        // operands: the items
     Dict,         // operands: key, value, key, value, ...
-    Attribute,    // operands[0] . name
+    Attribute,    // operands[0] . name (also in value, as a string)
     Subscript,    // operands[0] [ operands[1] ]
     Slice,        // operands: start, stop, step (each may be null); only inside a subscript
     Call,         // operands[0] ( arguments )
@@ -42,6 +42,7 @@ struct Expr {
   std::string name;
   std::vector<ExprPtr> operands;
   Arguments arguments;
+  int depth = 1;  // levels of the tree from here down (operands and arguments), at most kMaxNesting
 };
 
 struct Node;

@@ -23,6 +23,12 @@ struct ChatRequest {
 // are ignored. Throws strata::Error for a malformed object.
 ChatRequest chat_request_from_json(const nlohmann::ordered_json& object);
 
+// The same from JSON text, refused (strata::Error) when it nests deeper than kMaxNesting levels: copying
+// and converting JSON recurse, so deeper input would exhaust the stack.
+ChatRequest parse_chat_request(std::string_view json_text);
+
+// Throws strata::Error for a template or data that fails to render, and for messages or extra values that
+// nest deeper than kMaxNesting levels or hold integers past 64 bits.
 std::string render_chat(const Template& chat_template, const ChatRequest& request, const RenderOptions& options = {});
 std::string render_chat(std::string_view template_text, const ChatRequest& request, const RenderOptions& options = {});
 

@@ -1,6 +1,6 @@
 #include "core/template/evaluator.hpp"
 
-#include "core/template/failure.hpp"
+#include "core/template/limits.hpp"
 #include "core/template/filters.hpp"
 #include "core/template/operations.hpp"
 #include "core/template/predicates.hpp"
@@ -62,6 +62,20 @@ std::vector<Value> evaluate_all(const std::vector<ExprPtr>& operands, const Fram
   return values;
 }
 
+// Runs a filter or test, naming it in a failure: "filter 'truncate': expected length >= 3, got -5".
+template <class Work>
+Value naming(const char* kind, const std::string& name, Work&& work) {
+  try {
+    return work();
+  } catch (const RenderFailure& failure) {
+    throw RenderFailure(std::string(kind) + " '" + name + "': " + failure.what());
+  }
+}
+
+Value run_filter(const std::string& name, const Value& input, const CallArgs& args) {
+  return naming("filter", name, [&] { return apply_filter(name, input, args); });
+}
+
 Value evaluate_optional(const ExprPtr& expr, const FramePtr& frame) { return expr ? evaluate(*expr, frame) : Value(nullptr); }
 
 Value evaluate_unchecked(const Expr& expr, const FramePtr& frame) {
@@ -81,7 +95,7 @@ Value evaluate_unchecked(const Expr& expr, const FramePtr& frame) {
       }
       return object;
     }
-    case Kind::Attribute: return get_attribute(evaluate(*expr.operands[0], frame), expr.name);
+    case Kind::Attribute: return get_attribute(evaluate(*expr.operands[0], frame), expr.value);
     case Kind::Subscript: {
       const Value object = evaluate(*expr.operands[0], frame);
       const Expr& key = *expr.operands[1];
@@ -98,11 +112,12 @@ Value evaluate_unchecked(const Expr& expr, const FramePtr& frame) {
     }
     case Kind::Filter: {
       const Value input = evaluate(*expr.operands[0], frame);
-      return apply_filter(expr.name, input, evaluate_arguments(expr.arguments, frame));
+      return run_filter(expr.name, input, evaluate_arguments(expr.arguments, frame));
     }
     case Kind::Test: {
       const Value input = evaluate(*expr.operands[0], frame);
-      return apply_test(expr.name, input, evaluate_arguments(expr.arguments, frame));
+      const CallArgs args = evaluate_arguments(expr.arguments, frame);
+      return naming("test", expr.name, [&] { return Value(apply_test(expr.name, input, args)); });
     }
     case Kind::Unary: {
       const Value operand = evaluate(*expr.operands[0], frame);
@@ -124,16 +139,14 @@ Value evaluate_unchecked(const Expr& expr, const FramePtr& frame) {
   throw RenderFailure("unknown expression");
 }
 
-// Expressions, blocks and macro calls in progress on this thread (renders do not share state), and the
-// expressions evaluated so far by the render in progress: a render has a budget of them, so a template
-// of nested loops cannot keep a server busy for minutes.
-thread_local int nesting = 0;
+// The expressions the render in progress on this thread may still evaluate: a render has a budget of them,
+// so a template of nested loops cannot keep a server busy for minutes.
 thread_local int64_t evaluations_left = 0;
 thread_local int64_t evaluation_budget = 0;
 
 Value evaluate(const Expr& expr, const FramePtr& frame) {
   return at_line(expr.line, [&] {
-    const NestingLevel level(nesting);
+    const NestingLevel level;
     if (--evaluations_left < 0) {
       throw RenderFailure("the template evaluated more than " + std::to_string(evaluation_budget) + " expressions");
     }
@@ -164,7 +177,7 @@ std::string render_to_string(const Body& body, const FramePtr& frame) {
 Value apply_filters(const std::vector<FilterCall>& filters, Value value, const FramePtr& frame) {
   for (const auto& filter : filters) {
     CallArgs args = evaluate_arguments(filter.arguments, frame);
-    value = at_line(filter.line, [&] { return apply_filter(filter.name, value, args); });
+    value = at_line(filter.line, [&] { return run_filter(filter.name, value, args); });
   }
   return value;
 }
@@ -210,33 +223,44 @@ Value make_macro(const Node& node, const FramePtr& defining_frame) {
   });
 }
 
-// Jinja2's `loop` object for one iteration.
-Value make_loop(const std::vector<Value>& items, size_t index, const std::shared_ptr<Value>& last_changed) {
+// Jinja2's `loop`: one object for the whole loop, updated in place at each iteration as Jinja2's LoopContext
+// is (so an iteration costs no new data). Its fields, in the order make_loop adds them:
+enum LoopField : size_t { kIndex0, kIndex, kRevindex0, kRevindex, kFirst, kLast, kPrevitem, kNextitem };
+
+Value make_loop(size_t count, const std::shared_ptr<size_t>& position) {
   Value loop = Value::namespace_object();
   auto& data = loop.dict_data();
-  const size_t count = items.size();
-  data.set("index0", index);
-  data.set("index", index + 1);
-  data.set("revindex0", count - index - 1);
-  data.set("revindex", count - index);
-  data.set("first", index == 0);
-  data.set("last", index + 1 == count);
-  data.set("length", count);
-  data.set("depth", 1);
-  data.set("depth0", 0);
-  data.set("previtem", index > 0 ? items[index - 1] : Value::undefined("there is no previous item"));
-  data.set("nextitem", index + 1 < count ? items[index + 1] : Value::undefined("there is no next item"));
-  data.set("cycle", Value::function("cycle", [index](const CallArgs& args) {
+  for (const char* name : {"index0", "index", "revindex0", "revindex", "first", "last", "previtem", "nextitem"}) {
+    data.set(Value(name), nullptr);
+  }
+  data.set(Value("length"), count);
+  data.set(Value("depth"), 1);
+  data.set(Value("depth0"), 0);
+  data.set(Value("cycle"), Value::function("cycle", [position](const CallArgs& args) {
              if (args.positional.empty()) throw RenderFailure("no items for cycling given");
-             return args.positional[index % args.positional.size()];
+             return args.positional[*position % args.positional.size()];
            }));
-  data.set("changed", Value::function("changed", [last_changed](const CallArgs& args) {
+  auto last_changed = std::make_shared<Value>();
+  data.set(Value("changed"), Value::function("changed", [last_changed](const CallArgs& args) {
              const Value current = Value::list(args.positional);
              if (!last_changed->is_undefined() && *last_changed == current) return Value(false);
              *last_changed = current;
              return Value(true);
            }));
   return loop;
+}
+
+void update_loop(const Value& loop, const std::vector<Value>& items, size_t index) {
+  auto& entries = loop.dict_data().entries;
+  const size_t count = items.size();
+  entries[kIndex0].second = index;
+  entries[kIndex].second = index + 1;
+  entries[kRevindex0].second = count - index - 1;
+  entries[kRevindex].second = count - index;
+  entries[kFirst].second = index == 0;
+  entries[kLast].second = index + 1 == count;
+  entries[kPrevitem].second = index > 0 ? items[index - 1] : Value::undefined("there is no previous item");
+  entries[kNextitem].second = index + 1 < count ? items[index + 1] : Value::undefined("there is no next item");
 }
 
 Flow render_for(const Node& node, const FramePtr& frame, std::string& out) {
@@ -254,11 +278,14 @@ Flow render_for(const Node& node, const FramePtr& frame, std::string& out) {
     render_nodes(node.else_body, std::make_shared<Frame>(frame), out);
     return Flow::Normal;
   }
-  auto last_changed = std::make_shared<Value>();
+  auto position = std::make_shared<size_t>(0);
+  const Value loop = make_loop(items.size(), position);
   for (size_t i = 0; i < items.size(); ++i) {
     auto scope = std::make_shared<Frame>(frame);
     assign(node.target, items[i], *scope);
-    scope->set("loop", make_loop(items, i, last_changed));
+    *position = i;
+    update_loop(loop, items, i);
+    scope->set("loop", loop);
     if (render_nodes(node.body, scope, out) == Flow::Break) break;
   }
   return Flow::Normal;
@@ -275,9 +302,13 @@ void render_set(const Node& node, const Value& value, const FramePtr& frame) {
   object->dict_data().set(Value(target.namespace_attribute), value);
 }
 
+// caller() keeps the frame of its call block weakly, as macros keep theirs: a caller stored in a namespace
+// would otherwise keep frames (and what they hold) alive in chains and cycles.
 Flow render_call_block(const Node& node, const FramePtr& frame, std::string& out) {
-  const Value caller = Value::function("caller", [&node, frame](const CallArgs& args) {
-    auto scope = std::make_shared<Frame>(frame);
+  const Value caller = Value::function("caller", [&node, closure = std::weak_ptr<Frame>(frame)](const CallArgs& args) {
+    const FramePtr parent = closure.lock();
+    if (!parent) throw RenderFailure("caller() was called after the call block that defines it ended");
+    auto scope = std::make_shared<Frame>(parent);
     bind_parameters(node.parameters, args, scope);
     return Value(render_to_string(node.body, scope));
   });
@@ -323,7 +354,7 @@ Flow render_node(const Node& node, const FramePtr& frame, std::string& out) {
 Flow render_nodes(const Body& body, const FramePtr& frame, std::string& out) {
   for (const auto& node : body) {
     const Flow flow = at_line(node->line, [&] {
-      const NestingLevel level(nesting);
+      const NestingLevel level;
       const Flow result = render_node(*node, frame, out);
       check_result_size(static_cast<int64_t>(out.size()));  // the rendering itself is a result too
       return result;
@@ -335,8 +366,10 @@ Flow render_nodes(const Body& body, const FramePtr& frame, std::string& out) {
 
 }  // namespace
 
-void render_body(const Body& body, const FramePtr& frame, std::string& out, int64_t max_evaluations) {
+void render_body(const Body& body, const FramePtr& frame, std::string& out, int64_t max_evaluations, int64_t max_work) {
   evaluation_budget = evaluations_left = max_evaluations;
+  const WorkBudget work(max_work);
+  const NamespaceRecord namespaces;
   render_nodes(body, frame, out);
 }
 

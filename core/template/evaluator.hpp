@@ -24,8 +24,8 @@ class Frame {
 
 using FramePtr = std::shared_ptr<Frame>;
 
-// Appends the rendering of `body` to `out`, evaluating at most max_evaluations expressions. Errors are
-// strata::Error naming the template line.
-void render_body(const Body& body, const FramePtr& frame, std::string& out, int64_t max_evaluations);
+// Appends the rendering of `body` to `out`, evaluating at most max_evaluations expressions and doing at
+// most max_work bytes of work (limits.hpp). Errors are strata::Error naming the template line.
+void render_body(const Body& body, const FramePtr& frame, std::string& out, int64_t max_evaluations, int64_t max_work);
 
 }  // namespace strata::jinja

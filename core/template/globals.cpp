@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "core/template/failure.hpp"
+#include "core/template/limits.hpp"
 #include "core/util/error.hpp"
 
 namespace strata::jinja {
@@ -25,23 +25,20 @@ Value range(const CallArgs& args) {
   const __int128 stride = step > 0 ? __int128{step} : -__int128{step};
   const __int128 count = span > 0 ? (span + stride - 1) / stride : 0;
   check_result_size(count > kMaxResultSize ? kMaxResultSize + 1 : static_cast<int64_t>(count));
+  charge_work(static_cast<int64_t>(count) * static_cast<int64_t>(sizeof(Value)));  // before allocating them
   std::vector<Value> items;
   items.reserve(static_cast<size_t>(count));
   for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) items.emplace_back(static_cast<int64_t>(start + __int128{k} * step));
   return Value::list(std::move(items));
 }
 
-// namespace(mapping?, **attributes): the one object templates may assign attributes on.
-Value make_namespace(const CallArgs& args) {
-  Value object = Value::namespace_object();
-  if (!args.positional.empty() && args.positional[0].is_mapping()) object.dict_data().entries = args.positional[0].dict_data().entries;
-  for (const auto& [name, value] : args.keyword) object.dict_data().set(Value(name), value);
-  return object;
-}
-
-Value make_dict(const CallArgs& args) {
-  Value object = Value::dict();
-  if (!args.positional.empty() && args.positional[0].is_mapping()) object.dict_data().entries = args.positional[0].dict_data().entries;
+// dict(mapping?, **items), and namespace(...), the one object templates may assign attributes on.
+Value make_mapping(Value object, const CallArgs& args) {
+  if (!args.positional.empty() && args.positional[0].is_mapping()) {
+    const auto& entries = args.positional[0].dict_data().entries;
+    charge_work(static_cast<int64_t>(entries.size() * 2 * sizeof(Value)));
+    object.dict_data().entries = entries;
+  }
   for (const auto& [name, value] : args.keyword) object.dict_data().set(Value(name), value);
   return object;
 }
@@ -62,7 +59,9 @@ Value strftime_now(const std::optional<std::tm>& pinned, const CallArgs& args) {
     const std::time_t now = std::time(nullptr);
     localtime_r(&now, &time);
   }
-  std::string out(256 + format.size() * 8, '\0');
+  if (format.find('\0') != std::string::npos) throw RenderFailure("strftime_now: a NUL character in the format");
+  // No conversion writes more than 64 bytes (%c is the longest, ~24): an output this size cannot be cut short.
+  std::string out(static_cast<size_t>(repeated_size(64, static_cast<int64_t>(format.size()) + 4)), '\0');
   const size_t written = std::strftime(out.data(), out.size(), format.c_str(), &time);
   out.resize(written);
   return out;
@@ -73,8 +72,8 @@ Value strftime_now(const std::optional<std::tm>& pinned, const CallArgs& args) {
 std::vector<std::pair<std::string, Value>> make_globals(const std::optional<std::tm>& now) {
   return {
       {"range", Value::function("range", range)},
-      {"namespace", Value::function("namespace", make_namespace)},
-      {"dict", Value::function("dict", make_dict)},
+      {"namespace", Value::function("namespace", [](const CallArgs& a) { return make_mapping(Value::namespace_object(), a); })},
+      {"dict", Value::function("dict", [](const CallArgs& a) { return make_mapping(Value::dict(), a); })},
       {"joiner", Value::function("joiner", make_joiner)},
       {"raise_exception", Value::function("raise_exception", [](const CallArgs& args) -> Value { throw RenderFailure(args.get(0, "message").str()); })},
       {"strftime_now", Value::function("strftime_now", [now](const CallArgs& args) { return strftime_now(now, args); })},

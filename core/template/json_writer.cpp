@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/template/failure.hpp"
+#include "core/template/limits.hpp"
 #include "core/template/unicode.hpp"
 
 namespace strata::jinja {
@@ -13,22 +13,22 @@ namespace {
 void append_unicode_escape(std::string& out, unsigned code) {
   char escaped[16];
   std::snprintf(escaped, sizeof escaped, "\\u%04x", code);
-  out += escaped;
+  append_bounded(out, escaped);
 }
 
 void append_json_string(std::string& out, const std::string& text, bool ensure_ascii) {
-  out += '"';
+  append_bounded(out, "\"");
   for (size_t pos = 0; pos < text.size();) {
     const size_t start = pos;
     const char32_t cp = decode_utf8(text, pos);
     switch (cp) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"': append_bounded(out, "\\\""); break;
+      case '\\': append_bounded(out, "\\\\"); break;
+      case '\n': append_bounded(out, "\\n"); break;
+      case '\r': append_bounded(out, "\\r"); break;
+      case '\t': append_bounded(out, "\\t"); break;
+      case '\b': append_bounded(out, "\\b"); break;
+      case '\f': append_bounded(out, "\\f"); break;
       default:
         if (cp < 0x20) {
           append_unicode_escape(out, cp);
@@ -40,11 +40,11 @@ void append_json_string(std::string& out, const std::string& text, bool ensure_a
             append_unicode_escape(out, cp);
           }
         } else {
-          out.append(text, start, pos - start);
+          append_bounded(out, std::string_view(text).substr(start, pos - start));
         }
     }
   }
-  out += '"';
+  append_bounded(out, "\"");
 }
 
 std::string float_json(double value) {
@@ -69,18 +69,20 @@ class Writer {
 
   void write(const Value& value, size_t depth) {
     if (value.is_none()) {
-      out_ += "null";
+      append_bounded(out_, "null");
     } else if (value.is_bool()) {
-      out_ += value.as_bool() ? "true" : "false";
+      append_bounded(out_, value.as_bool() ? "true" : "false");
     } else if (value.is_int()) {
-      out_ += std::to_string(value.as_int());
+      append_bounded(out_, std::to_string(value.as_int()));
     } else if (value.is_float()) {
-      out_ += float_json(value.as_double());
+      append_bounded(out_, float_json(value.as_double()));
     } else if (value.is_string()) {
       append_json_string(out_, value.as_string(), style_.ensure_ascii);
     } else if (value.is_list_or_tuple()) {
+      const NestingLevel level;
       write_list(value.list_data().items, depth);
     } else if (value.is_mapping()) {
+      const NestingLevel level;
       write_dict(value.dict_data().entries, depth);
     } else {
       throw RenderFailure("Object of type " + value.type_name() + " is not JSON serializable");
@@ -92,50 +94,47 @@ class Writer {
  private:
   void write_list(const std::vector<Value>& items, size_t depth) {
     if (items.empty()) {
-      out_ += "[]";
+      append_bounded(out_, "[]");
       return;
     }
-    out_ += '[';
+    append_bounded(out_, "[");
     for (size_t i = 0; i < items.size(); ++i) {
       begin_item(i, depth + 1);
       write(items[i], depth + 1);
     }
     end_container(depth);
-    out_ += ']';
+    append_bounded(out_, "]");
   }
 
   void write_dict(std::vector<std::pair<Value, Value>> entries, size_t depth) {
     if (entries.empty()) {
-      out_ += "{}";
+      append_bounded(out_, "{}");
       return;
     }
     if (style_.sort_keys) {
       std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return compare(a.first, b.first) < 0; });
     }
-    out_ += '{';
+    append_bounded(out_, "{");
     for (size_t i = 0; i < entries.size(); ++i) {
       begin_item(i, depth + 1);
       append_json_string(out_, key_text(entries[i].first), style_.ensure_ascii);
-      out_ += style_.key_separator;
+      append_bounded(out_, style_.key_separator);
       write(entries[i].second, depth + 1);
     }
     end_container(depth);
-    out_ += '}';
+    append_bounded(out_, "}");
   }
 
   void begin_item(size_t index, size_t depth) {
-    if (index > 0) out_ += style_.item_separator;
-    if (style_.indent) out_ += '\n' + repeat_indent(depth);
+    if (index > 0) append_bounded(out_, style_.item_separator);
+    end_container(depth);
   }
 
+  // A newline and the indentation of depth, with an indent.
   void end_container(size_t depth) {
-    if (style_.indent) out_ += '\n' + repeat_indent(depth);
-  }
-
-  std::string repeat_indent(size_t depth) const {
-    std::string text;
-    for (size_t i = 0; i < depth; ++i) text += *style_.indent;
-    return text;
+    if (!style_.indent) return;
+    append_bounded(out_, "\n");
+    for (size_t i = 0; i < depth; ++i) append_bounded(out_, *style_.indent);
   }
 
   const JsonStyle& style_;

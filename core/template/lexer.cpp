@@ -262,7 +262,9 @@ class Lexer {
                            [](char h) { return std::isxdigit(static_cast<unsigned char>(h)); })) {
             fail(start, std::string("truncated \\") + e + " escape in string");
           }
-          append_utf8(value, static_cast<char32_t>(std::stoul(source_.substr(pos, width), nullptr, 16)));
+          const auto code = static_cast<char32_t>(std::stoul(source_.substr(pos, width), nullptr, 16));
+          if (code > 0x10FFFF) fail(start, "\\U escape past U+10FFFF in string");
+          append_utf8(value, code);
           pos += width;
           break;
         }

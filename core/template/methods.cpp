@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <functional>
 #include <map>
 
-#include "core/template/failure.hpp"
+#include "core/template/limits.hpp"
 #include "core/template/operations.hpp"
 #include "core/template/unicode.hpp"
 
@@ -86,7 +87,7 @@ Value split(const Value& self, const CallArgs& args, bool from_right) {
   std::vector<std::string> parts;
   if (!from_right) {
     size_t start = 0;
-    for (size_t found; (max_split < 0 || static_cast<int64_t>(parts.size()) < max_split) && (found = text.find(sep, start)) != std::string::npos;
+    for (size_t found; (max_split < 0 || static_cast<int64_t>(parts.size()) < max_split) && (found = find_text(text, sep, start)) != std::string::npos;
          start = found + sep.size()) {
       parts.push_back(text.substr(start, found - start));
     }
@@ -95,8 +96,7 @@ Value split(const Value& self, const CallArgs& args, bool from_right) {
   }
   size_t end = text.size();
   while (max_split < 0 || static_cast<int64_t>(parts.size()) < max_split) {
-    if (end < sep.size()) break;
-    const size_t found = text.rfind(sep, end - sep.size());
+    const size_t found = rfind_text(text, sep, end);
     if (found == std::string::npos) break;
     parts.push_back(text.substr(found + sep.size(), end - found - sep.size()));
     end = found;
@@ -139,7 +139,7 @@ Value affix_test(const Value& self, const CallArgs& args, bool at_start) {
 Value find(const Value& self, const CallArgs& args, bool from_right) {
   const std::string& text = self.as_string();
   const std::string needle = string_argument(args, 0, "sub");
-  const size_t found = from_right ? text.rfind(needle) : text.find(needle);
+  const size_t found = from_right ? rfind_text(text, needle) : find_text(text, needle);
   if (found == std::string::npos) return int64_t{-1};
   return static_cast<int64_t>(code_point_count(std::string_view(text).substr(0, found)));
 }
@@ -149,7 +149,9 @@ Value count(const Value& self, const CallArgs& args) {
   const std::string needle = string_argument(args, 0, "sub");
   if (needle.empty()) return static_cast<int64_t>(code_point_count(text) + 1);
   int64_t total = 0;
-  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + needle.size())) ++total;
+  for (size_t pos = find_text(text, needle); pos != std::string::npos; pos = find_text(text, needle, pos + needle.size())) {
+    ++total;
+  }
   return total;
 }
 
@@ -174,12 +176,12 @@ Value format(const Value& self, const CallArgs& args) {
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
     if ((c == '{' || c == '}') && i + 1 < pattern.size() && pattern[i + 1] == c) {
-      out += c;
+      append_bounded(out, std::string_view(&c, 1));
       ++i;
       continue;
     }
     if (c != '{') {
-      out += c;
+      append_bounded(out, std::string_view(&c, 1));
       continue;
     }
     const size_t close = pattern.find('}', i);
@@ -191,12 +193,17 @@ Value format(const Value& self, const CallArgs& args) {
     if (field.empty()) {
       value = args.get(automatic++, "");
     } else if (std::all_of(field.begin(), field.end(), [](char d) { return std::isdigit(static_cast<unsigned char>(d)); })) {
-      value = args.get(static_cast<size_t>(std::stoul(field)), "");
+      size_t index = 0;
+      const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), index);
+      if (error != std::errc() || end != field.data() + field.size() || index >= args.positional.size()) {
+        throw RenderFailure("Replacement index " + field + " out of range for positional args tuple");
+      }
+      value = args.positional[index];
     } else {
       value = args.get(args.positional.size(), field);
     }
     if (value.is_undefined()) throw RenderFailure("format string refers to a missing argument '" + field + "'");
-    out += as_repr ? value.repr() : value.str();
+    append_bounded(out, as_repr ? value.repr() : value.str());
     i = close;
   }
   return out;
@@ -235,7 +242,8 @@ const std::map<std::string, Method, std::less<>>& string_methods() {
          bool first = true;
          for (const auto& item : iterate(a.get(0, "iterable"))) {
            if (!item.is_string()) throw RenderFailure("sequence item: expected str instance, " + item.type_name() + " found");
-           out += (first ? "" : s.as_string()) + item.as_string();
+           if (!first) append_bounded(out, s.as_string());
+           append_bounded(out, item.as_string());
            first = false;
          }
          return Value(out);
@@ -305,7 +313,13 @@ std::optional<Value> bound_method(const Value& object, const std::string& name) 
   if (!table) return std::nullopt;
   const auto found = table->find(name);
   if (found == table->end()) return std::nullopt;
-  return Value::function(name, [object, method = found->second](const CallArgs& args) { return method(object, args); });
+  return Value::function(name, [object, name, method = found->second](const CallArgs& args) {
+    try {
+      return method(object, args);
+    } catch (const RenderFailure& failure) {  // name the method, as filters are named
+      throw RenderFailure("method '" + name + "': " + failure.what());
+    }
+  });
 }
 
 std::string python_strip(const std::string& text, const Value& chars, bool left, bool right) {
@@ -316,15 +330,20 @@ std::string python_strip(const std::string& text, const Value& chars, bool left,
     return text.substr(begin, end - begin);
   }
   if (!chars.is_string()) throw RenderFailure("strip arg must be None or str");
-  const auto strip_set = split_code_points(chars.as_string());
-  const auto characters = split_code_points(text);
-  auto stripped = [&](const std::string& c) { return std::find(strip_set.begin(), strip_set.end(), c) != strip_set.end(); };
-  size_t begin = 0, end = characters.size();
-  if (left) while (begin < end && stripped(characters[begin])) ++begin;
-  if (right) while (end > begin && stripped(characters[end - 1])) --end;
-  std::string out;
-  for (size_t i = begin; i < end; ++i) out += characters[i];
-  return out;
+  // Characters as views between their offsets; the set sorted, for a search in log time.
+  auto character = [](std::string_view of, const std::vector<size_t>& offsets, size_t i) {
+    return of.substr(offsets[i], offsets[i + 1] - offsets[i]);
+  };
+  std::vector<std::string_view> strip_set;
+  const auto set_offsets = code_point_offsets(chars.as_string());
+  for (size_t i = 0; i + 1 < set_offsets.size(); ++i) strip_set.push_back(character(chars.as_string(), set_offsets, i));
+  std::sort(strip_set.begin(), strip_set.end());
+  const auto offsets = code_point_offsets(text);
+  auto stripped = [&](size_t i) { return std::binary_search(strip_set.begin(), strip_set.end(), character(text, offsets, i)); };
+  size_t begin = 0, end = offsets.size() - 1;
+  if (left) while (begin < end && stripped(begin)) ++begin;
+  if (right) while (end > begin && stripped(end - 1)) --end;
+  return text.substr(offsets[begin], offsets[end] - offsets[begin]);
 }
 
 bool python_is_single_case(const std::string& text, bool upper) {
@@ -360,24 +379,27 @@ std::string python_capitalize(const std::string& text) {
 std::string python_replace(const std::string& text, const std::string& old, const std::string& replacement, int64_t count) {
   std::string out;
   int64_t done = 0;
+  const std::string_view whole(text);
   if (old.empty()) {  // Python inserts the replacement around every character
-    const auto characters = split_code_points(text);
-    for (const auto& c : characters) {
+    const auto offsets = code_point_offsets(text);
+    for (size_t i = 0; i + 1 < offsets.size(); ++i) {
       if (count < 0 || done < count) {
-        out += replacement;
+        append_bounded(out, replacement);
         ++done;
       }
-      out += c;
+      append_bounded(out, whole.substr(offsets[i], offsets[i + 1] - offsets[i]));
     }
-    if (count < 0 || done < count) out += replacement;
+    if (count < 0 || done < count) append_bounded(out, replacement);
     return out;
   }
   size_t start = 0;
-  for (size_t found; (count < 0 || done < count) && (found = text.find(old, start)) != std::string::npos; start = found + old.size()) {
-    out += text.substr(start, found - start) + replacement;
+  for (size_t found; (count < 0 || done < count) && (found = find_text(text, old, start)) != std::string::npos; start = found + old.size()) {
+    append_bounded(out, whole.substr(start, found - start));
+    append_bounded(out, replacement);
     ++done;
   }
-  return out + text.substr(start);
+  append_bounded(out, whole.substr(start));
+  return out;
 }
 
 }  // namespace strata::jinja

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/template/failure.hpp"
+#include "core/template/limits.hpp"
 #include "core/template/filters.hpp"
 #include "core/template/methods.hpp"
 #include "core/template/unicode.hpp"
@@ -20,16 +20,22 @@ void require_defined(const Value& value) {
   throw RenderFailure("unsupported operand type(s) for " + std::string(op) + ": '" + left.type_name() + "' and '" + right.type_name() + "'");
 }
 
+// Python's sequence * n; n <= 0 gives an empty sequence.
 Value repeat(const Value& sequence, int64_t times) {
   const auto unit = static_cast<int64_t>(sequence.is_string() ? sequence.as_string().size() : sequence.list_data().items.size());
-  if (unit > 0 && times > 0) check_result_size(times > kMaxResultSize ? times : unit * times);
+  const auto size = static_cast<size_t>(repeated_size(unit, times));
   if (sequence.is_string()) {
     std::string out;
-    for (int64_t i = 0; i < times; ++i) out += sequence.as_string();
+    out.reserve(size);
+    for (int64_t i = 0; i < times && size > 0; ++i) out += sequence.as_string();
     return out;
   }
+  charge_work(static_cast<int64_t>(size * sizeof(Value)));  // before copying the items
   std::vector<Value> items;
-  for (int64_t i = 0; i < times; ++i) items.insert(items.end(), sequence.list_data().items.begin(), sequence.list_data().items.end());
+  items.reserve(size);
+  for (int64_t i = 0; i < times && size > 0; ++i) {
+    items.insert(items.end(), sequence.list_data().items.begin(), sequence.list_data().items.end());
+  }
   return sequence.is_tuple() ? Value::tuple(std::move(items)) : Value::list(std::move(items));
 }
 
@@ -92,6 +98,9 @@ Value arithmetic(std::string_view op, const Value& left, const Value& right) {
   }
   if (op == "**") {
     if (integral && right.as_int() >= 0) return checked_integer(op, left.as_int(), right.as_int());
+    if (left.as_double() == 0.0 && right.as_double() < 0.0) {
+      throw RenderFailure("0.0 cannot be raised to a negative power");
+    }
     return std::pow(left.as_double(), right.as_double());
   }
   const bool divisor_zero = integral ? right.as_int() == 0 : right.as_double() == 0.0;
@@ -122,24 +131,33 @@ Value concatenate(const Value& left, const Value& right) {
   fail_operands("+", left, right);
 }
 
-// Python's slice.indices: clamps the bounds to the sequence for the step's direction.
+// Python's slice.indices: clamps the bounds to the sequence for the step's direction. The positions are
+// counted first, so that a huge step cannot overflow.
 std::vector<size_t> slice_positions(size_t size, const Value& start, const Value& stop, const Value& step) {
   const int64_t n = static_cast<int64_t>(size);
-  const int64_t stride = step.is_none() || step.is_undefined() ? 1 : step.as_int();
+  auto integer = [](const Value& value) {
+    if (!value.is_number() || value.is_float()) throw RenderFailure("slice indices must be integers or None");
+    return value.as_int();
+  };
+  const int64_t stride = step.is_none() || step.is_undefined() ? 1 : integer(step);
   if (stride == 0) throw RenderFailure("slice step cannot be zero");
   const int64_t lower = stride > 0 ? 0 : -1;
   const int64_t upper = stride > 0 ? n : n - 1;
   auto bound = [&](const Value& value, int64_t fallback) {
     if (value.is_none() || value.is_undefined()) return fallback;
-    if (!value.is_number() || value.is_float()) throw RenderFailure("slice indices must be integers or None");
-    int64_t index = value.as_int();
+    int64_t index = integer(value);
     if (index < 0) index += n;
     return std::clamp(index, lower, upper);
   };
-  const int64_t first = bound(start, stride > 0 ? lower : upper);
-  const int64_t last = bound(stop, stride > 0 ? upper : lower);
-  std::vector<size_t> positions;
-  for (int64_t i = first; stride > 0 ? i < last : i > last; i += stride) positions.push_back(static_cast<size_t>(i));
+  const __int128 first = bound(start, stride > 0 ? lower : upper);
+  const __int128 last = bound(stop, stride > 0 ? upper : lower);
+  const __int128 span = stride > 0 ? last - first : first - last;
+  const __int128 stride_size = stride > 0 ? __int128{stride} : -__int128{stride};
+  const auto count = static_cast<int64_t>(span > 0 ? (span + stride_size - 1) / stride_size : 0);
+  std::vector<size_t> positions(static_cast<size_t>(count));
+  for (int64_t k = 0; k < count; ++k) {
+    positions[static_cast<size_t>(k)] = static_cast<size_t>(first + __int128{k} * stride);
+  }
   return positions;
 }
 
@@ -152,13 +170,13 @@ std::string object_description(const Value& object) {
 
 void fail_undefined(const Value& undefined) { throw RenderFailure(undefined.undefined_hint()); }
 
-Value get_attribute(const Value& object, const std::string& name) {
+Value get_attribute(const Value& object, const Value& name) {
   require_defined(object);
-  if (auto method = bound_method(object, name)) return *method;
+  if (auto method = bound_method(object, name.as_string())) return *method;
   if (object.is_dict_or_namespace()) {
-    if (const Value* found = object.dict_data().find(Value(name))) return *found;
+    if (const Value* found = object.dict_data().find(name)) return *found;
   }
-  return Value::undefined(object_description(object) + " has no attribute '" + name + "'");
+  return Value::undefined(object_description(object) + " has no attribute '" + name.as_string() + "'");
 }
 
 Value get_item(const Value& object, const Value& key) {
@@ -168,7 +186,7 @@ Value get_item(const Value& object, const Value& key) {
     int64_t index = key.as_int();
     if (index < 0) index += size;
     if (index >= 0 && index < size) {
-      if (object.is_string()) return split_code_points(object.as_string())[static_cast<size_t>(index)];
+      if (object.is_string()) return code_point_at(object.as_string(), static_cast<size_t>(index));
       return object.list_data().items[static_cast<size_t>(index)];
     }
   } else if (object.is_dict_or_namespace()) {
@@ -184,9 +202,12 @@ Value get_item(const Value& object, const Value& key) {
 Value slice(const Value& object, const Value& start, const Value& stop, const Value& step) {
   require_defined(object);
   if (object.is_string()) {
-    const auto characters = split_code_points(object.as_string());
+    const std::string& text = object.as_string();
+    const auto offsets = code_point_offsets(text);  // where each character starts, and the end
     std::string out;
-    for (const size_t i : slice_positions(characters.size(), start, stop, step)) out += characters[i];
+    for (const size_t i : slice_positions(offsets.size() - 1, start, stop, step)) {
+      out.append(text, offsets[i], offsets[i + 1] - offsets[i]);
+    }
     return out;
   }
   if (!object.is_list_or_tuple()) throw RenderFailure("'" + object.type_name() + "' object is not subscriptable");
@@ -233,7 +254,7 @@ bool contains(const Value& container, const Value& item) {
   if (container.is_undefined()) return false;
   if (container.is_string()) {
     if (!item.is_string()) throw RenderFailure("'in <string>' requires string as left operand, not " + item.type_name());
-    return container.as_string().find(item.as_string()) != std::string::npos;
+    return find_text(container.as_string(), item.as_string()) != std::string::npos;
   }
   if (container.is_list_or_tuple()) {
     for (const auto& element : container.list_data().items) {
@@ -247,8 +268,12 @@ bool contains(const Value& container, const Value& item) {
 
 std::vector<Value> iterate(const Value& iterable) {
   if (iterable.is_undefined()) return {};
-  if (iterable.is_list_or_tuple()) return iterable.list_data().items;
+  if (iterable.is_list_or_tuple()) {
+    charge_work(static_cast<int64_t>(iterable.list_data().items.size() * sizeof(Value)));
+    return iterable.list_data().items;
+  }
   if (iterable.is_mapping()) {
+    charge_work(static_cast<int64_t>(iterable.dict_data().entries.size() * sizeof(Value)));
     std::vector<Value> keys;
     for (const auto& entry : iterable.dict_data().entries) keys.push_back(entry.first);
     return keys;
@@ -263,7 +288,10 @@ std::vector<Value> iterate(const Value& iterable) {
 
 size_t length(const Value& value) {
   if (value.is_undefined()) return 0;
-  if (value.is_string()) return code_point_count(value.as_string());
+  if (value.is_string()) {
+    charge_work(static_cast<int64_t>(value.as_string().size()));
+    return code_point_count(value.as_string());
+  }
   if (value.is_list_or_tuple()) return value.list_data().items.size();
   if (value.is_mapping()) return value.dict_data().entries.size();
   throw RenderFailure("object of type '" + value.type_name() + "' has no len()");

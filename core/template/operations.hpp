@@ -9,8 +9,8 @@
 
 namespace strata::jinja {
 
-// `object.name`: a method of str/dict/list first, then the dict key (Jinja2's getattr order).
-Value get_attribute(const Value& object, const std::string& name);
+// `object.name` (name a string): a method of str/dict/list first, then the dict key (Jinja2's getattr order).
+Value get_attribute(const Value& object, const Value& name);
 // `object[key]`: the item first, then for string keys the attribute (Jinja2's getitem order).
 Value get_item(const Value& object, const Value& key);
 // `object[start:stop:step]` on lists, tuples and strings; null values are omitted bounds.

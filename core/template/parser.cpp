@@ -5,30 +5,13 @@
 #include <initializer_list>
 #include <string_view>
 
-#include "core/template/failure.hpp"
+#include "core/template/limits.hpp"
 #include "core/template/filters.hpp"
 #include "core/template/predicates.hpp"
 #include "core/util/error.hpp"
 
 namespace strata::jinja {
 namespace {
-
-std::shared_ptr<Expr> make_expr(Expr::Kind kind, int line, std::vector<ExprPtr> operands = {}, std::string name = {}) {
-  auto expr = std::make_shared<Expr>();
-  expr->kind = kind;
-  expr->line = line;
-  expr->operands = std::move(operands);
-  expr->name = std::move(name);
-  return expr;
-}
-
-ExprPtr make_literal(Value value, int line) {
-  auto expr = std::make_shared<Expr>();
-  expr->kind = Expr::Kind::Literal;
-  expr->line = line;
-  expr->value = std::move(value);
-  return expr;
-}
 
 class Parser {
  public:
@@ -278,6 +261,7 @@ class Parser {
   }
 
   ExprPtr parse_conditional() {
+    const auto level = nested(current());  // `a if b else c if d else ...` recurses here
     ExprPtr value = parse_or();
     while (current_is_name("if")) {
       const int line = current().line;
@@ -456,7 +440,9 @@ class Parser {
         const Token attribute = current();
         advance();
         if (attribute.type == TokenType::Name) {
-          node = make_expr(Expr::Kind::Attribute, token.line, {node}, attribute.text);
+          auto lookup = make_expr(Expr::Kind::Attribute, token.line, {node}, attribute.text);
+          lookup->value = Value(attribute.text);  // made once here, not at every lookup
+          node = lookup;
         } else if (attribute.type == TokenType::Integer) {
           node = make_expr(Expr::Kind::Subscript, token.line, {node, make_literal(static_cast<int64_t>(std::stoll(attribute.text)), token.line)});
         } else {
@@ -504,9 +490,8 @@ class Parser {
 
   ExprPtr parse_call(ExprPtr callee) {
     const int line = current().line;
-    auto call = make_expr(Expr::Kind::Call, line, {std::move(callee)});
-    call->arguments = parse_arguments();
-    return call;
+    Arguments arguments = parse_arguments();
+    return make_expr(Expr::Kind::Call, line, {std::move(callee)}, {}, std::move(arguments));
   }
 
   Arguments parse_arguments() {
@@ -538,9 +523,7 @@ class Parser {
       if (current_is_op("|")) {
         advance();
         FilterCall filter = parse_filter_call();
-        auto expr = make_expr(Expr::Kind::Filter, filter.line, {node}, filter.name);
-        expr->arguments = std::move(filter.arguments);
-        node = expr;
+        node = make_expr(Expr::Kind::Filter, filter.line, {node}, filter.name, std::move(filter.arguments));
       } else if (current_is_name("is")) {
         node = parse_test(node);
       } else if (current_is_op("(")) {
@@ -567,12 +550,13 @@ class Parser {
     const Token& token = current();
     const std::string name = dotted_name();
     if (!has_test(name)) fail(token, "unknown test '" + name + "'");
-    auto test = make_expr(Expr::Kind::Test, line, {node}, name);
+    Arguments arguments;
     if (current_is_op("(")) {
-      test->arguments = parse_arguments();
+      arguments = parse_arguments();
     } else if (starts_bare_test_argument()) {  // `is divisibleby 3`, `is equalto 'x'`
-      test->arguments.positional.push_back(parse_postfix(parse_primary()));
+      arguments.positional.push_back(parse_postfix(parse_primary()));
     }
+    ExprPtr test = make_expr(Expr::Kind::Test, line, {node}, name, std::move(arguments));
     return negated ? make_expr(Expr::Kind::Unary, line, {test}, "not") : test;
   }
 
@@ -630,6 +614,36 @@ class Parser {
       case TokenType::Data: return ", found text";
       default: return ", found '" + current().text + "'";
     }
+  }
+
+  // Every expression node is made here, and the depth of the tree bounded: a chain built by a loop of the
+  // parser (`x|f|f|f...`, `a + b + c...`, `a.b.c...`) nests without the parser recursing, and evaluating and
+  // freeing the tree recurse as deep as it goes.
+  std::shared_ptr<Expr> make_expr(Expr::Kind kind, int line, std::vector<ExprPtr> operands = {}, std::string name = {},
+                                  Arguments arguments = {}) {
+    auto expr = std::make_shared<Expr>();
+    expr->kind = kind;
+    expr->line = line;
+    expr->operands = std::move(operands);
+    expr->name = std::move(name);
+    expr->arguments = std::move(arguments);
+    int below = 0;
+    for (const auto& operand : expr->operands) below = std::max(below, operand ? operand->depth : 0);
+    for (const auto& argument : expr->arguments.positional) below = std::max(below, argument->depth);
+    for (const auto& [keyword, argument] : expr->arguments.keyword) below = std::max(below, argument->depth);
+    expr->depth = below + 1;
+    if (expr->depth > kMaxNesting) {
+      fail(current(), "expression nested deeper than " + std::to_string(kMaxNesting) + " levels");
+    }
+    return expr;
+  }
+
+  static ExprPtr make_literal(Value value, int line) {
+    auto expr = std::make_shared<Expr>();
+    expr->kind = Expr::Kind::Literal;
+    expr->line = line;
+    expr->value = std::move(value);
+    return expr;
   }
 
   static std::unique_ptr<Node> make_node(Node::Kind kind, int line) {

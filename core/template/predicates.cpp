@@ -3,7 +3,7 @@
 #include <functional>
 #include <map>
 
-#include "core/template/failure.hpp"
+#include "core/template/limits.hpp"
 #include "core/template/filters.hpp"
 #include "core/template/methods.hpp"
 #include "core/template/operations.hpp"
@@ -43,7 +43,13 @@ const std::map<std::string, Test, std::less<>>& tests() {
       {"callable", [](const Value& v, const CallArgs&) { return v.is_callable() || v.is_undefined(); }},
       {"even", [](const Value& v, const CallArgs&) { return integer_of(v) % 2 == 0; }},
       {"odd", [](const Value& v, const CallArgs&) { return integer_of(v) % 2 != 0; }},
-      {"divisibleby", [](const Value& v, const CallArgs& a) { return integer_of(v) % integer_of(a.get(0, "num")) == 0; }},
+      {"divisibleby",
+       [](const Value& v, const CallArgs& a) {
+         const int64_t value = integer_of(v);
+         const int64_t divisor = integer_of(a.get(0, "num"));
+         if (divisor == 0) throw RenderFailure("integer modulo by zero");
+         return divisor == -1 || value % divisor == 0;  // INT64_MIN % -1 would trap
+       }},
       {"eq", comparison("==")},
       {"equalto", comparison("==")},
       {"==", comparison("==")},

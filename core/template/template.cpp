@@ -15,7 +15,7 @@ std::string Template::render(const std::vector<std::pair<std::string, Value>>& v
   auto frame = std::make_shared<Frame>(globals);
   for (const auto& [name, value] : variables) frame->set(name, value);
   std::string out;
-  render_body(*body_, frame, out, options.max_evaluations);
+  render_body(*body_, frame, out, options.max_evaluations, options.max_work);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/template/limits.hpp"
 #include "core/template/value.hpp"
 
 namespace strata::jinja {
@@ -20,8 +21,10 @@ struct Node;
 
 struct RenderOptions {
   std::optional<std::tm> now;  // pins strftime_now (local time); unset: the clock
-  // Expressions one render may evaluate before it fails: a bound on the work a template can cause.
-  int64_t max_evaluations = 10'000'000;
+  // Expressions one render may evaluate, and the bytes of data it may build, copy or compare, before it
+  // fails: bounds on the time and memory a template can take (limits.hpp, docs/templates.md).
+  int64_t max_evaluations = kDefaultMaxEvaluations;
+  int64_t max_work = kDefaultMaxWork;
 };
 
 class Template {

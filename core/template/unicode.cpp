@@ -1,5 +1,9 @@
 #include "core/template/unicode.hpp"
 
+#include <algorithm>
+
+#include "core/template/limits.hpp"
+
 namespace strata::jinja {
 
 namespace {
@@ -29,6 +33,7 @@ char32_t decode_utf8(std::string_view text, size_t& pos) {
 }
 
 std::vector<std::string> split_code_points(std::string_view text) {
+  charge_work(static_cast<int64_t>(text.size() * sizeof(std::string)));
   std::vector<std::string> pieces;
   for (size_t pos = 0; pos < text.size();) {
     const size_t start = pos;
@@ -44,6 +49,83 @@ size_t code_point_count(std::string_view text) {
   size_t count = 0;
   for (size_t pos = 0; pos < text.size(); ++count) decode_utf8(text, pos);
   return count;
+}
+
+std::vector<size_t> code_point_offsets(std::string_view text) {
+  charge_work(static_cast<int64_t>(text.size() * sizeof(size_t)));
+  std::vector<size_t> offsets;
+  for (size_t pos = 0; pos < text.size();) {
+    offsets.push_back(pos);
+    decode_utf8(text, pos);
+  }
+  offsets.push_back(text.size());
+  return offsets;
+}
+
+std::string code_point_at(std::string_view text, size_t index) {
+  size_t pos = 0;
+  for (size_t i = 0; i < index && pos < text.size(); ++i) decode_utf8(text, pos);
+  const size_t start = pos;
+  if (pos < text.size()) decode_utf8(text, pos);
+  charge_work(static_cast<int64_t>(pos));
+  return std::string(text.substr(start, pos - start));
+}
+
+namespace {
+
+// Below this length a plain search is at most this many times slower than a linear one.
+constexpr size_t kShortNeedle = 8;
+
+// Knuth-Morris-Pratt: where needle (m characters, needle(j)) first occurs in text (n characters, text(i)),
+// or npos, in time linear in m + n whatever the two hold (the standard library's searchers are not: its
+// Boyer-Moore builds its table in quadratic time).
+template <class Needle, class Text>
+size_t first_match(size_t m, Needle needle, size_t n, Text text) {
+  charge_work(static_cast<int64_t>(m * sizeof(size_t)));
+  std::vector<size_t> border(m, 0);  // border[j]: the longest proper prefix of needle[0..j] that is also its suffix
+  for (size_t j = 1, k = 0; j < m; ++j) {
+    while (k > 0 && needle(j) != needle(k)) k = border[k - 1];
+    if (needle(j) == needle(k)) ++k;
+    border[j] = k;
+  }
+  for (size_t i = 0, k = 0; i < n; ++i) {
+    while (k > 0 && text(i) != needle(k)) k = border[k - 1];
+    if (text(i) == needle(k)) ++k;
+    if (k == m) return i + 1 - m;
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+size_t find_text(std::string_view text, std::string_view needle, size_t from) {
+  if (from > text.size() || needle.size() > text.size() - from) return std::string_view::npos;
+  size_t found = std::string_view::npos;
+  if (needle.size() < kShortNeedle) {
+    found = text.find(needle, from);
+  } else {
+    const size_t match = first_match(needle.size(), [&](size_t j) { return needle[j]; }, text.size() - from,
+                                     [&](size_t i) { return text[from + i]; });
+    if (match != std::string_view::npos) found = from + match;
+  }
+  charge_work(static_cast<int64_t>((found == std::string_view::npos ? text.size() : found + needle.size()) - from));
+  return found;
+}
+
+size_t rfind_text(std::string_view text, std::string_view needle, size_t end) {
+  end = std::min(end, text.size());
+  if (needle.size() > end) return std::string_view::npos;
+  const size_t m = needle.size();
+  size_t found = std::string_view::npos;
+  if (m < kShortNeedle) {
+    found = text.rfind(needle, end - m);
+  } else {  // the last occurrence is the first one in the reversed text
+    const size_t match =
+        first_match(m, [&](size_t j) { return needle[m - 1 - j]; }, end, [&](size_t i) { return text[end - 1 - i]; });
+    if (match != std::string_view::npos) found = end - match - m;
+  }
+  charge_work(static_cast<int64_t>(end - (found == std::string_view::npos ? 0 : found)));
+  return found;
 }
 
 void append_utf8(std::string& out, char32_t cp) {

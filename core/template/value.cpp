@@ -1,14 +1,22 @@
 #include "core/template/value.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
-#include "core/template/failure.hpp"
+#include "core/template/limits.hpp"
 
 namespace strata::jinja {
 
+Value::Value(std::string value) {
+  charge_work(static_cast<int64_t>(value.size() + kStringOverhead));
+  storage_ = std::make_shared<const std::string>(std::move(value));
+}
+
 Value Value::list(std::vector<Value> items) {
+  charge_work(static_cast<int64_t>(items.size() * sizeof(Value)));
   auto data = std::make_shared<ListData>();
   data->items = std::move(items);
   return Value(Storage(std::move(data)));
@@ -22,10 +30,32 @@ Value Value::tuple(std::vector<Value> items) {
 
 Value Value::dict() { return Value(Storage(std::make_shared<DictData>())); }
 
+namespace {
+
+thread_local std::vector<std::weak_ptr<DictData>>* recorded_namespaces = nullptr;
+
+}  // namespace
+
 Value Value::namespace_object() {
-  Value value = dict();
-  value.dict_data().is_namespace = true;
-  return value;
+  auto data = std::make_shared<DictData>();
+  data->is_namespace = true;
+  if (recorded_namespaces) {
+    charge_work(sizeof(std::weak_ptr<DictData>));
+    recorded_namespaces->push_back(data);
+  }
+  return Value(Storage(std::move(data)));
+}
+
+NamespaceRecord::NamespaceRecord() : saved_(recorded_namespaces) { recorded_namespaces = &namespaces_; }
+
+NamespaceRecord::~NamespaceRecord() {
+  recorded_namespaces = saved_;
+  for (const auto& recorded : namespaces_) {
+    if (const auto data = recorded.lock()) {
+      const auto entries = std::move(data->entries);  // freed here, ending any cycle through this namespace
+      data->entries.clear();
+    }
+  }
 }
 
 Value Value::function(std::string name, std::function<Value(const CallArgs&)> call) {
@@ -33,11 +63,16 @@ Value Value::function(std::string name, std::function<Value(const CallArgs&)> ca
 }
 
 Value Value::from_json(const nlohmann::ordered_json& json) {
+  const NestingLevel level;
   switch (json.type()) {
     case nlohmann::json::value_t::null: return nullptr;
     case nlohmann::json::value_t::boolean: return json.get<bool>();
-    case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned: return json.get<int64_t>();
+    case nlohmann::json::value_t::number_integer: return json.get<int64_t>();
+    case nlohmann::json::value_t::number_unsigned:
+      if (json.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        throw RenderFailure("integer " + json.dump() + " is past the 64-bit range");
+      }
+      return json.get<int64_t>();
     case nlohmann::json::value_t::number_float: return json.get<double>();
     case nlohmann::json::value_t::string: return json.get<std::string>();
     case nlohmann::json::value_t::array: {
@@ -47,7 +82,9 @@ Value Value::from_json(const nlohmann::ordered_json& json) {
     }
     case nlohmann::json::value_t::object: {
       Value object = dict();
-      for (const auto& [key, item] : json.items()) object.dict_data().set(Value(key), from_json(item));
+      // The keys of a JSON object are distinct already: no lookup (which would make a big object quadratic).
+      auto& entries = object.dict_data().entries;
+      for (const auto& [key, item] : json.items()) entries.emplace_back(Value(key), from_json(item));
       return object;
     }
     default: return Value::undefined("unsupported JSON value");
@@ -157,30 +194,88 @@ std::string Value::str() const {
 }
 
 std::string Value::repr() const {
-  if (is_undefined()) return "Undefined";
-  if (is_none()) return "None";
-  if (is_bool()) return as_bool() ? "True" : "False";
-  if (is_int()) return std::to_string(as_int());
-  if (is_float()) return python_float_repr(as_double());
-  if (is_string()) return python_string_repr(as_string());
+  std::string out;
+  append_repr(out);
+  return out;
+}
+
+void Value::append_repr(std::string& out) const {
+  if (is_undefined()) return append_bounded(out, "Undefined");
+  if (is_none()) return append_bounded(out, "None");
+  if (is_bool()) return append_bounded(out, as_bool() ? "True" : "False");
+  if (is_int()) return append_bounded(out, std::to_string(as_int()));
+  if (is_float()) return append_bounded(out, python_float_repr(as_double()));
+  if (is_string()) return append_bounded(out, python_string_repr(as_string()));
+  if (is_callable()) return append_bounded(out, "<function " + function().name + ">");
+  const NestingLevel level;
   if (is_list_or_tuple()) {
     const auto& data = list_data();
-    std::string out = data.is_tuple ? "(" : "[";
-    for (size_t i = 0; i < data.items.size(); ++i) out += (i ? ", " : "") + data.items[i].repr();
-    if (data.is_tuple && data.items.size() == 1) out += ",";
-    return out + (data.is_tuple ? ")" : "]");
-  }
-  if (is_dict_or_namespace()) {
-    std::string out = "{";
-    bool first = true;
-    for (const auto& [key, value] : dict_data().entries) {
-      out += (first ? "" : ", ") + key.repr() + ": " + value.repr();
-      first = false;
+    append_bounded(out, data.is_tuple ? "(" : "[");
+    for (size_t i = 0; i < data.items.size(); ++i) {
+      if (i > 0) append_bounded(out, ", ");
+      data.items[i].append_repr(out);
     }
-    out += "}";
-    return is_namespace() ? "<Namespace " + out + ">" : out;
+    if (data.is_tuple && data.items.size() == 1) append_bounded(out, ",");
+    return append_bounded(out, data.is_tuple ? ")" : "]");
   }
-  return "<function " + function().name + ">";
+  append_bounded(out, is_namespace() ? "<Namespace {" : "{");
+  bool first = true;
+  for (const auto& [key, value] : dict_data().entries) {
+    if (!first) append_bounded(out, ", ");
+    key.append_repr(out);
+    append_bounded(out, ": ");
+    value.append_repr(out);
+    first = false;
+  }
+  append_bounded(out, is_namespace() ? "}>" : "}");
+}
+
+namespace {
+
+// Containers being freed on this thread hand what they hold to the release in progress, which frees it
+// one value at a time: the stack stays flat however deep the data nests.
+thread_local std::vector<Value>* release_queue = nullptr;
+
+class Release {
+ public:
+  Release() : owner_(release_queue == nullptr) {
+    if (owner_) release_queue = &queue_;
+  }
+  ~Release() {
+    if (!owner_) return;
+    while (!queue_.empty()) {
+      Value last = std::move(queue_.back());
+      queue_.pop_back();
+    }  // `last` is freed here; what it holds joins the queue
+    release_queue = nullptr;
+  }
+  Release(const Release&) = delete;
+  Release& operator=(const Release&) = delete;
+
+  void take(Value& value) {
+    if (value.is_list_or_tuple() || value.is_dict_or_namespace() || value.is_callable()) {
+      release_queue->push_back(std::move(value));
+    }
+  }
+
+ private:
+  bool owner_;
+  std::vector<Value> queue_;
+};
+
+}  // namespace
+
+ListData::~ListData() {
+  Release release;
+  for (auto& item : items) release.take(item);
+}
+
+DictData::~DictData() {
+  Release release;
+  for (auto& [key, value] : entries) {
+    release.take(key);
+    release.take(value);
+  }
 }
 
 const Value* DictData::find(const Value& key) const {
@@ -197,6 +292,8 @@ void DictData::set(const Value& key, Value value) {
       return;
     }
   }
+  check_result_size(static_cast<int64_t>(entries.size()) + 1);
+  charge_work(2 * sizeof(Value));
   entries.emplace_back(key, std::move(value));
 }
 
@@ -208,6 +305,11 @@ Value CallArgs::get(size_t index, std::string_view name, Value fallback) const {
   return fallback;
 }
 
+Value CallArgs::get(size_t index, std::string_view name) const {
+  if (has(index, name)) return get(index, name, Value());
+  return Value::undefined("missing required argument '" + std::string(name) + "'");
+}
+
 bool CallArgs::has(size_t index, std::string_view name) const {
   if (index < positional.size()) return true;
   for (const auto& entry : keyword) {
@@ -217,17 +319,23 @@ bool CallArgs::has(size_t index, std::string_view name) const {
 }
 
 bool operator==(const Value& a, const Value& b) {
+  charge_work(sizeof(Value));
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
   }
   if (a.is_undefined() || b.is_undefined()) return a.is_undefined() && b.is_undefined();
   if (a.is_none() || b.is_none()) return a.is_none() && b.is_none();
-  if (a.is_string() && b.is_string()) return a.as_string() == b.as_string();
+  if (a.is_string() && b.is_string()) {
+    charge_work(static_cast<int64_t>(std::min(a.as_string().size(), b.as_string().size())));
+    return a.as_string() == b.as_string();
+  }
   if (a.is_list_or_tuple() && b.is_list_or_tuple()) {
+    const NestingLevel level;
     return a.is_tuple() == b.is_tuple() && a.list_data().items == b.list_data().items;
   }
   if (a.is_mapping() && b.is_mapping()) {
+    const NestingLevel level;
     const auto& left = a.dict_data().entries;
     const auto& right = b.dict_data();
     if (left.size() != right.entries.size()) return false;
@@ -241,6 +349,7 @@ bool operator==(const Value& a, const Value& b) {
 }
 
 int compare(const Value& a, const Value& b) {
+  charge_work(sizeof(Value));
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) {
       const double x = a.as_double(), y = b.as_double();
@@ -250,11 +359,13 @@ int compare(const Value& a, const Value& b) {
     return x < y ? -1 : (x > y ? 1 : 0);
   }
   if (a.is_string() && b.is_string()) {
+    charge_work(static_cast<int64_t>(std::min(a.as_string().size(), b.as_string().size())));
     // UTF-8 byte order is code point order.
     const int order = a.as_string().compare(b.as_string());
     return order < 0 ? -1 : (order > 0 ? 1 : 0);
   }
   if (a.is_list_or_tuple() && b.is_list_or_tuple() && a.is_tuple() == b.is_tuple()) {
+    const NestingLevel level;
     const auto& x = a.list_data().items;
     const auto& y = b.list_data().items;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {

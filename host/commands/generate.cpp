@@ -44,7 +44,9 @@ void register_generate_command(CLI::App& app) {
       "Prompt text from a file (a regular file of at most " + byte_size_text(kMaxUserTextBytes) + ")");
   tokens->excludes(prompt)->excludes(prompt_file);
   prompt->excludes(prompt_file);
-  command->add_flag("--chat", options->chat, "Wrap the prompt as one user message in the model's chat template");
+  command->add_flag("--chat", options->chat,
+                    "Wrap the prompt as one user message in the model's chat template (rendered within the limits "
+                    "`strata template --help` lists)");
   command->add_option("--stop", options->stop, "Stop when this text appears (repeatable); it is not printed");
   command->add_option("-n,--max-tokens", options->max_tokens,
                       "Tokens to generate at most, >= 0 (without --ctx, the prompt and these must fit the model's "
