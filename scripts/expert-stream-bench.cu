@@ -66,7 +66,8 @@ __device__ uint32_t read_group(const uint8_t* row, int g) {
   const int group = g % 8;
   uint32_t v = u16(block) ^ block[106 + group / 2] ^ block[66 + group];
   v ^= u16(block + 74 + 4 * group) ^ (u16(block + 76 + 4 * group) << 16);
-  v ^= u16(block + 2 + 8 * group) ^ u16(block + 4 + 8 * group) ^ u16(block + 6 + 8 * group) ^ u16(block + 8 + 8 * group);
+  v ^=
+      u16(block + 2 + 8 * group) ^ u16(block + 4 + 8 * group) ^ u16(block + 6 + 8 * group) ^ u16(block + 8 + 8 * group);
   return v;
 }
 
@@ -131,12 +132,12 @@ __global__ void __launch_bounds__(256) all_wide(Layer layer, Span* span, uint32_
   span_begin(span);
   const size_t expert = layer.experts[blockIdx.y];
   const size_t gate_share = kGateMatrixBytes / gridDim.x, down_share = kDownMatrixBytes / gridDim.x;
-  uint32_t folded = read_wide(layer.gate + expert * kGateMatrixBytes + blockIdx.x * gate_share, gate_share,
-                              threadIdx.x, blockDim.x);
-  folded ^= read_wide(layer.up + expert * kGateMatrixBytes + blockIdx.x * gate_share, gate_share, threadIdx.x,
-                      blockDim.x);
-  folded ^= read_wide(layer.down + expert * kDownMatrixBytes + blockIdx.x * down_share, down_share, threadIdx.x,
-                      blockDim.x);
+  uint32_t folded =
+      read_wide(layer.gate + expert * kGateMatrixBytes + blockIdx.x * gate_share, gate_share, threadIdx.x, blockDim.x);
+  folded ^=
+      read_wide(layer.up + expert * kGateMatrixBytes + blockIdx.x * gate_share, gate_share, threadIdx.x, blockDim.x);
+  folded ^=
+      read_wide(layer.down + expert * kDownMatrixBytes + blockIdx.x * down_share, down_share, threadIdx.x, blockDim.x);
   span_end(span, folded, sink);
 }
 

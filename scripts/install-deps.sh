@@ -5,7 +5,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git python3
   libboost-dev libboost-filesystem-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libpcre2-dev libssl-dev
-  clang libclang-rt-dev
+  clang libclang-rt-dev clang-format
 )
 missing=()
 for package in "${packages[@]}"; do

@@ -76,7 +76,7 @@ strata_quant_type make_test_type(uint32_t id, uint32_t activation_type, decltype
 
 // The shared test types plus the test-only dot types.
 TestTypes& types() {
-  static TestTypes& types = [] () -> TestTypes& {
+  static TestTypes& types = []() -> TestTypes& {
     TestTypes& shared = test_types();
     shared.add(make_test_type(kTestQ8DotQ8, kQ8_0, &test_dot_rows<false>));
     shared.add(make_test_type(kTestQ8DotF32, kF32, &test_dot_rows<true>));
@@ -217,7 +217,7 @@ class BackendCpuIsa : public testing::Test {
 TEST_F(BackendCpuIsa, ManifestOptionChoosesTheLevelOfInstancesThatAskForNone) {
   EXPECT_EQ(refusal(R"({"isa": "scalar"})"), "");
   EXPECT_EQ(describe("{}"), running("scalar"));
-  EXPECT_EQ(describe(R"({"isa": "avx2"})"), running("avx2"));  // the instance's own option wins
+  EXPECT_EQ(describe(R"({"isa": "avx2"})"), running("avx2"));              // the instance's own option wins
   EXPECT_EQ(describe(R"({"vram_reserve_mib": 512})"), running("scalar"));  // other backends' options are ignored
 }
 
@@ -474,8 +474,14 @@ std::vector<float> run_attention(Backend& backend, strata_kv_cache* cache, const
   };
   std::vector<int32_t> positions(n);
   std::iota(positions.begin(), positions.end(), first);
-  const strata_attention_params params{sizeof(strata_attention_params), 1, n, s.n_head, s.n_head_kv, s.head_dim,
-                                       1.0f / std::sqrt(static_cast<float>(s.head_dim)), positions.data()};
+  const strata_attention_params params{sizeof(strata_attention_params),
+                                       1,
+                                       n,
+                                       s.n_head,
+                                       s.n_head_kv,
+                                       s.head_dim,
+                                       1.0f / std::sqrt(static_cast<float>(s.head_dim)),
+                                       positions.data()};
   strata_buffer* out = backend.alloc_floats(static_cast<size_t>(n * q_width));
   EXPECT_EQ(table().attention(backend.get(), cache, &params, backend.upload(slice(q_all, q_width)),
                               backend.upload(slice(k_all, kv_width)), backend.upload(slice(v_all, kv_width)), out,
@@ -622,10 +628,10 @@ TEST(BackendCpu, RouteExpertsIsTheRoutersMatmulThenRoute) {
     EXPECT_EQ(backend.read(fused.weights, n_chosen), backend.read(separate.weights, n_chosen));
   }
   const Outputs refused = outputs();
-  EXPECT_EQ(table().route_experts(backend.get(), x, weight, n_tokens, n_experts - 1, n_used,
-                                  STRATA_ROUTING_SOFTMAX_TOPK, refused.logits, refused.ids, refused.weights,
-                                  backend.error()),
-            STRATA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      table().route_experts(backend.get(), x, weight, n_tokens, n_experts - 1, n_used, STRATA_ROUTING_SOFTMAX_TOPK,
+                            refused.logits, refused.ids, refused.weights, backend.error()),
+      STRATA_E_INVALID_ARGUMENT);
   EXPECT_NE(backend.message().find("is not one matrix of 11 expert rows"), std::string::npos) << backend.message();
 }
 
@@ -635,10 +641,12 @@ struct MoeRun {
 };
 
 // n_tokens tokens each routed to 3 of 6 experts (shared between tokens); down is Q8_0 under Q4_K experts.
-MoeRun run_moe(uint32_t type, int n_threads, int32_t n_tokens, Backend::Kernels kernels = Backend::without_dot_kernels) {
+MoeRun run_moe(uint32_t type, int n_threads, int32_t n_tokens,
+               Backend::Kernels kernels = Backend::without_dot_kernels) {
   const int64_t width = 256, ffn = 96, n_experts = 6;
   const int32_t n_used = 3;
-  const HostWeight gate = make_weight(type, width, ffn, n_experts, 20), up = make_weight(type, width, ffn, n_experts, 21),
+  const HostWeight gate = make_weight(type, width, ffn, n_experts, 20),
+                   up = make_weight(type, width, ffn, n_experts, 21),
                    down = make_weight(type == kQ4_K ? kQ8_0 : type, ffn, width, n_experts, 22);
   const auto x = random_floats(n_tokens * width, 23);
   const auto weights = random_floats(n_tokens * n_used, 24);
@@ -648,10 +656,10 @@ MoeRun run_moe(uint32_t type, int n_threads, int32_t n_tokens, Backend::Kernels 
   }
   Backend backend(n_threads, "{}", kernels);
   strata_buffer* out = backend.alloc_floats(n_tokens * width);
-  EXPECT_EQ(table().moe_ffn(backend.get(), backend.upload(x), n_tokens, n_used, backend.upload(ids),
-                            backend.upload(weights), backend.load(gate), backend.load(up), backend.load(down), out,
-                            backend.error()),
-            STRATA_OK)
+  EXPECT_EQ(
+      table().moe_ffn(backend.get(), backend.upload(x), n_tokens, n_used, backend.upload(ids), backend.upload(weights),
+                      backend.load(gate), backend.load(up), backend.load(down), out, backend.error()),
+      STRATA_OK)
       << backend.message();
   MoeRun run{backend.read(out, n_tokens * width), std::vector<double>(n_tokens * width, 0.0)};
   for (int32_t t = 0; t < n_tokens; ++t) {
@@ -676,13 +684,12 @@ TEST(BackendCpu, MoeFfnMatchesTheReference) {
     EXPECT_LT(relative_rms_error(dequantized.out, dequantized.expected), 1e-5) << types().type(type).name;
     // With the dot kernels, gate/up/down see activations rounded to Q8_0 / Q8_K (not F16's, which are floats).
     const MoeRun with_dot = run_moe(type, 2, 7, Backend::with_dot_kernels);
-    EXPECT_LT(relative_rms_error(with_dot.out, with_dot.expected), type == kF16 ? 1e-5 : 0.03) << types().type(type).name;
+    EXPECT_LT(relative_rms_error(with_dot.out, with_dot.expected), type == kF16 ? 1e-5 : 0.03)
+        << types().type(type).name;
   }
 }
 
-TEST(BackendCpu, MoeFfnDoesNotDependOnTheThreadCount) {
-  EXPECT_EQ(run_moe(kQ8_0, 1, 9).out, run_moe(kQ8_0, 4, 9).out);
-}
+TEST(BackendCpu, MoeFfnDoesNotDependOnTheThreadCount) { EXPECT_EQ(run_moe(kQ8_0, 1, 9).out, run_moe(kQ8_0, 4, 9).out); }
 
 // Embedding lookup, row and elementwise ops.
 TEST(BackendCpu, GetRowsDequantizesTheChosenRows) {
@@ -696,7 +703,8 @@ TEST(BackendCpu, GetRowsDequantizesTheChosenRows) {
   for (int32_t id : ids) expected.insert(expected.end(), embeddings.row(0, id), embeddings.row(0, id) + 64);
   EXPECT_EQ(backend.read(out, expected.size()), expected);
   const int32_t outside = 10;
-  EXPECT_EQ(table().get_rows(backend.get(), table_weight, &outside, 1, out, backend.error()), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_EQ(table().get_rows(backend.get(), table_weight, &outside, 1, out, backend.error()),
+            STRATA_E_INVALID_ARGUMENT);
 }
 
 TEST(BackendCpu, RmsNormMatchesTheReferenceInPlace) {
@@ -704,8 +712,9 @@ TEST(BackendCpu, RmsNormMatchesTheReferenceInPlace) {
   const auto x = random_floats(rows * width, 31, 3.0f), gain = random_floats(width, 32);
   Backend backend(2);
   strata_buffer* buffer = backend.upload(x);
-  ASSERT_EQ(table().rms_norm(backend.get(), buffer, backend.load_f32(gain), rows, width, 1e-6f, buffer, backend.error()),
-            STRATA_OK);
+  ASSERT_EQ(
+      table().rms_norm(backend.get(), buffer, backend.load_f32(gain), rows, width, 1e-6f, buffer, backend.error()),
+      STRATA_OK);
   std::vector<double> expected(x.size());
   for (int32_t r = 0; r < rows; ++r) {
     double sum = 0.0;
@@ -719,14 +728,16 @@ TEST(BackendCpu, RmsNormMatchesTheReferenceInPlace) {
 // The residual step (ABI 1.2): x += y, then the norm of the new x, and an output aliasing an input refused.
 TEST(BackendCpu, AddRmsNormAddsThenNormalizes) {
   const int32_t rows = 3, width = 200;
-  const auto x = random_floats(rows * width, 33, 3.0f), y = random_floats(rows * width, 34), gain = random_floats(width, 35);
+  const auto x = random_floats(rows * width, 33, 3.0f), y = random_floats(rows * width, 34),
+             gain = random_floats(width, 35);
   Backend backend(2);
   strata_buffer* x_buffer = backend.upload(x);
   strata_buffer* y_buffer = backend.upload(y);
   strata_buffer* out = backend.upload(std::vector<float>(x.size()));
   strata_weight* gain_weight = backend.load_f32(gain);
-  ASSERT_EQ(table().add_rms_norm(backend.get(), x_buffer, y_buffer, gain_weight, rows, width, 1e-6f, out, backend.error()),
-            STRATA_OK)
+  ASSERT_EQ(
+      table().add_rms_norm(backend.get(), x_buffer, y_buffer, gain_weight, rows, width, 1e-6f, out, backend.error()),
+      STRATA_OK)
       << backend.message();
   std::vector<double> sums(x.size()), expected(x.size());
   for (int32_t r = 0; r < rows; ++r) {
@@ -750,7 +761,8 @@ TEST(BackendCpu, AddRmsNormAddsThenNormalizes) {
 // buffers collide, or that are short or lack a weight, refused with a message naming them.
 TEST(BackendCpu, MatmulNormedMultipliesTheNormOfTheSum) {
   const int32_t rows = 3, width = 64;
-  const auto x = random_floats(rows * width, 36, 3.0f), y = random_floats(rows * width, 37), gain = random_floats(width, 38);
+  const auto x = random_floats(rows * width, 36, 3.0f), y = random_floats(rows * width, 37),
+             gain = random_floats(width, 38);
   const HostWeight w = make_weight(kF32, width, 24, 1, 39);
   Backend backend(2);
   strata_buffer* x_buffer = backend.upload(x);
@@ -785,12 +797,17 @@ TEST(BackendCpu, MatmulNormedMultipliesTheNormOfTheSum) {
     const char* message;
   };
   const Refused refused[] = {
-      {{sizeof(strata_normed_input), x_buffer, y_buffer, gain_weight, 1e-6f, x_buffer, nullptr}, out, "neither x nor y"},
+      {{sizeof(strata_normed_input), x_buffer, y_buffer, gain_weight, 1e-6f, x_buffer, nullptr},
+       out,
+       "neither x nor y"},
       {{sizeof(strata_normed_input), x_buffer, y_buffer, gain_weight, 1e-6f, sum, sum}, out, "are one buffer"},
       {{sizeof(strata_normed_input), x_buffer, y_buffer, nullptr, 1e-6f, nullptr, nullptr}, out, "no norm weight"},
-      {{STRATA_FIELD_END(strata_normed_input, sum), x_buffer, y_buffer, gain_weight, 1e-6f, nullptr, nullptr}, out,
+      {{STRATA_FIELD_END(strata_normed_input, sum), x_buffer, y_buffer, gain_weight, 1e-6f, nullptr, nullptr},
+       out,
        "missing or short"},
-      {{sizeof(strata_normed_input), x_buffer, y_buffer, gain_weight, 1e-6f, sum, nullptr}, sum, "one of its normed input"},
+      {{sizeof(strata_normed_input), x_buffer, y_buffer, gain_weight, 1e-6f, sum, nullptr},
+       sum,
+       "one of its normed input"},
   };
   for (const Refused& r : refused) {
     EXPECT_EQ(table().matmul_normed(backend.get(), weight, &r.in, rows, nullptr, r.out, backend.error()),
@@ -839,14 +856,18 @@ TEST(BackendCpu, ElementwiseOpsMatchTheReference) {
     for (int64_t i = 0; i < n; ++i) expected[i] = reference(double{a[i]}, double{b[i]});
     expect_near_all(backend.read(out, n), expected, 1e-6, what);
   };
-  check(table().add(backend.get(), a_buffer, b_buffer, n, out, backend.error()),
-        [](double p, double q) { return p + q; }, "add");
-  check(table().mul(backend.get(), a_buffer, b_buffer, n, out, backend.error()),
-        [](double p, double q) { return p * q; }, "mul");
-  check(table().unary(backend.get(), STRATA_UNARY_SILU, a_buffer, n, out, backend.error()),
-        [](double p, double) { return p / (1.0 + std::exp(-p)); }, "silu");
-  check(table().unary(backend.get(), STRATA_UNARY_SIGMOID, a_buffer, n, out, backend.error()),
-        [](double p, double) { return 1.0 / (1.0 + std::exp(-p)); }, "sigmoid");
+  check(
+      table().add(backend.get(), a_buffer, b_buffer, n, out, backend.error()), [](double p, double q) { return p + q; },
+      "add");
+  check(
+      table().mul(backend.get(), a_buffer, b_buffer, n, out, backend.error()), [](double p, double q) { return p * q; },
+      "mul");
+  check(
+      table().unary(backend.get(), STRATA_UNARY_SILU, a_buffer, n, out, backend.error()),
+      [](double p, double) { return p / (1.0 + std::exp(-p)); }, "silu");
+  check(
+      table().unary(backend.get(), STRATA_UNARY_SIGMOID, a_buffer, n, out, backend.error()),
+      [](double p, double) { return 1.0 / (1.0 + std::exp(-p)); }, "sigmoid");
   EXPECT_EQ(table().unary(backend.get(), 99, a_buffer, n, out, backend.error()), STRATA_E_INVALID_ARGUMENT);
 }
 

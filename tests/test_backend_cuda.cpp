@@ -9,9 +9,9 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -60,7 +60,7 @@ const CudaPlugin& cuda_plugin() {
   return plugin;
 }
 
-#define SKIP_WITHOUT_CUDA()                                                           \
+#define SKIP_WITHOUT_CUDA() \
   if (cuda_plugin().table == nullptr) GTEST_SKIP() << cuda_plugin().unavailable
 
 // x as the CUDA decode kernels see it: each 32 values rounded to int8 levels of amax / 127, a level being
@@ -83,9 +83,10 @@ class Backend : public TestBackend {
  public:
   explicit Backend(const strata_backend_table& table, const std::string& options = "{}", bool abi_1_0_types = false)
       : TestBackend(table, 2, options,
-                    &table == &strata::cpu::cpu_backend_table() ? &TestTypes::finder<TestTypes::Variant::without_cpu_dot>
-                    : abi_1_0_types                              ? &TestTypes::finder<TestTypes::Variant::abi_1_0>
-                                                                 : &TestTypes::finder<TestTypes::Variant::as_offered>) {}
+                    &table == &strata::cpu::cpu_backend_table()
+                        ? &TestTypes::finder<TestTypes::Variant::without_cpu_dot>
+                    : abi_1_0_types ? &TestTypes::finder<TestTypes::Variant::abi_1_0>
+                                    : &TestTypes::finder<TestTypes::Variant::as_offered>) {}
 };
 
 // The CUDA backend's options a test of a weight type runs under: the repacked layout (the default) where the
@@ -151,7 +152,8 @@ TEST_P(BackendCudaMatmul, MatchesTheCpuBackend) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TypesAndBatches, BackendCudaMatmul,
-                         testing::Combine(testing::Values(kF32, kF16, kBF16, kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS, kIQ3_S),
+                         testing::Combine(testing::Values(kF32, kF16, kBF16, kQ8_0, kQ4_K, kQ5_K, kQ6_K, kIQ3_XXS,
+                                                          kIQ3_S),
                                           testing::Values(1, 3, 8, 9, 40)),
                          [](const auto& info) {
                            return std::string(test_types().type(std::get<0>(info.param)).name) + "_" +
@@ -168,8 +170,8 @@ TEST(BackendCuda, DecodeMatmulOfManyRowsMatchesTheCpuBackend) {
     for (const int32_t n_tokens : {1, 3, 8}) {
       const auto x = random_floats(static_cast<size_t>(n_tokens * n), 51);
       Pair pair;
-      expect_close(matmul(pair.cuda, weight, 0, x, n_tokens), matmul(pair.cpu, weight, 0, q8_rounded(x), n_tokens), 1e-5,
-                   std::string(test_types().type(type_id).name) + ", " + std::to_string(n_tokens) + " tokens");
+      expect_close(matmul(pair.cuda, weight, 0, x, n_tokens), matmul(pair.cpu, weight, 0, q8_rounded(x), n_tokens),
+                   1e-5, std::string(test_types().type(type_id).name) + ", " + std::to_string(n_tokens) + " tokens");
     }
   }
 }
@@ -188,8 +190,9 @@ TEST(BackendCuda, DecodeMatmulWithItsRowsInSharedMemoryMatchesTheCpuBackend) {
         const auto x = random_floats(static_cast<size_t>(n_tokens * n), 61);
         Pair pair;
         expect_close(matmul(pair.cuda, weight, 0, x, n_tokens), matmul(pair.cpu, weight, 0, q8_rounded(x), n_tokens),
-                     1e-5, std::string(test_types().type(type_id).name) + ", " + std::to_string(n_rows) + " rows, " +
-                               std::to_string(n_tokens) + " tokens");
+                     1e-5,
+                     std::string(test_types().type(type_id).name) + ", " + std::to_string(n_rows) + " rows, " +
+                         std::to_string(n_tokens) + " tokens");
       }
     }
   }
@@ -206,7 +209,11 @@ TEST(BackendCuda, AKernelRightAfterALoadSeesTheWholeWeight) {
   const int32_t n = 2048, n_rows = 4096;
   for (int round = 1; round <= 8; ++round) {
     const auto value = static_cast<float>(round);
-    HostWeight weight{kF32, n, n_rows, 1, std::vector<uint8_t>(size_t{n} * n_rows * sizeof(float)),
+    HostWeight weight{kF32,
+                      n,
+                      n_rows,
+                      1,
+                      std::vector<uint8_t>(size_t{n} * n_rows * sizeof(float)),
                       std::vector<float>(size_t{n} * n_rows, value)};
     std::memcpy(weight.bytes.data(), weight.decoded.data(), weight.bytes.size());
     Backend cuda(*cuda_plugin().table);
@@ -254,7 +261,9 @@ TEST(BackendCuda, MatvecOnANormsRoundedOutputMatchesRoundingItsFloats) {
     strata_buffer* addend = cuda.upload(other);
     strata_buffer* normed = cuda.alloc_floats(x.size());
     const auto norm = [&] {
-      cuda.run("rms_norm", [&](strata_backend* b, strata_error* e) { return t.rms_norm(b, input, gain_weight, n_tokens, n, 1e-6f, normed, e); });
+      cuda.run("rms_norm", [&](strata_backend* b, strata_error* e) {
+        return t.rms_norm(b, input, gain_weight, n_tokens, n, 1e-6f, normed, e);
+      });
     };
     norm();
     std::vector<float> expected(x.size());
@@ -271,7 +280,9 @@ TEST(BackendCuda, MatvecOnANormsRoundedOutputMatchesRoundingItsFloats) {
       strata_weight* loaded = cuda.load(weight);
       strata_buffer* out = cuda.alloc_floats(static_cast<size_t>(n_tokens * 40));
       const auto product = [&] {
-        cuda.run("matmul", [&](strata_backend* b, strata_error* e) { return t.matmul(b, loaded, 0, normed, n_tokens, nullptr, out, e); });
+        cuda.run("matmul", [&](strata_backend* b, strata_error* e) {
+          return t.matmul(b, loaded, 0, normed, n_tokens, nullptr, out, e);
+        });
         return cuda.read(out, static_cast<size_t>(n_tokens * 40));
       };
       const std::string what = "type " + std::to_string(type_id) + ", rows of " + std::to_string(n);
@@ -282,7 +293,8 @@ TEST(BackendCuda, MatvecOnANormsRoundedOutputMatchesRoundingItsFloats) {
       EXPECT_EQ(from_copy, product()) << what;
       // A write through an op after the norm: the product must follow the new values.
       norm();
-      cuda.run("add", [&](strata_backend* b, strata_error* e) { return t.add(b, normed, addend, n_tokens * n, normed, e); });
+      cuda.run("add",
+               [&](strata_backend* b, strata_error* e) { return t.add(b, normed, addend, n_tokens * n, normed, e); });
       const auto after_add = product();
       cuda.write(normed, cuda.read(normed, x.size()));
       EXPECT_EQ(after_add, product()) << what << " after an add";
@@ -301,8 +313,8 @@ std::vector<float> host_sum(const std::vector<float>& x, const std::vector<float
 
 // A normed input's norm as the core computes it without the ABI 1.5 entries, into out: add_rms_norm on a copy
 // of x (rms_norm without y).
-void norm_by_its_own_op(Backend& cuda, const std::vector<float>& x, strata_buffer* y, strata_weight* gain,
-                        int32_t rows, int32_t width, strata_buffer* out) {
+void norm_by_its_own_op(Backend& cuda, const std::vector<float>& x, strata_buffer* y, strata_weight* gain, int32_t rows,
+                        int32_t width, strata_buffer* out) {
   const auto& t = cuda.table();
   strata_buffer* copy = cuda.upload(x);
   cuda.run("norm", [&](strata_backend* b, strata_error* e) {
@@ -313,9 +325,9 @@ void norm_by_its_own_op(Backend& cuda, const std::vector<float>& x, strata_buffe
 
 // matmul_normed (ABI 1.5) against the norm by its own op, then matmul: the 8-bit decode matvec normalizing x +
 // y in every block (rows of up to 4096 values), the norm kernel first for longer rows (4352) and for F32 weights
-// (no 8-bit kernel); the sum bit for bit x + y (a copy of x without y), x untouched. The two paths' norms may differ in the last bit
-// (the sum of squares in another order), so a value a hair from a rounding boundary may land one 8-bit level
-// off: the bound allows a level, not a wrong norm.
+// (no 8-bit kernel); the sum bit for bit x + y (a copy of x without y), x untouched. The two paths' norms may differ in
+// the last bit (the sum of squares in another order), so a value a hair from a rounding boundary may land one 8-bit
+// level off: the bound allows a level, not a wrong norm.
 TEST(BackendCuda, MatmulNormedMatchesTheNormThenTheMatmul) {
   SKIP_WITHOUT_CUDA();
   for (const int32_t n : {512, 2048, 4096, 4352}) {
@@ -342,8 +354,8 @@ TEST(BackendCuda, MatmulNormedMatchesTheNormThenTheMatmul) {
             return t.matmul(b, loaded, 0, normed, n_tokens, nullptr, out, e);
           });
           const auto expected = cuda.read(out, n_out);
-          const strata_normed_input in{sizeof(strata_normed_input), x_buffer, with_y ? y_buffer : nullptr, gain, 1e-6f,
-                                       sum, nullptr};
+          const strata_normed_input in{
+              sizeof(strata_normed_input), x_buffer, with_y ? y_buffer : nullptr, gain, 1e-6f, sum, nullptr};
           cuda.run("matmul_normed", [&](strata_backend* b, strata_error* e) {
             return t.matmul_normed(b, loaded, &in, n_tokens, nullptr, out, e);
           });
@@ -386,8 +398,8 @@ TEST_P(BackendCudaDecoding, DecodesEveryWeightAsTheCpuDequantizer) {
             // The 8-bit decode path multiplies integer levels by the block's scales and the activation's
             // (1 as 127 / 127), minus an offset for Q4_K/Q5_K: a few roundings of the row's largest values.
             const float tolerance = n_tokens <= 8 && eight_bit ? 16 * FLT_EPSILON * row_amax[r] : 0.0f;
-            ASSERT_NEAR(out[t * ne1 + r], expected, tolerance) << "row " << r << " column " << first_column + t << ", "
-                                                               << n_tokens << " tokens";
+            ASSERT_NEAR(out[t * ne1 + r], expected, tolerance)
+                << "row " << r << " column " << first_column + t << ", " << n_tokens << " tokens";
           }
         }
       }
@@ -440,7 +452,8 @@ TEST(BackendCuda, RejectsUnknownOptions) {
 
 TEST(BackendCuda, RejectsARepackedWeightsValueOtherThanZeroOrOne) {
   SKIP_WITHOUT_CUDA();
-  for (const char* options : {R"({"repacked_weights": 2})", R"({"repacked_weights": -1})", R"({"repacked_weights": true})"}) {
+  for (const char* options :
+       {R"({"repacked_weights": 2})", R"({"repacked_weights": -1})", R"({"repacked_weights": true})"}) {
     Backend backend(*cuda_plugin().table, options);
     EXPECT_EQ(backend.create_status(), STRATA_E_INVALID_ARGUMENT) << options;
     EXPECT_NE(backend.message().find("repacked_weights"), std::string::npos) << backend.message();
@@ -531,8 +544,14 @@ std::vector<float> run_attention(Backend& backend, strata_kv_cache* cache, const
   std::vector<int32_t> positions(n);
   std::iota(positions.begin(), positions.end(), first);
   if (shuffled) std::shuffle(positions.begin(), positions.end(), std::mt19937(static_cast<uint32_t>(first)));
-  const strata_attention_params params{sizeof(strata_attention_params), 1, n, s.n_head, s.n_head_kv, s.head_dim,
-                                       1.0f / std::sqrt(static_cast<float>(s.head_dim)), positions.data()};
+  const strata_attention_params params{sizeof(strata_attention_params),
+                                       1,
+                                       n,
+                                       s.n_head,
+                                       s.n_head_kv,
+                                       s.head_dim,
+                                       1.0f / std::sqrt(static_cast<float>(s.head_dim)),
+                                       positions.data()};
   strata_buffer* out = backend.alloc_floats(static_cast<size_t>(n * q_width));
   strata_buffer* q = backend.upload(slice(q_all, q_width));
   strata_buffer* k = backend.upload(slice(k_all, kv_width));
@@ -578,8 +597,8 @@ double step_tolerance(int32_t kv_type, int32_t n_tokens, double tolerance) {
 }
 
 // Steps of the given sizes from position 0, on both backends: every output of the CUDA backend within
-// tolerance of the CPU's, relative to the rms of its token's outputs. With prepare, CUDA takes its fused attention_rope and the CPU the separate ops.
-// The caches hold n_ctx positions, by default as many as the steps fill.
+// tolerance of the CPU's, relative to the rms of its token's outputs. With prepare, CUDA takes its fused attention_rope
+// and the CPU the separate ops. The caches hold n_ctx positions, by default as many as the steps fill.
 void expect_attention_steps_match(int32_t kv_type, int32_t head_dim, const std::vector<int32_t>& steps,
                                   double tolerance, const QkPrepare* prepare = nullptr, bool shuffled = false,
                                   int32_t n_ctx = 0) {
@@ -716,8 +735,9 @@ TEST(BackendCuda, DecodeAttentionOutputFeedsTheOutputProjectionAsItsFloats) {
   SKIP_WITHOUT_CUDA();
   const int32_t n_head = 4, n_head_kv = 2;
   for (const auto& [head_dim, kv_type, n_tokens, n_ctx] :
-       {std::tuple{128, STRATA_KV_F16, 1, 32}, std::tuple{128, STRATA_KV_F16, 3, 32}, std::tuple{128, STRATA_KV_INT8, 8, 32},
-        std::tuple{64, STRATA_KV_INT8, 1, 32}, std::tuple{64, STRATA_KV_F16, 8, 32}, std::tuple{128, STRATA_KV_F16, 1, 600},
+       {std::tuple{128, STRATA_KV_F16, 1, 32}, std::tuple{128, STRATA_KV_F16, 3, 32},
+        std::tuple{128, STRATA_KV_INT8, 8, 32}, std::tuple{64, STRATA_KV_INT8, 1, 32},
+        std::tuple{64, STRATA_KV_F16, 8, 32}, std::tuple{128, STRATA_KV_F16, 1, 600},
         std::tuple{128, STRATA_KV_F16, 3, 600}, std::tuple{64, STRATA_KV_INT8, 8, 600}}) {
     const int32_t width = n_head * head_dim;
     const HostWeight projection = make_weight(kIQ3_S, width, 256, 1, 51);
@@ -728,8 +748,8 @@ TEST(BackendCuda, DecodeAttentionOutputFeedsTheOutputProjectionAsItsFloats) {
     const auto attend = [&](int32_t first, int32_t count, uint32_t seed) {
       std::vector<int32_t> positions(static_cast<size_t>(count));
       for (int32_t t = 0; t < count; ++t) positions[t] = first + t;
-      const strata_attention_params params{sizeof(strata_attention_params), 0, count, n_head, n_head_kv, head_dim,
-                                           0.09f, positions.data()};
+      const strata_attention_params params{
+          sizeof(strata_attention_params), 0, count, n_head, n_head_kv, head_dim, 0.09f, positions.data()};
       strata_buffer* q = cuda.upload(random_floats(static_cast<size_t>(count * width), seed));
       strata_buffer* k = cuda.upload(random_floats(static_cast<size_t>(count * n_head_kv * head_dim), seed + 1));
       strata_buffer* v = cuda.upload(random_floats(static_cast<size_t>(count * n_head_kv * head_dim), seed + 2));
@@ -749,8 +769,8 @@ TEST(BackendCuda, DecodeAttentionOutputFeedsTheOutputProjectionAsItsFloats) {
     };
     const auto from_attention = project(out);
     const auto from_floats = project(cuda.upload(cuda.read(out, static_cast<size_t>(n_tokens * width))));
-    EXPECT_EQ(from_attention, from_floats) << "head_dim " << head_dim << ", kv type " << kv_type << ", " << n_tokens
-                                           << " tokens, a cache of " << n_ctx;
+    EXPECT_EQ(from_attention, from_floats)
+        << "head_dim " << head_dim << ", kv type " << kv_type << ", " << n_tokens << " tokens, a cache of " << n_ctx;
   }
 }
 
@@ -867,8 +887,8 @@ TEST(BackendCuda, RouteExpertsMatchesTheCpuBackendsMatmulThenRoute) {
   struct Shape {
     int64_t n_embd, n_experts;
   };
-  for (const Shape shape : {Shape{2048, 128}, Shape{512, 61}, Shape{4104, 37}, Shape{64, 1024}, Shape{1408, 128},
-                            Shape{64, 1040}}) {
+  for (const Shape shape :
+       {Shape{2048, 128}, Shape{512, 61}, Shape{4104, 37}, Shape{64, 1024}, Shape{1408, 128}, Shape{64, 1040}}) {
     const HostWeight router = router_with_tied_rows(shape.n_embd, shape.n_experts, 61);
     for (const int32_t routing : {STRATA_ROUTING_SOFTMAX_TOPK, STRATA_ROUTING_SOFTMAX_TOPK_NORM}) {
       Backend cuda(*cuda_plugin().table);
@@ -1020,7 +1040,8 @@ std::vector<float> q8_reference_moe(const HostWeight& gate, const HostWeight& up
         hidden[r] = g / (1.0f + std::exp(-g)) * product(up, expert, input, r);
       }
       hidden = q8_rounded(hidden);
-      for (int64_t r = 0; r < width; ++r) out[t * width + r] += weights[t * n_used + j] * product(down, expert, hidden, r);
+      for (int64_t r = 0; r < width; ++r)
+        out[t * width + r] += weights[t * n_used + j] * product(down, expert, hidden, r);
     }
   }
   return out;
@@ -1065,8 +1086,8 @@ TEST(BackendCuda, MoeFfnMatchesTheCpuBackend) {
       // that mixture, so those cases are left to the all-8-bit and all-f16 ones.
       std::vector<int32_t> slots_of_expert(n_experts, 0);
       for (const int32_t id : ids) ++slots_of_expert[id];
-      const bool some_expert_decodes =
-          std::any_of(slots_of_expert.begin(), slots_of_expert.end(), [](int32_t count) { return count > 0 && count <= 8; });
+      const bool some_expert_decodes = std::any_of(slots_of_expert.begin(), slots_of_expert.end(),
+                                                   [](int32_t count) { return count > 0 && count <= 8; });
       Backend cpu(strata::cpu::cpu_backend_table());
       const auto expected = n_tokens <= 8 ? q8_reference_moe(gate, up, down, x, ids, weights, n_tokens, n_used)
                                           : run_moe(cpu, gate, up, down, x, ids, weights, n_tokens, n_used);
@@ -1248,7 +1269,8 @@ TEST(BackendCuda, PromptMatmulOfTinyWeightsRoundsEachWeightOnce) {
       }
     }
     Backend cuda(*cuda_plugin().table);
-    expect_close(matmul(cuda, weight, 0, x, n_tokens), expected, 1e-4, std::string(test_types().type(type_id).name), 1e-12);
+    expect_close(matmul(cuda, weight, 0, x, n_tokens), expected, 1e-4, std::string(test_types().type(type_id).name),
+                 1e-12);
   }
 }
 
@@ -1280,7 +1302,8 @@ TEST(BackendCuda, MatmulsInAConcurrentRegionMatchThoseOutsideOne) {
     };
     multiply_all(outside);
     for (int round = 0; round < 2; ++round) {  // the second round finds the streams' scratches grown
-      cuda.run("concurrent_begin", [&](strata_backend* b, strata_error* e) { return cuda.table().concurrent_begin(b, e); });
+      cuda.run("concurrent_begin",
+               [&](strata_backend* b, strata_error* e) { return cuda.table().concurrent_begin(b, e); });
       EXPECT_NE(cuda.table().concurrent_begin(cuda.get(), cuda.error()), STRATA_OK) << "a nested region";
       multiply_all(inside);
       cuda.run("concurrent_end", [&](strata_backend* b, strata_error* e) { return cuda.table().concurrent_end(b, e); });
@@ -1363,7 +1386,8 @@ TEST(BackendCuda, AStepGraphSurvivesTheScratchGrowingAfterIt) {
   std::vector<int32_t> prompt_ids(static_cast<size_t>(n_prompt * n_used));
   for (size_t i = 0; i < prompt_ids.size(); ++i) prompt_ids[i] = static_cast<int32_t>(i % n_experts);
   const std::vector<float> prompt_weights(prompt_ids.size(), 0.5f);
-  const auto moe = [&](strata_buffer* x, int32_t n_tokens, strata_buffer* ids, strata_buffer* weights, strata_buffer* out) {
+  const auto moe = [&](strata_buffer* x, int32_t n_tokens, strata_buffer* ids, strata_buffer* weights,
+                       strata_buffer* out) {
     cuda.run("moe_ffn", [&](strata_backend* b, strata_error* e) {
       return t.moe_ffn(b, x, n_tokens, n_used, ids, weights, gate_weight, up_weight, down_weight, out, e);
     });
@@ -1461,8 +1485,14 @@ TEST(BackendCuda, SplitDecodeAttentionReplaysInAStepGraphAcrossAChunkBoundary) {
     pair.cuda.write(q_step, row(q, q_width, position));
     pair.cuda.write(k_step, row(k, kv_width, position));
     pair.cuda.write(v_step, row(v, kv_width, position));
-    const strata_attention_params params{sizeof(strata_attention_params), 1, 1, s.n_head, s.n_head_kv, s.head_dim,
-                                         1.0f / std::sqrt(static_cast<float>(s.head_dim)), &position};
+    const strata_attention_params params{sizeof(strata_attention_params),
+                                         1,
+                                         1,
+                                         s.n_head,
+                                         s.n_head_kv,
+                                         s.head_dim,
+                                         1.0f / std::sqrt(static_cast<float>(s.head_dim)),
+                                         &position};
     int32_t mode = -1;
     ASSERT_EQ(t.graph_begin(pair.cuda.get(), graph, &position, 1, &mode, pair.cuda.error()), STRATA_OK)
         << pair.cuda.message();
@@ -1475,8 +1505,9 @@ TEST(BackendCuda, SplitDecodeAttentionReplaysInAStepGraphAcrossAChunkBoundary) {
       });
     }
     ASSERT_EQ(t.graph_end(pair.cuda.get(), graph, pair.cuda.error()), STRATA_OK) << pair.cuda.message();
-    expect_close(pair.cuda.read(out, static_cast<size_t>(q_width)), run_attention(pair.cpu, cpu_cache, s, position, 1, q, k, v),
-                 2e-5, "position " + std::to_string(position));
+    expect_close(pair.cuda.read(out, static_cast<size_t>(q_width)),
+                 run_attention(pair.cpu, cpu_cache, s, position, 1, q, k, v), 2e-5,
+                 "position " + std::to_string(position));
   }
   t.graph_free(pair.cuda.get(), graph);
 }
@@ -1519,17 +1550,22 @@ TEST(BackendCuda, RowAndElementwiseOpsMatchTheCpuBackend) {
     const auto n = static_cast<int64_t>(a.size());
     std::vector<std::vector<float>> outputs;
     const auto keep = [&](strata_buffer* buffer) { outputs.push_back(backend->read(buffer, a.size())); };
-    backend->run("rms_norm", [&](strata_backend* be, strata_error* e) { return t.rms_norm(be, x, gain_weight, rows, width, 1e-6f, out, e); });
+    backend->run("rms_norm", [&](strata_backend* be, strata_error* e) {
+      return t.rms_norm(be, x, gain_weight, rows, width, 1e-6f, out, e);
+    });
     keep(out);
     backend->run("add", [&](strata_backend* be, strata_error* e) { return t.add(be, x, y, n, out, e); });
     keep(out);
     backend->run("mul", [&](strata_backend* be, strata_error* e) { return t.mul(be, x, y, n, out, e); });
     keep(out);
-    backend->run("silu", [&](strata_backend* be, strata_error* e) { return t.unary(be, STRATA_UNARY_SILU, x, n, out, e); });
+    backend->run("silu",
+                 [&](strata_backend* be, strata_error* e) { return t.unary(be, STRATA_UNARY_SILU, x, n, out, e); });
     keep(out);
-    backend->run("sigmoid", [&](strata_backend* be, strata_error* e) { return t.unary(be, STRATA_UNARY_SIGMOID, x, n, out, e); });
+    backend->run("sigmoid",
+                 [&](strata_backend* be, strata_error* e) { return t.unary(be, STRATA_UNARY_SIGMOID, x, n, out, e); });
     keep(out);
-    backend->run("scale_rows", [&](strata_backend* be, strata_error* e) { return t.scale_rows(be, y, scales, rows, width, e); });
+    backend->run("scale_rows",
+                 [&](strata_backend* be, strata_error* e) { return t.scale_rows(be, y, scales, rows, width, e); });
     keep(y);
     backend->run("rope_neox", [&](strata_backend* be, strata_error* e) {
       return t.rope_neox(be, x, positions.data(), rows, n_heads, head_dim, 48, 1e6f, e);
@@ -1542,13 +1578,16 @@ TEST(BackendCuda, RowAndElementwiseOpsMatchTheCpuBackend) {
       });
     } else {
       backend->run("add", [&](strata_backend* be, strata_error* e) { return t.add(be, x, y, n, x, e); });
-      backend->run("rms_norm", [&](strata_backend* be, strata_error* e) { return t.rms_norm(be, x, gain_weight, rows, width, 1e-6f, out, e); });
+      backend->run("rms_norm", [&](strata_backend* be, strata_error* e) {
+        return t.rms_norm(be, x, gain_weight, rows, width, 1e-6f, out, e);
+      });
     }
     keep(x);
     keep(out);
     results.push_back(std::move(outputs));
   }
-  const char* names[] = {"rms_norm", "add", "mul", "silu", "sigmoid", "scale_rows", "rope_neox", "residual x", "residual norm"};
+  const char* names[] = {"rms_norm",   "add",       "mul",        "silu",         "sigmoid",
+                         "scale_rows", "rope_neox", "residual x", "residual norm"};
   for (size_t i = 0; i < results[0].size(); ++i) expect_close(results[1][i], results[0][i], 2e-6, names[i]);
 }
 
@@ -1572,7 +1611,8 @@ class BackendCudaReferenceLogits : public testing::TestWithParam<std::string> {
     exact_ = strata::test::read_f32(stem.string() + ".exact.f32");
     tokens_ = reference_tokens();
     n_vocab_ = exact_.size() / tokens_.size();
-    const auto peer = strata::test::logit_distance(exact_, strata::test::read_f32(stem.string() + ".peer.f32"), n_vocab_);
+    const auto peer =
+        strata::test::logit_distance(exact_, strata::test::read_f32(stem.string() + ".peer.f32"), n_vocab_);
     kl_bar_ = std::max(2.0 * peer.mean_kl, 1e-5);
     top1_bar_ = peer.top1 - 0.05;
   }
@@ -1690,7 +1730,8 @@ TEST(BackendCudaLargeModel, CpuAndCudaLogitsAgree) {
   const size_t n_vocab = logits[0].size() / tokens.size();
   size_t disagreements = 0;
   for (size_t t = 0; t < tokens.size(); ++t) {
-    const std::span<const float> cpu(logits[0].data() + t * n_vocab, n_vocab), gpu(logits[1].data() + t * n_vocab, n_vocab);
+    const std::span<const float> cpu(logits[0].data() + t * n_vocab, n_vocab),
+        gpu(logits[1].data() + t * n_vocab, n_vocab);
     const size_t cpu_best = std::max_element(cpu.begin(), cpu.end()) - cpu.begin();
     const size_t gpu_best = std::max_element(gpu.begin(), gpu.end()) - gpu.begin();
     double mean = 0.0, squares = 0.0, largest_difference = 0.0;

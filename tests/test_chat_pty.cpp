@@ -41,7 +41,8 @@ class PtyProcess {
   bool wait_for(const std::string& text, size_t count, std::chrono::seconds limit) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
     while (occurrences(text) < count) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return false;
       pollfd fd{master_, POLLIN, 0};
       if (poll(&fd, 1, static_cast<int>(left.count())) <= 0) return false;
@@ -53,7 +54,9 @@ class PtyProcess {
     return true;
   }
 
-  void type(const std::string& text) { ASSERT_EQ(write(master_, text.data(), text.size()), static_cast<ssize_t>(text.size())); }
+  void type(const std::string& text) {
+    ASSERT_EQ(write(master_, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  }
 
   int wait_exit(std::chrono::seconds limit) {
     const auto deadline = std::chrono::steady_clock::now() + limit;

@@ -76,9 +76,9 @@ TEST_F(BadInputCli, ManifestsThatAreNotSmallRegularFilesAreRefused) {
                         folder_.path().string() + ": cannot read the manifest: it is a folder");
   // A regular file past the limit: spaces are valid JSON, so only the size can refuse it.
   const fs::path large = folder_.write("large.json", "{}" + std::string(kMaxManifestBytes, ' '));
-  expect_one_line_error(with_manifest(large.string()),
-                        large.string() + ": cannot read the manifest: it holds " +
-                            std::to_string(kMaxManifestBytes + 2) + " bytes, more than the 1 MiB allowed");
+  expect_one_line_error(with_manifest(large.string()), large.string() + ": cannot read the manifest: it holds " +
+                                                           std::to_string(kMaxManifestBytes + 2) +
+                                                           " bytes, more than the 1 MiB allowed");
 }
 
 TEST_F(BadInputCli, APluginFileThatIsAFifoIsSkippedUnopened) {
@@ -88,8 +88,8 @@ TEST_F(BadInputCli, APluginFileThatIsAFifoIsSkippedUnopened) {
   EXPECT_EQ(result.exit_code, 0) << result.err;
   const auto report = nlohmann::json::parse(result.out, nullptr, false);
   ASSERT_FALSE(report.is_discarded()) << result.out;
-  EXPECT_EQ(report["skipped"], nlohmann::json::parse(R"([{"file": ")" + pipe.string() +
-                                                       R"(", "reason": "not a regular file"}])"));
+  EXPECT_EQ(report["skipped"],
+            nlohmann::json::parse(R"([{"file": ")" + pipe.string() + R"(", "reason": "not a regular file"}])"));
 }
 
 TEST_F(BadInputCli, TextFilesThatAreFoldersOrFifosAreRefused) {

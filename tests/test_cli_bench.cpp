@@ -75,11 +75,13 @@ TEST(BenchCli, OpsTimesEachNamedOpAloneWithTheWeightsItReads) {
   // Means over the layers, which a mix may give different types.
   const auto layers_mean = [&](const std::string& suffix) {
     double bytes = 0.0;
-    for (int il = 0; il < n_layer; ++il) bytes += static_cast<double>(file.tensor("blk." + std::to_string(il) + "." + suffix).bytes);
+    for (int il = 0; il < n_layer; ++il)
+      bytes += static_cast<double>(file.tensor("blk." + std::to_string(il) + "." + suffix).bytes);
     return bytes / n_layer;
   };
   const double expert_bytes =
-      (layers_mean("ffn_gate_exps.weight") + layers_mean("ffn_up_exps.weight") + layers_mean("ffn_down_exps.weight")) / n_expert;
+      (layers_mean("ffn_gate_exps.weight") + layers_mean("ffn_up_exps.weight") + layers_mean("ffn_down_exps.weight")) /
+      n_expert;
   const double expected_bytes[] = {n_used * expert_bytes, layers_mean("attn_q.weight"),
                                    static_cast<double>(file.tensor("output.weight").bytes)};
   const char* ops[] = {"moe_ffn", "attn_q", "output"};

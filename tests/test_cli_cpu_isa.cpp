@@ -86,9 +86,9 @@ TEST_F(CpuIsaCli, UnknownLevelsAreRefusedNamingWhereTheyCameFrom) {
 
   // A plugin that refuses its options is skipped, with the reason, and the command has no CPU backend.
   const fs::path manifest = manifest_with({{"isa", "neon"}});
-  const auto listed = test::run_command(test::shell_quote(test::strata_executable().string()) +
-                                        " plugins --json --log-level error --manifest " +
-                                        test::shell_quote(manifest.string()));
+  const auto listed =
+      test::run_command(test::shell_quote(test::strata_executable().string()) +
+                        " plugins --json --log-level error --manifest " + test::shell_quote(manifest.string()));
   ASSERT_EQ(listed.exit_code, 0) << listed.err;
   EXPECT_NE(listed.out.find("backend-cpu manifest option \\\"isa\\\" is \\\"neon\\\", " + levels), std::string::npos)
       << listed.out;

@@ -25,17 +25,20 @@ std::vector<uint8_t> read_bytes(const std::filesystem::path& path) {
 }
 
 void write_bytes(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 test::CommandResult inspect(const std::filesystem::path& model, const std::string& extra = "") {
-  return run_command(shell_quote(test::strata_executable().string()) + " inspect " + shell_quote(model.string()) + " " + extra);
+  return run_command(shell_quote(test::strata_executable().string()) + " inspect " + shell_quote(model.string()) + " " +
+                     extra);
 }
 
 class InspectCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    folder_ = std::filesystem::temp_directory_path() / ("strata-inspect-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    folder_ = std::filesystem::temp_directory_path() /
+              ("strata-inspect-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     std::filesystem::create_directories(folder_);
   }
   void TearDown() override { std::filesystem::remove_all(folder_); }
@@ -64,7 +67,8 @@ TEST_F(InspectCli, JsonListsMetadataAndTensorsAsThePeerDoes) {
 TEST_F(InspectCli, DequantWritesFloat32LittleEndian) {
   const auto model = test::reference_dir() / "models" / "qwen3moe-tiny-iq3_s.gguf";
   ASSERT_REFERENCE(model);
-  const auto expected = nlohmann::json::parse(std::ifstream(test::reference_dir() / "dequant" / "qwen3moe-tiny-iq3_s.json"));
+  const auto expected =
+      nlohmann::json::parse(std::ifstream(test::reference_dir() / "dequant" / "qwen3moe-tiny-iq3_s.json"));
   for (const std::string name : {"token_embd.weight", "output.weight", "blk.0.ffn_down_exps.weight"}) {
     const auto out = folder_ / "t.f32";
     const auto result = inspect(model, "--dequant " + name + " --output " + shell_quote(out.string()));
@@ -94,7 +98,8 @@ void expect_clean_failure(const std::filesystem::path& path, const std::string& 
 }
 
 std::vector<std::filesystem::path> damage_sources() {
-  std::vector<std::filesystem::path> sources = {std::filesystem::path(STRATA_SOURCE_DIR) / "tests/fuzz/gguf-corpus/all-value-types.gguf"};
+  std::vector<std::filesystem::path> sources = {std::filesystem::path(STRATA_SOURCE_DIR) /
+                                                "tests/fuzz/gguf-corpus/all-value-types.gguf"};
   for (const auto& name : test::reference_model_names()) {
     const auto path = test::reference_dir() / "models" / (name + ".gguf");
     if (std::filesystem::exists(path)) sources.push_back(path);
@@ -117,13 +122,16 @@ TEST_F(InspectCli, TruncatedInflatedAndUnknownFieldsFailCleanly) {
     const uint64_t name_length = first_tensor.name.size();
     std::memcpy(needle.data(), &name_length, 8);
     needle += first_tensor.name;
-    const size_t info = static_cast<size_t>(std::find_end(good.begin(), good.end(), needle.begin(), needle.end()) - good.begin());
+    const size_t info =
+        static_cast<size_t>(std::find_end(good.begin(), good.end(), needle.begin(), needle.end()) - good.begin());
     const size_t dims = info + needle.size() + 4;
     const size_t type_field = dims + 8 * first_tensor.shape.size();
 
     std::vector<std::pair<std::string, std::vector<uint8_t>>> variants;
     for (const double fraction : {0.0001, 0.01, 0.3, 0.9, 0.999}) {
-      variants.emplace_back("truncated", std::vector<uint8_t>(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(good.size() * fraction)));
+      variants.emplace_back(
+          "truncated",
+          std::vector<uint8_t>(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(good.size() * fraction)));
     }
     auto add = [&](const std::string& label, auto field_offset, auto value) {
       auto bytes = good;

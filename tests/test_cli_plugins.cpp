@@ -33,7 +33,8 @@ RunResult run_strata(const std::string& arguments) {
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return result;
   std::array<char, 4096> buffer;
-  while (const std::size_t count = std::fread(buffer.data(), 1, buffer.size(), pipe)) result.output.append(buffer.data(), count);
+  while (const std::size_t count = std::fread(buffer.data(), 1, buffer.size(), pipe))
+    result.output.append(buffer.data(), count);
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
@@ -58,8 +59,10 @@ const json* find_by(const json& array, const std::string& key, const json& value
 TEST_F(CliPlugins, JsonListsLoadedSkippedProblemsAndProviders) {
   const auto example = test_plugin_path("quant-q4_0");
   const auto newer = test_plugin_path("test-abi-major-newer");
-  const auto manifest = write_manifest(
-      {{"plugins", {{{"file", example.string()}}, {{"file", newer.string()}}, {{"file", test_plugin_path("test-q8_0-alt").string()}}}}});
+  const auto manifest = write_manifest({{"plugins",
+                                         {{{"file", example.string()}},
+                                          {{"file", newer.string()}},
+                                          {{"file", test_plugin_path("test-q8_0-alt").string()}}}}});
   const auto run = run_strata("--log-level off plugins --manifest " + quoted(manifest) + " --json");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const json report = json::parse(run.output);
@@ -69,8 +72,12 @@ TEST_F(CliPlugins, JsonListsLoadedSkippedProblemsAndProviders) {
 
   const json* loaded = find_by(report["loaded"], "name", "quant-q4_0");
   ASSERT_NE(loaded, nullptr) << report.dump(2);
-  EXPECT_EQ(*loaded, (json{{"name", "quant-q4_0"}, {"kind", "quant"}, {"version", "1.0.0"}, {"abi", host_abi()},
-                          {"file", example.string()}, {"score", 1}}));
+  EXPECT_EQ(*loaded, (json{{"name", "quant-q4_0"},
+                           {"kind", "quant"},
+                           {"version", "1.0.0"},
+                           {"abi", host_abi()},
+                           {"file", example.string()},
+                           {"score", 1}}));
   EXPECT_EQ(report["loaded"].size(), 2u);
 
   ASSERT_EQ(report["skipped"].size(), 1u);
@@ -99,7 +106,8 @@ TEST_F(CliPlugins, SaysWhichBackendRunsByDefault) {
   EXPECT_EQ(json::parse(as_json.output)["default_backend"], "backend-cpu");
   const auto as_text = run_strata("--log-level off plugins --manifest " + quoted(manifest));
   EXPECT_THAT(as_text.output, HasSubstr("default backend: backend-cpu (--backend"));
-  const auto none = run_strata("--log-level off plugins --manifest " + quoted(write_manifest({{"plugins", json::array()}})));
+  const auto none =
+      run_strata("--log-level off plugins --manifest " + quoted(write_manifest({{"plugins", json::array()}})));
   EXPECT_THAT(none.output, HasSubstr("default backend: none loaded"));
 }
 
@@ -117,8 +125,8 @@ TEST_F(CliPlugins, InvalidManifestFailsWithOneLine) {
   const auto manifest = folder_.write("manifest.json", R"({"plugins": [{"file": "a.so", "optoins": {}}]})");
   const auto run = run_strata("plugins --manifest " + quoted(manifest) + " --json 2>&1");
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_EQ(run.output, "strata: error: " + manifest.string() +
-                            ": plugins[0].optoins: unknown key (did you mean \"options\"?)\n");
+  EXPECT_EQ(run.output,
+            "strata: error: " + manifest.string() + ": plugins[0].optoins: unknown key (did you mean \"options\"?)\n");
 }
 
 TEST_F(CliPlugins, MissingManifestFailsWithOneLine) {

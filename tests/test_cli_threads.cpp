@@ -39,8 +39,10 @@ TEST(ThreadsCli, EveryThreadCountFlagRefusesMoreThanTheLimit) {
 // Runs strata with arguments where each thread's stack takes RLIMIT_STACK of address space: with 1 GB stacks in
 // 4 GB, 16 threads cannot all start. Exit code 77: this shell cannot raise the stack limit.
 test::CommandResult run_short_of_threads(const std::string& arguments) {
-  return test::run_command("ulimit -s 1000000 2>/dev/null && ulimit -v 4000000 2>/dev/null || exit 77; "
-                           "exec timeout 120 " + strata_command() + " " + arguments);
+  return test::run_command(
+      "ulimit -s 1000000 2>/dev/null && ulimit -v 4000000 2>/dev/null || exit 77; "
+      "exec timeout 120 " +
+      strata_command() + " " + arguments);
 }
 
 // The CPU backend's pool used to leave the started workers running and never return.
@@ -58,8 +60,10 @@ TEST(ThreadsCli, AThreadTheBackendCannotStartFailsTheCommandNamingTheCount) {
 // synth's workers (here the pooled blocks of the fast path) used to end it with an unexpected error.
 TEST(ThreadsCli, AThreadSynthCannotStartFailsTheCommandNamingTheCount) {
   const auto output = std::filesystem::temp_directory_path() / "strata-threads-synth.gguf";
-  const auto result = run_short_of_threads("synth --log-level warn --preset tiny --type q8_0 --exact-max-values 0 "
-                                           "--threads 16 --output " + test::shell_quote(output.string()));
+  const auto result = run_short_of_threads(
+      "synth --log-level warn --preset tiny --type q8_0 --exact-max-values 0 "
+      "--threads 16 --output " +
+      test::shell_quote(output.string()));
   std::filesystem::remove(output);
   if (result.exit_code == 77) GTEST_SKIP() << "this shell cannot raise the stack limit";
   EXPECT_EQ(result.exit_code, 1) << result.err;

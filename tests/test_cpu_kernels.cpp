@@ -185,8 +185,8 @@ TEST_P(CpuKernel, MultiTokenKernelMatchesOneTokenAtEveryLevel) {
     const strata::sdk::CpuDotKernel& kernel = c.variants->pick_kernel(isa);
     if (kernel.rows_multi == nullptr) continue;
     std::vector<float> multi(out_stride * p.n_tokens, std::nanf(""));
-    kernel.rows_multi(p.n, p.n_rows, p.weight.data(), p.row_bytes, p.activation.data(), p.activation_stride,
-                      p.n_tokens, multi.data(), out_stride);
+    kernel.rows_multi(p.n, p.n_rows, p.weight.data(), p.row_bytes, p.activation.data(), p.activation_stride, p.n_tokens,
+                      multi.data(), out_stride);
     for (int64_t t = 0; t < p.n_tokens; ++t) {
       std::vector<float> one(p.n_rows, std::nanf(""));
       kernel.rows(p.n, p.n_rows, p.weight.data(), p.row_bytes, p.activation.data() + t * p.activation_stride,
@@ -236,18 +236,18 @@ using strata::quant_k::Q6KCodec;
 using strata::sdk::quant_type_v;
 namespace kernels = strata::cpu_kernels;
 
-INSTANTIATE_TEST_SUITE_P(
-    Types, CpuKernel,
-    testing::Values(KernelCase{"F32", &base_type(0), 0, &kernels::kF32Dot},
-                    KernelCase{"F16", &base_type(1), 0, &kernels::kF16Dot},
-                    KernelCase{"BF16", &base_type(30), 0, &kernels::kBF16Dot},
-                    KernelCase{"Q8_0", &base_type(8), 8, &kernels::kQ8_0Dot},
-                    KernelCase{"Q4_K", &quant_type_v<Q4KCodec>, 15, &strata::quant_k::kQ4KDot},
-                    KernelCase{"Q5_K", &quant_type_v<Q5KCodec>, 15, &strata::quant_k::kQ5KDot},
-                    KernelCase{"Q6_K", &quant_type_v<Q6KCodec>, 15, &strata::quant_k::kQ6KDot},
-                    KernelCase{"IQ3_XXS", &quant_type_v<Iq3XxsCodec>, 15, &strata::iq3::kIq3XxsDot},
-                    KernelCase{"IQ3_S", &quant_type_v<Iq3SCodec>, 15, &strata::iq3::kIq3SDot}),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(Types, CpuKernel,
+                         testing::Values(KernelCase{"F32", &base_type(0), 0, &kernels::kF32Dot},
+                                         KernelCase{"F16", &base_type(1), 0, &kernels::kF16Dot},
+                                         KernelCase{"BF16", &base_type(30), 0, &kernels::kBF16Dot},
+                                         KernelCase{"Q8_0", &base_type(8), 8, &kernels::kQ8_0Dot},
+                                         KernelCase{"Q4_K", &quant_type_v<Q4KCodec>, 15, &strata::quant_k::kQ4KDot},
+                                         KernelCase{"Q5_K", &quant_type_v<Q5KCodec>, 15, &strata::quant_k::kQ5KDot},
+                                         KernelCase{"Q6_K", &quant_type_v<Q6KCodec>, 15, &strata::quant_k::kQ6KDot},
+                                         KernelCase{"IQ3_XXS", &quant_type_v<Iq3XxsCodec>, 15,
+                                                    &strata::iq3::kIq3XxsDot},
+                                         KernelCase{"IQ3_S", &quant_type_v<Iq3SCodec>, 15, &strata::iq3::kIq3SDot}),
+                         case_name);
 
 TEST(CpuIsaChoice, AutoOrUnsetTakesTheBestLevel) {
   EXPECT_EQ(strata::sdk::choose_cpu_isa(nullptr, CpuIsa::avx512).isa, CpuIsa::avx512);

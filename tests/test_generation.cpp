@@ -169,8 +169,9 @@ TEST_F(GenerationOnReference, AVocabularyThatDoesNotMatchTheEmbeddingsIsRefusedA
 TEST(GenerateCli, PrintsTokenIdsAndIsDeterministicWithASeed) {
   const auto model = test::reference_dir() / "models" / "qwen2moe-tiny-q8_0.gguf";
   ASSERT_REFERENCE(model);
-  const std::string command = test::shell_quote(test::strata_executable().string()) + " generate --log-level warn --model " +
-                              test::shell_quote(model.string()) + " --tokens 10,20,30 -n 6 --temp 0.9 --seed 3";
+  const std::string command = test::shell_quote(test::strata_executable().string()) +
+                              " generate --log-level warn --model " + test::shell_quote(model.string()) +
+                              " --tokens 10,20,30 -n 6 --temp 0.9 --seed 3";
   const auto first = test::run_command(command);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(first.out, test::run_command(command).out);
@@ -201,8 +202,8 @@ TEST(GenerateCli, StreamsTextFromASynthModel) {
   const auto synth = test::run_command(strata + " synth --arch qwen2moe --preset tiny --type q8_0 --output " +
                                        test::shell_quote(model.string()));
   ASSERT_EQ(synth.exit_code, 0) << synth.err;
-  const auto result = test::run_command(strata + " generate --log-level warn --model " + test::shell_quote(model.string()) +
-                                        " -p 'The experts' -n 12 --seed 5");
+  const auto result = test::run_command(strata + " generate --log-level warn --model " +
+                                        test::shell_quote(model.string()) + " -p 'The experts' -n 12 --seed 5");
   std::filesystem::remove(model);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_GT(result.out.size(), 1u) << "some text, then a newline";

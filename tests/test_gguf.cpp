@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "core/gguf/ggml_types.hpp"
@@ -36,8 +36,9 @@ Writer sample_writer(uint64_t alignment = 32) {
   writer.set("t.i64", make(int64_t{-1} << 40));
   writer.set("t.f64", make(0.125));
   writer.set("t.strings", Value{make_array(ValueType::STRING, {make(std::string("a")), make(std::string("bc"))})});
-  writer.set("t.nested", Value{make_array(ValueType::ARRAY, {Value{make_array(ValueType::I32, {make(int32_t{1}), make(int32_t{2})})},
-                                                             Value{make_array(ValueType::I32, {})}})});
+  writer.set("t.nested", Value{make_array(ValueType::ARRAY,
+                                          {Value{make_array(ValueType::I32, {make(int32_t{1}), make(int32_t{2})})},
+                                           Value{make_array(ValueType::I32, {})}})});
   writer.add_tensor("a", type_id::F32, {4, 2});
   writer.add_tensor("b", type_id::Q8_0, {64});
   return writer;
@@ -51,7 +52,9 @@ std::vector<std::vector<uint8_t>> sample_data() {
 
 std::vector<uint8_t> sample_bytes() { return sample_writer().to_bytes(sample_data()); }
 
-std::shared_ptr<const File> parse(const std::vector<uint8_t>& bytes) { return File::parse(bytes.data(), bytes.size(), "test.gguf"); }
+std::shared_ptr<const File> parse(const std::vector<uint8_t>& bytes) {
+  return File::parse(bytes.data(), bytes.size(), "test.gguf");
+}
 
 // Offset of the first occurrence of needle in bytes (to patch a field).
 size_t find_bytes(const std::vector<uint8_t>& bytes, const std::string& needle) {
@@ -159,7 +162,8 @@ TEST(Gguf, RejectsEachKindOfDamageWithANamedError) {
       {"metadata count", [](auto& b) { patch<uint64_t>(b, 16, uint64_t{1} << 62); }, "metadata count"},
       {"key length", [](auto& b) { patch<uint64_t>(b, 24, uint64_t{1} << 50); }, "claims"},
       {"value type", [&](auto& b) { patch<uint32_t>(b, find_bytes(good, "t.u8") + 4, 77); }, "unknown value type 77"},
-      {"array length", [&](auto& b) { patch<uint64_t>(b, find_bytes(good, "t.strings") + 9 + 4 + 4, uint64_t{1} << 40); },
+      {"array length",
+       [&](auto& b) { patch<uint64_t>(b, find_bytes(good, "t.strings") + 9 + 4 + 4, uint64_t{1} << 40); },
        "array count"},
       {"dimension count", [&](auto& b) { patch<uint32_t>(b, tensor_a + 9, 9); }, "9 dimensions"},
       {"huge dimension", [&](auto& b) { patch<uint64_t>(b, dims_a, uint64_t{1} << 62); }, "implausibly large"},
@@ -232,8 +236,9 @@ TEST(Gguf, NestingDepthIsBounded) {
 class GgufFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    folder_ = std::filesystem::temp_directory_path() / ("strata-gguf-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                                        "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    folder_ = std::filesystem::temp_directory_path() /
+              ("strata-gguf-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(folder_);
   }
   void TearDown() override { std::filesystem::remove_all(folder_); }
@@ -258,7 +263,8 @@ class GgufFiles : public ::testing::Test {
 TEST_F(GgufFiles, OpensAFileFromDisk) {
   const auto path = folder_ / "one.gguf";
   const auto bytes = sample_bytes();
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   const Model model(path);
   EXPECT_EQ(model.tensors().size(), 2u);
   EXPECT_EQ(model.tensor("a").data[31], 31);

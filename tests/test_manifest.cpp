@@ -72,7 +72,8 @@ TEST(Manifest, WrongValueTypesAreNamed) {
       {R"({"plugins": [{"options": {}}]})", "plugins[0]: missing \"file\""},
       {R"({"plugins": [{"file": ""}]})", "plugins[0].file: is empty"},
       {R"({"plugins": [{"file": "a.so", "options": []}]})", "plugins[0].options: expected an object, found array"},
-      {R"({"plugins": [{"file": "a.so", "enabled": "no"}]})", "plugins[0].enabled: expected true or false, found string"},
+      {R"({"plugins": [{"file": "a.so", "enabled": "no"}]})",
+       "plugins[0].enabled: expected true or false, found string"},
       {R"({"prefer": []})", "prefer: expected an object, found array"},
       {R"({"prefer": {"Q8_0": "core"}})", "prefer.Q8_0: expected an array of plugin names, found string"},
       {R"({"prefer": {"Q8_0": ["core", 1]}})", "prefer.Q8_0[1]: expected a string, found number"},
@@ -112,7 +113,8 @@ TEST(Manifest, OptionsEnabledAndPreferencesAreRead) {
       kManifestPath);
   ASSERT_EQ(manifest.plugins.size(), 1u);
   EXPECT_FALSE(manifest.plugins[0].enabled);
-  EXPECT_EQ(nlohmann::json::parse(manifest.plugins[0].options_json), (nlohmann::json{{"threads", 4}, {"mode", "fast"}}));
+  EXPECT_EQ(nlohmann::json::parse(manifest.plugins[0].options_json),
+            (nlohmann::json{{"threads", 4}, {"mode", "fast"}}));
   const std::map<std::string, std::vector<std::string>> expected{{"IQ3_S", {"quant-iq3-alt", "quant-iq3"}},
                                                                  {"backend", {"cuda", "cpu"}}};
   EXPECT_EQ(manifest.prefer, expected);

@@ -61,7 +61,8 @@ class PluginHostTest : public ::testing::Test {
   }
 
   strata::testing::ScratchFolder folder_;
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> log_sink_ = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> log_sink_ =
+      std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
 };
 
 std::vector<std::string> loaded_names(const PluginHost& host) {
@@ -107,7 +108,8 @@ INSTANTIATE_TEST_SUITE_P(
         SkipCase{"NullDescriptor", "test-null-descriptor", "strata_plugin_query returned no descriptor (NULL)"},
         SkipCase{"ShortDescriptor", "test-short-descriptor", "too small for the ABI 1.0 fields"},
         SkipCase{"UnknownKind", "test-unknown-kind", "unknown plugin kind 99"},
-        SkipCase{"UnsupportedProbe", "test-unsupported-probe", "probe: unsupported: needs the frobnicator instruction set"},
+        SkipCase{"UnsupportedProbe", "test-unsupported-probe",
+                 "probe: unsupported: needs the frobnicator instruction set"},
         SkipCase{"FailingInit", "test-failing-init", "init: invalid argument: option 'threads' must be a number"},
         SkipCase{"BadQuantTable", "test-bad-quant-table", "Q8_0 declared as 32 values in 30 bytes"},
         SkipCase{"BadRepackedLayout", "test-bad-repacked-layout",

@@ -113,7 +113,7 @@ TEST(QuantIq3, SHandBuiltBlockDecodes) {
   signs[0] = 0x11;   // values 0 and 4 negative
   qs[8] = 0xff;      // index 0 of sub-block 1 is 256 + 255 = 511: 0x0f0f0101, bytes 1, 1, 15, 15
   qh[1] = 0x01;
-  signs[4] = 0x80;   // value 32 + 7 negative
+  signs[4] = 0x80;  // value 32 + 7 negative
   // Sub-blocks 2..7: grid point 0 (bytes 1, 1, 1, 1) at nibble 0, scale 0.5.
 
   const std::vector<float> out = decode<Iq3SCodec>(block);
@@ -125,7 +125,6 @@ TEST(QuantIq3, SHandBuiltBlockDecodes) {
   for (int i = 40; i < 64; ++i) EXPECT_EQ(out[i], 1.5f) << "value " << i;
   for (int i = 64; i < 256; ++i) EXPECT_EQ(out[i], 0.5f) << "value " << i;
 }
-
 
 std::vector<uint8_t> repacked(const std::vector<uint8_t>& iq3_s) {
   const int64_t n_blocks = static_cast<int64_t>(iq3_s.size() / Iq3SCodec::block_bytes);
@@ -203,7 +202,8 @@ TEST(QuantIq3, NibbleLayoutHoldsTheReferenceModelsIq3STensors) {
 
 TEST(QuantIq3, NibbleQuantizerIsIq3SRepacked) {
   const std::vector<float> x = gaussian(4 * 512, 3);
-  std::vector<uint8_t> iq3_s(x.size() / 256 * Iq3SCodec::block_bytes), nibbles(x.size() / 256 * Iq3SNibblesCodec::block_bytes);
+  std::vector<uint8_t> iq3_s(x.size() / 256 * Iq3SCodec::block_bytes),
+      nibbles(x.size() / 256 * Iq3SNibblesCodec::block_bytes);
   char message[256] = "";
   strata_error error{message, sizeof message};
   ASSERT_EQ(strata::sdk::quant_type_v<Iq3SCodec>.quantize(x.data(), iq3_s.data(), 4, 512, nullptr, &error), STRATA_OK);
@@ -221,8 +221,8 @@ TEST(QuantIq3, ZeroBlocksDecodeToZero) {
 // A deliberately naive encoder of the same format, reconstructed directly in floats: each sub-block's scale
 // puts its largest value on the top magnitude (no search), each group of 4 takes the nearest grid point, and the
 // signs are the values' own (IQ3_XXS: an odd group of 8 keeps its smallest value's sign wrong).
-std::vector<float> naive_round_trip(const std::vector<float>& x, const uint32_t* grid, int grid_size,
-                                    float byte_unit, bool even_sign_parity) {
+std::vector<float> naive_round_trip(const std::vector<float>& x, const uint32_t* grid, int grid_size, float byte_unit,
+                                    bool even_sign_parity) {
   std::vector<float> y(x.size());
   for (size_t block = 0; block < x.size(); block += 256) {
     float sub_scales[8];
@@ -231,7 +231,8 @@ std::vector<float> naive_round_trip(const std::vector<float>& x, const uint32_t*
       for (int i = 0; i < 32; ++i) max = std::max(max, std::fabs(x[block + 32 * ib + i]));
       sub_scales[ib] = max / 15.0f;
     }
-    const float d = strata::sdk::fp16_to_fp32(strata::sdk::fp32_to_fp16(*std::max_element(sub_scales, sub_scales + 8) / 31));
+    const float d =
+        strata::sdk::fp16_to_fp32(strata::sdk::fp32_to_fp16(*std::max_element(sub_scales, sub_scales + 8) / 31));
     for (int ib = 0; ib < 8; ++ib) {
       const float nibble = d > 0 ? std::clamp(std::round(0.5f * (sub_scales[ib] / d - 1)), 0.0f, 15.0f) : 0.0f;
       const float scale = d * (2 * nibble + 1) / byte_unit;  // per stored grid byte
@@ -247,14 +248,16 @@ std::vector<float> naive_round_trip(const std::vector<float>& x, const uint32_t*
           }
           if (error < best_error) best_error = error, best = p;
         }
-        for (int j = 0; j < 4; ++j) y[base + j] = std::copysign(scale * static_cast<float>((grid[best] >> (8 * j)) & 0xff), x[base + j]);
+        for (int j = 0; j < 4; ++j)
+          y[base + j] = std::copysign(scale * static_cast<float>((grid[best] >> (8 * j)) & 0xff), x[base + j]);
       }
     }
     for (size_t base = block; even_sign_parity && base < block + 256; base += 8) {
       const auto first = x.begin() + static_cast<std::ptrdiff_t>(base), last = first + 8;
       const auto negative = std::count_if(first, last, [](float v) { return v < 0; });
       if (negative % 2 == 0) continue;
-      const auto smallest = std::min_element(first, last, [](float a, float b) { return std::fabs(a) < std::fabs(b); }) - x.begin();
+      const auto smallest =
+          std::min_element(first, last, [](float a, float b) { return std::fabs(a) < std::fabs(b); }) - x.begin();
       y[smallest] = -y[smallest];
     }
   }
@@ -317,14 +320,14 @@ void report_speed() {
   const auto start = std::chrono::steady_clock::now();
   strata::sdk::quant_type_v<Codec>.quantize(x.data(), blocks.data(), 256, kPerRow, nullptr, nullptr);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%s quantize: %.2f M values/s (one thread)\n", Codec::name, static_cast<double>(x.size()) / seconds / 1e6);
+  std::printf("%s quantize: %.2f M values/s (one thread)\n", Codec::name,
+              static_cast<double>(x.size()) / seconds / 1e6);
 }
 
 TEST(QuantIq3, QuantizeSpeed) {
   report_speed<Iq3XxsCodec>();
   report_speed<Iq3SCodec>();
 }
-
 
 // For each IQ3 tensor of a quantized reference model whose NAME-f16.gguf sibling holds the same weights:
 // RMSE against the f16 values of our quantizer, and of the file's own (reference) quantization decoded by our
@@ -336,7 +339,8 @@ TEST(QuantIq3, QuantizerMatchesReferenceQualityOnModels) {
   for (const auto& entry : std::filesystem::directory_iterator(models)) {
     const std::string stem = entry.path().stem().string();
     const size_t dash = stem.rfind('-');
-    if (entry.path().extension() != ".gguf" || dash == std::string::npos || stem.find("-iq3") == std::string::npos) continue;
+    if (entry.path().extension() != ".gguf" || dash == std::string::npos || stem.find("-iq3") == std::string::npos)
+      continue;
     const std::filesystem::path f16_path = models / (stem.substr(0, dash) + "-f16.gguf");
     if (!std::filesystem::exists(f16_path)) continue;
     const strata::gguf::Model quantized(entry.path());

@@ -42,7 +42,8 @@ std::vector<float> decode(const std::vector<uint8_t>& blocks) {
   std::vector<float> out(n_blocks * Codec::block_elements);
   char message[256] = "";
   strata_error error{message, sizeof(message)};
-  EXPECT_EQ(strata::sdk::quant_type_v<Codec>.dequantize(blocks.data(), out.data(), n_blocks, &error), STRATA_OK) << message;
+  EXPECT_EQ(strata::sdk::quant_type_v<Codec>.dequantize(blocks.data(), out.data(), n_blocks, &error), STRATA_OK)
+      << message;
   return out;
 }
 
@@ -93,7 +94,8 @@ TEST(QuantK, Q4KHandBuiltBlockDecodes) {
   std::vector<uint8_t> block = scale_min_header(Q4KCodec::block_bytes);
   // 4-bit level of value i: byte 16 + 32 * (i / 64) + i % 32, low nibble for the first 32 of each 64.
   auto level = [](int i) { return (7 * i + 3) % 16; };
-  for (int i = 0; i < 256; ++i) block[16 + 32 * (i / 64) + i % 32] |= static_cast<uint8_t>(level(i) << (4 * ((i % 64) / 32)));
+  for (int i = 0; i < 256; ++i)
+    block[16 + 32 * (i / 64) + i % 32] |= static_cast<uint8_t>(level(i) << (4 * ((i % 64) / 32)));
   const std::vector<float> out = decode<Q4KCodec>(block);
   for (int i = 0; i < 256; ++i) ASSERT_EQ(out[i], scale_min_value(i, level(i))) << "value " << i;
 }
@@ -238,7 +240,9 @@ void report_speed() {
   const std::vector<float> x = gaussian(7);
   std::vector<uint8_t> blocks(x.size() / 256 * Codec::block_bytes);
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t row = 0; row < kRows; ++row) Codec::quantize_row(x.data() + row * kPerRow, blocks.data() + row * kPerRow / 256 * Codec::block_bytes, kPerRow, nullptr);
+  for (int64_t row = 0; row < kRows; ++row)
+    Codec::quantize_row(x.data() + row * kPerRow, blocks.data() + row * kPerRow / 256 * Codec::block_bytes, kPerRow,
+                        nullptr);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("%s quantize: %.2f M values/s\n", Codec::name, static_cast<double>(x.size()) / seconds / 1e6);
 }
@@ -249,7 +253,6 @@ TEST(QuantK, QuantizeSpeed) {
   report_speed<Q6KCodec>();
 }
 
-
 // Dequantizes a k-quant tensor with our codec; false for other types.
 bool decode_k_tensor(const strata::gguf::TensorInfo& tensor, std::vector<float>& out) {
   const auto run = [&]<class Codec>(Codec) {
@@ -258,18 +261,25 @@ bool decode_k_tensor(const strata::gguf::TensorInfo& tensor, std::vector<float>&
     return true;
   };
   switch (tensor.type) {
-    case Q4KCodec::type_id: return run(Q4KCodec{});
-    case Q5KCodec::type_id: return run(Q5KCodec{});
-    case Q6KCodec::type_id: return run(Q6KCodec{});
-    default: return false;
+    case Q4KCodec::type_id:
+      return run(Q4KCodec{});
+    case Q5KCodec::type_id:
+      return run(Q5KCodec{});
+    case Q6KCodec::type_id:
+      return run(Q6KCodec{});
+    default:
+      return false;
   }
 }
 
 std::vector<float> quantize_and_decode(uint32_t type, const std::vector<float>& x, int64_t n_per_row) {
   switch (type) {
-    case Q4KCodec::type_id: return round_trip<Q4KCodec>(x, n_per_row);
-    case Q5KCodec::type_id: return round_trip<Q5KCodec>(x, n_per_row);
-    default: return round_trip<Q6KCodec>(x, n_per_row);
+    case Q4KCodec::type_id:
+      return round_trip<Q4KCodec>(x, n_per_row);
+    case Q5KCodec::type_id:
+      return round_trip<Q5KCodec>(x, n_per_row);
+    default:
+      return round_trip<Q6KCodec>(x, n_per_row);
   }
 }
 
@@ -299,10 +309,12 @@ TEST(QuantK, QuantizerMatchesReferenceQualityOnModels) {
       ASSERT_EQ(source.type, 1u) << tensor.name << " in " << f16_path << " is not F16";
       ASSERT_EQ(source.n_elements, reference.size()) << tensor.name;
       std::vector<float> x(source.n_elements);
-      for (size_t i = 0; i < x.size(); ++i) x[i] = fp16_to_fp32(static_cast<uint16_t>(source.data[2 * i] | source.data[2 * i + 1] << 8));
+      for (size_t i = 0; i < x.size(); ++i)
+        x[i] = fp16_to_fp32(static_cast<uint16_t>(source.data[2 * i] | source.data[2 * i + 1] << 8));
 
       const auto& first = hashes.at(tensor.name).at("first");
-      for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(reference[i], first[i].get<float>()) << tensor.name << " value " << i;
+      for (size_t i = 0; i < first.size(); ++i)
+        EXPECT_EQ(reference[i], first[i].get<float>()) << tensor.name << " value " << i;
 
       const double ours = rmse(quantize_and_decode(tensor.type, x, static_cast<int64_t>(tensor.shape[0])), x);
       const double theirs = rmse(reference, x);

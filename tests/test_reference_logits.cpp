@@ -104,7 +104,8 @@ TEST_P(ReferenceLogits, DoNotDependOnHowTheSequenceIsSplitIntoSteps) {
     const auto split = run(0, STRATA_KV_F16, batch);
     ASSERT_EQ(split.size(), one_step.size());
     double worst = 0.0;
-    for (size_t i = 0; i < split.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(split[i] - one_step[i])));
+    for (size_t i = 0; i < split.size(); ++i)
+      worst = std::max(worst, static_cast<double>(std::fabs(split[i] - one_step[i])));
     EXPECT_LT(worst, 1e-3) << "steps of " << batch << " tokens";
   }
 }
@@ -127,10 +128,10 @@ TEST_P(ReferenceLogits, FusedAndSeparateOpsGiveTheSameLogits) {
 TEST_P(ReferenceLogits, ScalarKernelsMeetTheBarToo) {
   const auto tokens_file = test::reference_dir() / "tokens-a.txt";
   const auto out = std::filesystem::temp_directory_path() / ("strata-scalar-" + GetParam() + ".f32");
-  const auto result = test::run_command("STRATA_CPU_ISA=scalar " + test::shell_quote(test::strata_executable().string()) +
-                                        " logits --log-level warn --model " + test::shell_quote(model_path_.string()) +
-                                        " --tokens " + test::shell_quote(tokens_file.string()) + " --output " +
-                                        test::shell_quote(out.string()));
+  const auto result =
+      test::run_command("STRATA_CPU_ISA=scalar " + test::shell_quote(test::strata_executable().string()) +
+                        " logits --log-level warn --model " + test::shell_quote(model_path_.string()) + " --tokens " +
+                        test::shell_quote(tokens_file.string()) + " --output " + test::shell_quote(out.string()));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const auto ours = read_f32(out);
   std::filesystem::remove(out);
@@ -323,9 +324,9 @@ TEST_F(BackendTable, TheRouterRunsAsOneOpWhereTheBackendHasIt) {
     ++router_log.routes;
     return cpu_route(b, logits, n_tokens, n_experts, n_used, routing, ids, weights, e);
   };
-  counting.route_experts = [](strata_backend* b, const strata_buffer* x, const strata_weight* router,
-                              int32_t n_tokens, int32_t n_experts, int32_t n_used, int32_t routing,
-                              strata_buffer* logits, strata_buffer* ids, strata_buffer* weights, strata_error* e) {
+  counting.route_experts = [](strata_backend* b, const strata_buffer* x, const strata_weight* router, int32_t n_tokens,
+                              int32_t n_experts, int32_t n_used, int32_t routing, strata_buffer* logits,
+                              strata_buffer* ids, strata_buffer* weights, strata_error* e) {
     ++router_log.fused;
     return cpu_route_experts(b, x, router, n_tokens, n_experts, n_used, routing, logits, ids, weights, e);
   };
@@ -393,7 +394,8 @@ TEST_F(BackendTable, TheNormsRunInsideTheOpsThatReadThemWhereTheBackendHasThem) 
   };
   counting.route_experts_normed = [](strata_backend* b, const strata_normed_input* in, const strata_weight* router,
                                      int32_t n_tokens, int32_t n_experts, int32_t n_used, int32_t routing,
-                                     strata_buffer* logits, strata_buffer* ids, strata_buffer* weights, strata_error* e) {
+                                     strata_buffer* logits, strata_buffer* ids, strata_buffer* weights,
+                                     strata_error* e) {
     ++norm_log.routers;
     note_normed_input(in);
     return cpu_route_experts_normed(b, in, router, n_tokens, n_experts, n_used, routing, logits, ids, weights, e);
@@ -421,7 +423,8 @@ TEST_F(BackendTable, TheNormsRunInsideTheOpsThatReadThemWhereTheBackendHasThem) 
                           Case{older_model, true, separate}}) {
       norm_log = {};
       Session session(c.model, {.n_ctx = 16, .max_batch = batch, .execution = {.normed_inputs = c.normed_inputs}});
-      const std::string what = "normed_inputs " + std::to_string(c.normed_inputs) + ", steps of " + std::to_string(batch);
+      const std::string what =
+          "normed_inputs " + std::to_string(c.normed_inputs) + ", steps of " + std::to_string(batch);
       EXPECT_EQ(session.forward(tokens, true), expected) << what;
       EXPECT_EQ(norm_log.add_rms_norms, c.log.add_rms_norms) << what;
       EXPECT_EQ(norm_log.matmuls, c.log.matmuls) << what;

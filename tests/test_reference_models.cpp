@@ -57,8 +57,7 @@ TEST_P(ReferenceModel, TensorsMatchThePeersTypesShapesAndDequantizedValues) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, ReferenceModel,
-                         ::testing::ValuesIn(test::reference_model_names()),
+INSTANTIATE_TEST_SUITE_P(All, ReferenceModel, ::testing::ValuesIn(test::reference_model_names()),
                          [](const auto& info) { return test::test_name(info.param); });
 
 }  // namespace

@@ -89,7 +89,8 @@ class SynthTinyModel : public ::testing::TestWithParam<ArchMix> {};
 
 TEST_P(SynthTinyModel, MatchesARealFilesTensorsAndMetadata) {
   const auto [arch, mix, reference_name, same_mix] = GetParam();
-  const SynthFile file(tiny(arch, mix), std::string(synth::arch_name(arch)) + "-" + std::string(synth::quant_mix_name(mix)));
+  const SynthFile file(tiny(arch, mix),
+                       std::string(synth::arch_name(arch)) + "-" + std::string(synth::quant_mix_name(mix)));
   const gguf::Model model(file.path);
   const auto reference_path = test::reference_dir() / "models" / (std::string(reference_name) + ".gguf");
   ASSERT_REFERENCE(reference_path);
@@ -131,19 +132,19 @@ TEST_P(SynthTinyModel, MatchesARealFilesTensorsAndMetadata) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ArchAndType, SynthTinyModel,
-    ::testing::Values(ArchMix{Arch::qwen3moe, QuantMix::iq3_s, "qwen3moe-tiny-iq3_s", true},
-                      ArchMix{Arch::qwen3moe, QuantMix::iq3_xxs, "qwen3moe-tiny-iq3_xxs", true},
-                      ArchMix{Arch::qwen3moe, QuantMix::q8_0, "qwen3moe-tiny-q8_0", true},
-                      ArchMix{Arch::qwen3moe, QuantMix::f32, "qwen3moe-tiny-q8_0", false},
-                      ArchMix{Arch::qwen2moe, QuantMix::iq3_s, "qwen2moe-tiny-iq3_s", true},
-                      ArchMix{Arch::qwen2moe, QuantMix::iq3_xxs, "qwen2moe-tiny-iq3_s", false},
-                      ArchMix{Arch::qwen2moe, QuantMix::q8_0, "qwen2moe-tiny-q8_0", true},
-                      ArchMix{Arch::qwen2moe, QuantMix::f32, "qwen2moe-tiny-q8_0", false}),
-    [](const auto& info) {
-      return std::string(synth::arch_name(info.param.arch)) + "_" + std::string(synth::quant_mix_name(info.param.mix));
-    });
+INSTANTIATE_TEST_SUITE_P(ArchAndType, SynthTinyModel,
+                         ::testing::Values(ArchMix{Arch::qwen3moe, QuantMix::iq3_s, "qwen3moe-tiny-iq3_s", true},
+                                           ArchMix{Arch::qwen3moe, QuantMix::iq3_xxs, "qwen3moe-tiny-iq3_xxs", true},
+                                           ArchMix{Arch::qwen3moe, QuantMix::q8_0, "qwen3moe-tiny-q8_0", true},
+                                           ArchMix{Arch::qwen3moe, QuantMix::f32, "qwen3moe-tiny-q8_0", false},
+                                           ArchMix{Arch::qwen2moe, QuantMix::iq3_s, "qwen2moe-tiny-iq3_s", true},
+                                           ArchMix{Arch::qwen2moe, QuantMix::iq3_xxs, "qwen2moe-tiny-iq3_s", false},
+                                           ArchMix{Arch::qwen2moe, QuantMix::q8_0, "qwen2moe-tiny-q8_0", true},
+                                           ArchMix{Arch::qwen2moe, QuantMix::f32, "qwen2moe-tiny-q8_0", false}),
+                         [](const auto& info) {
+                           return std::string(synth::arch_name(info.param.arch)) + "_" +
+                                  std::string(synth::quant_mix_name(info.param.mix));
+                         });
 
 TEST(SynthQuantMix, Qwen2moeIq3XxsFollowsLlamaCppForFewExperts) {
   const auto plan = synth::plan_tensors(synth::preset_shape(Arch::qwen2moe, "tiny"), QuantMix::iq3_xxs);
@@ -194,8 +195,8 @@ TEST(SynthVocab, ByteTokensMergesAndSpecialTokensAreConsistent) {
   const auto vocab = synth::build_vocab(512);
   ASSERT_EQ(vocab.tokens.size(), 512u);
   ASSERT_EQ(vocab.types.size(), 512u);
-  EXPECT_EQ(vocab.tokens[0], "\xC4\x80");    // U+0100: byte 0
-  EXPECT_EQ(vocab.tokens[32], "\xC4\xA0");   // U+0120 'Ġ': the space
+  EXPECT_EQ(vocab.tokens[0], "\xC4\x80");   // U+0100: byte 0
+  EXPECT_EQ(vocab.tokens[32], "\xC4\xA0");  // U+0120 'Ġ': the space
   EXPECT_EQ(vocab.tokens[33], "!");
   EXPECT_EQ(vocab.tokens[255], "\xC3\xBF");  // U+00FF: printable, itself
   EXPECT_EQ(std::set<std::string>(vocab.tokens.begin(), vocab.tokens.end()).size(), vocab.tokens.size());

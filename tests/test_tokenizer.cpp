@@ -44,7 +44,8 @@ std::vector<VocabCase> read_cases(const fs::path& vocab) {
   const std::string separator = "\n__ggml_vocab_test__\n";
   const std::string input = read_file(vocab.string() + ".inp");
   std::vector<VocabCase> cases;
-  for (size_t pos = 0, found; (found = input.find(separator, pos)) != std::string::npos; pos = found + separator.size()) {
+  for (size_t pos = 0, found; (found = input.find(separator, pos)) != std::string::npos;
+       pos = found + separator.size()) {
     cases.push_back({input.substr(pos, found - pos), {}});
   }
   std::istringstream output(read_file(vocab.string() + ".out"));
@@ -122,7 +123,6 @@ TEST_P(ReferenceVocab, EncodesEveryCaseAsThePeer) {
 }
 
 TEST_P(ReferenceVocab, DecodingTheIdsGivesTheTextBack) {
-
   for (size_t i = 0; i < cases_.size(); ++i) {
     EXPECT_EQ(tokenizer_->decode(cases_[i].ids), cases_[i].text) << "case " << i;
   }
@@ -143,9 +143,8 @@ TEST_P(ReferenceVocab, StreamingHoldsBackCharactersSplitAcrossTokens) {
   });
   ASSERT_NE(llama, cases_.end()) << "no case with the llama emoji";
   // The case must split a character, or it tests nothing.
-  const bool splits = std::any_of(llama->ids.begin(), llama->ids.end(), [&](TokenId id) {
-    return !is_well_formed(tokenizer_->piece(id, 1, true));
-  });
+  const bool splits = std::any_of(llama->ids.begin(), llama->ids.end(),
+                                  [&](TokenId id) { return !is_well_formed(tokenizer_->piece(id, 1, true)); });
   ASSERT_TRUE(splits) << "no token of the case ends inside a character";
   bool well_formed = false;
   EXPECT_EQ(streamed(*tokenizer_, llama->ids, well_formed), tokenizer_->decode(llama->ids));
@@ -191,13 +190,15 @@ TEST(Tokenizer, SentencePieceParsesSpecialTokensAndAddsBos) {
 
 // Every pre-tokenizer compiles, and its pieces put together give the text back (nothing dropped).
 TEST(PreTokenizer, EveryKnownTypeSplitsWithoutLosingText) {
-  const std::string text = "Hello World! I've 12345 apples\n\n  \t…中文 日本語テキスト 한국어 Привет ½ 🦙 $x+=3; a..b   ";
+  const std::string text =
+      "Hello World! I've 12345 apples\n\n  \t…中文 日本語テキスト "
+      "한국어 Привет ½ 🦙 $x+=3; a..b   ";
   for (const char* name :
-       {"default", "gpt2", "gpt-2", "mpt", "olmo", "jais", "llama-bpe", "llama3", "dbrx", "smaug-bpe", "chatglm-bpe",
-        "jais-2", "qwen2", "stablelm2", "qwen35", "laguna", "minicpm5", "deepseek-llm", "deepseek-coder", "deepseek-v3",
-        "spark2_5", "falcon", "starcoder", "refact", "command-r", "smollm", "exaone", "minerva-7b", "bloom",
-        "poro-chat", "viking", "tekken", "chameleon", "gpt-4o", "superbpe", "bailingmoe", "seed-coder",
-        "exaone-moe"}) {
+       {"default",   "gpt2",         "gpt-2",          "mpt",         "olmo",       "jais",      "llama-bpe", "llama3",
+        "dbrx",      "smaug-bpe",    "chatglm-bpe",    "jais-2",      "qwen2",      "stablelm2", "qwen35",    "laguna",
+        "minicpm5",  "deepseek-llm", "deepseek-coder", "deepseek-v3", "spark2_5",   "falcon",    "starcoder", "refact",
+        "command-r", "smollm",       "exaone",         "minerva-7b",  "bloom",      "poro-chat", "viking",    "tekken",
+        "chameleon", "gpt-4o",       "superbpe",       "bailingmoe",  "seed-coder", "exaone-moe"}) {
     std::unique_ptr<tokenizer::PreTokenizer> pre_tokenizer;
     try {
       pre_tokenizer = std::make_unique<tokenizer::PreTokenizer>(tokenizer::pre_tokenizer_rules(name).patterns);
@@ -245,7 +246,9 @@ fs::path write_byte_fallback_vocab(const fs::path& path) {
     tokens.push_back(name);
     types.push_back(6);
   }
-  tokens.push_back("\xE2\x96\x81" "a");
+  tokens.push_back(
+      "\xE2\x96\x81"
+      "a");
   types.push_back(1);
   return write_vocab(path, "llama", tokens, types);
 }
@@ -263,7 +266,9 @@ class TokenizerFiles : public ::testing::Test {
 
 TEST_F(TokenizerFiles, StreamingHoldsAByteFallbackCharacterUntilItIsWhole) {
   const Tokenizer spm{gguf::Model(write_byte_fallback_vocab(folder_ / "bytes.gguf"))};
-  const auto ids = spm.encode("a\xF0\x9F\xA6\x99" "b");  // a🦙b: "▁a", four byte tokens, "b" as a byte
+  const auto ids = spm.encode(
+      "a\xF0\x9F\xA6\x99"
+      "b");  // a🦙b: "▁a", four byte tokens, "b" as a byte
   const TokenId byte_base = 3;
   ASSERT_EQ(ids, (std::vector<TokenId>{259, byte_base + 0xF0, byte_base + 0x9F, byte_base + 0xA6, byte_base + 0x99,
                                        byte_base + 'b'}));
@@ -279,15 +284,16 @@ TEST_F(TokenizerFiles, StreamingReplacesWhatCanNeverBeACharacter) {
   const TokenId byte_base = 3;
   StreamingDetokenizer stream(spm);
   EXPECT_EQ(stream.push(byte_base + 0xFF), "\xEF\xBF\xBD");  // never part of UTF-8
-  EXPECT_EQ(stream.push(byte_base + 0xE2), "");               // a three-byte character begins ...
-  EXPECT_EQ(stream.finish(), "\xEF\xBF\xBD");                 // ... and never ends
+  EXPECT_EQ(stream.push(byte_base + 0xE2), "");              // a three-byte character begins ...
+  EXPECT_EQ(stream.finish(), "\xEF\xBF\xBD");                // ... and never ends
 }
 
 TEST_F(TokenizerFiles, UnknownPreTokenizerIsAnErrorNamingIt) {
-  const auto path = write_vocab(folder_ / "pre.gguf", "gpt2", {"a", "b", "ab"}, {1, 1, 1},
-                                {{"tokenizer.ggml.pre", gguf::Value{std::string("no-such-pre")}},
-                                 {"tokenizer.ggml.merges",
-                                  gguf::Value{gguf::Array{gguf::ValueType::STRING, {gguf::Value{std::string("a b")}}}}}});
+  const auto path =
+      write_vocab(folder_ / "pre.gguf", "gpt2", {"a", "b", "ab"}, {1, 1, 1},
+                  {{"tokenizer.ggml.pre", gguf::Value{std::string("no-such-pre")}},
+                   {"tokenizer.ggml.merges",
+                    gguf::Value{gguf::Array{gguf::ValueType::STRING, {gguf::Value{std::string("a b")}}}}}});
   try {
     Tokenizer tokenizer{gguf::Model(path)};
     FAIL() << "an unknown pre-tokenizer was accepted";

@@ -34,11 +34,13 @@ std::string Backend::describe() const {
 }
 
 void Backend::write(Buffer& buffer, const void* src, size_t bytes, size_t offset) {
-  run("buffer write", [&](strata_error* e) { return table_.buffer_write(backend_, buffer.get(), offset, src, bytes, e); });
+  run("buffer write",
+      [&](strata_error* e) { return table_.buffer_write(backend_, buffer.get(), offset, src, bytes, e); });
 }
 
 void Backend::read(const Buffer& buffer, void* dst, size_t bytes, size_t offset) {
-  run("buffer read", [&](strata_error* e) { return table_.buffer_read(backend_, buffer.get(), offset, dst, bytes, e); });
+  run("buffer read",
+      [&](strata_error* e) { return table_.buffer_read(backend_, buffer.get(), offset, dst, bytes, e); });
 }
 
 HostMemory Backend::host_alloc(size_t bytes) {
@@ -52,7 +54,8 @@ HostMemory Backend::host_alloc(size_t bytes) {
 }
 
 Buffer::Buffer(Backend& backend, size_t bytes) : backend_(&backend), bytes_(bytes) {
-  backend.run("buffer alloc", [&](strata_error* e) { return backend.table().buffer_alloc(backend.get(), bytes, &buffer_, e); });
+  backend.run("buffer alloc",
+              [&](strata_error* e) { return backend.table().buffer_alloc(backend.get(), bytes, &buffer_, e); });
 }
 
 Buffer::~Buffer() {
@@ -93,7 +96,8 @@ Weight& Weight::operator=(Weight&& other) noexcept {
 }
 
 KvCache::KvCache(Backend& backend, const strata_kv_config& config) : backend_(backend), config_(config) {
-  backend.run("kv cache create", [&](strata_error* e) { return backend.table().kv_create(backend.get(), &config_, &cache_, e); });
+  backend.run("kv cache create",
+              [&](strata_error* e) { return backend.table().kv_create(backend.get(), &config_, &cache_, e); });
 }
 
 KvCache::~KvCache() {
@@ -145,8 +149,8 @@ StepGraph::~StepGraph() {
 StepGraph::Mode StepGraph::begin(std::span<const int32_t> positions) {
   int32_t mode = STRATA_GRAPH_RUN;
   backend_.run("graph begin", [&](strata_error* e) {
-    return backend_.table().graph_begin(backend_.get(), graph_, positions.data(), static_cast<int32_t>(positions.size()),
-                                        &mode, e);
+    return backend_.table().graph_begin(backend_.get(), graph_, positions.data(),
+                                        static_cast<int32_t>(positions.size()), &mode, e);
   });
   if (mode != STRATA_GRAPH_RUN && mode != STRATA_GRAPH_RECORD && mode != STRATA_GRAPH_REPLAY) {
     throw Error(backend_.name() + ": graph_begin answered an unknown mode " + std::to_string(mode));

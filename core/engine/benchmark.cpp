@@ -1,8 +1,8 @@
 #include "core/engine/benchmark.hpp"
 
 #include <chrono>
-#include <functional>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <span>

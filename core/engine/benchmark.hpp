@@ -21,12 +21,12 @@ struct BenchmarkTest {
 };
 
 struct BenchmarkResult {
-  std::string test;            // "pp512" or "tg128", with " @ d4096" after 4096 cached tokens
+  std::string test;  // "pp512" or "tg128", with " @ d4096" after 4096 cached tokens
   int32_t n_prompt = 0;
   int32_t n_decode = 0;
   int32_t n_depth = 0;
   double tokens_per_second = 0.0;
-  double stddev = 0.0;         // of tokens_per_second over the repetitions
+  double stddev = 0.0;  // of tokens_per_second over the repetitions
   std::vector<double> samples;
 };
 

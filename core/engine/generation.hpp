@@ -15,7 +15,7 @@
 namespace strata {
 
 struct GenerationOptions {
-  int32_t max_tokens = 128;      // >= 0
+  int32_t max_tokens = 128;  // >= 0
   SamplingParams sampling;
   std::set<int32_t> end_tokens;  // tokens that end the generation (EOS, EOT); they are not passed on
 };

@@ -80,10 +80,13 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
 
   // The op's input as in a step: a norm's output (on a GPU also rounded to 8 bits, which the decode kernels
   // read), except the output projection's, which reads the attention's floats.
-  Buffer raw(backend, floats(n_tokens, width)), input(backend, floats(n_tokens, width)), out(backend, floats(n_tokens, out_rows));
+  Buffer raw(backend, floats(n_tokens, width)), input(backend, floats(n_tokens, width)),
+      out(backend, floats(n_tokens, out_rows));
   const auto values = random_values(static_cast<size_t>(n_tokens * width), 42);
   backend.write(raw, values.data(), values.size() * sizeof(float));
-  const Weight& norm = moe ? weights.layers[0].ffn_norm : op == "output" ? weights.output_norm : weights.layers[0].attn_norm;
+  const Weight& norm = moe              ? weights.layers[0].ffn_norm
+                       : op == "output" ? weights.output_norm
+                                        : weights.layers[0].attn_norm;
   const Buffer& x = op == "attn_output" ? raw : input;
   if (op != "attn_output") {
     backend.run("op benchmark norm", [&](strata_error* e) {
@@ -98,7 +101,8 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
   std::function<void(int32_t)> call;
   if (moe) {
     const auto routings = fixed_routings(c, n_tokens);
-    const std::vector<float> equal(static_cast<size_t>(n_tokens * c.n_expert_used), 1.0f / static_cast<float>(c.n_expert_used));
+    const std::vector<float> equal(static_cast<size_t>(n_tokens * c.n_expert_used),
+                                   1.0f / static_cast<float>(c.n_expert_used));
     double experts_read = 0.0;
     for (const auto& routing : routings) {
       ids.emplace_back(backend, routing.size() * sizeof(int32_t));
@@ -131,9 +135,8 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
     }
     call = [&, layers](int32_t i) {  // layers by value: it ends with this block, the call outlives it
       const Weight& w = op == "output" ? weights.output : layer_matrix(weights.layers[i % layers], op);
-      backend.run("op benchmark matmul", [&](strata_error* e) {
-        return t.matmul(b, w.get(), 0, x.get(), n_tokens, nullptr, out.get(), e);
-      });
+      backend.run("op benchmark matmul",
+                  [&](strata_error* e) { return t.matmul(b, w.get(), 0, x.get(), n_tokens, nullptr, out.get(), e); });
     };
   }
 
@@ -143,7 +146,8 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
              for (int32_t i = 0; i < calls; ++i) call(i);
              float sink = 0.0f;
              backend.read(out, &sink, sizeof sink);
-           }) * 1e6 / calls;
+           }) *
+           1e6 / calls;
   };
   round_us_per_call();  // warm-up: scratch sizes, first launches, weights paged in
   for (int32_t r = 0; r < repetitions; ++r) result.samples.push_back(round_us_per_call());

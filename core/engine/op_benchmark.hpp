@@ -16,7 +16,7 @@
 namespace strata {
 
 struct OpBenchmarkResult {
-  std::string op;                      // moe_ffn, attn_q, attn_k, attn_v, attn_output or output
+  std::string op;  // moe_ffn, attn_q, attn_k, attn_v, attn_output or output
   int32_t n_tokens = 0;
   double us_per_call = 0.0;            // mean over the repetitions
   double stddev_us = 0.0;              // of us_per_call over the repetitions

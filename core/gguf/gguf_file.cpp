@@ -31,12 +31,25 @@ bool is_valid_key(const std::string& key) {
 // before anything is allocated.
 uint64_t min_encoded_size(ValueType type) {
   switch (type) {
-    case ValueType::U8: case ValueType::I8: case ValueType::BOOL: return 1;
-    case ValueType::U16: case ValueType::I16: return 2;
-    case ValueType::U32: case ValueType::I32: case ValueType::F32: return 4;
-    case ValueType::U64: case ValueType::I64: case ValueType::F64: return 8;
-    case ValueType::STRING: return 8;   // the length
-    case ValueType::ARRAY: return 12;   // element type + count
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::BOOL:
+      return 1;
+    case ValueType::U16:
+    case ValueType::I16:
+      return 2;
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::F32:
+      return 4;
+    case ValueType::U64:
+    case ValueType::I64:
+    case ValueType::F64:
+      return 8;
+    case ValueType::STRING:
+      return 8;  // the length
+    case ValueType::ARRAY:
+      return 12;  // element type + count
   }
   return 1;
 }
@@ -68,8 +81,8 @@ class Cursor {
   std::string read_string(const char* what) {
     const uint64_t length = read<uint64_t>(what);
     if (length > remaining()) {
-      fail(std::string(what) + " claims " + std::to_string(length) + " bytes but only " +
-           std::to_string(remaining()) + " remain");
+      fail(std::string(what) + " claims " + std::to_string(length) + " bytes but only " + std::to_string(remaining()) +
+           " remain");
     }
     std::string text(reinterpret_cast<const char*>(bytes_ + position_), length);
     position_ += length;
@@ -94,7 +107,8 @@ class Cursor {
 Value read_value(Cursor& cursor, ValueType type, int depth, const std::string& key);
 
 Array read_array(Cursor& cursor, int depth, const std::string& key) {
-  if (depth >= kMaxArrayDepth) cursor.fail("metadata '" + key + "': arrays nested deeper than " + std::to_string(kMaxArrayDepth));
+  if (depth >= kMaxArrayDepth)
+    cursor.fail("metadata '" + key + "': arrays nested deeper than " + std::to_string(kMaxArrayDepth));
   const uint32_t raw_type = cursor.read<uint32_t>("array element type");
   if (!is_known_value_type(raw_type)) {
     cursor.fail("metadata '" + key + "': unknown array element type " + std::to_string(raw_type));
@@ -111,19 +125,45 @@ Array read_array(Cursor& cursor, int depth, const std::string& key) {
 Value read_value(Cursor& cursor, ValueType type, int depth, const std::string& key) {
   Value value;
   switch (type) {
-    case ValueType::U8: value.data.emplace<uint8_t>(cursor.read<uint8_t>("u8 value")); break;
-    case ValueType::I8: value.data.emplace<int8_t>(cursor.read<int8_t>("i8 value")); break;
-    case ValueType::U16: value.data.emplace<uint16_t>(cursor.read<uint16_t>("u16 value")); break;
-    case ValueType::I16: value.data.emplace<int16_t>(cursor.read<int16_t>("i16 value")); break;
-    case ValueType::U32: value.data.emplace<uint32_t>(cursor.read<uint32_t>("u32 value")); break;
-    case ValueType::I32: value.data.emplace<int32_t>(cursor.read<int32_t>("i32 value")); break;
-    case ValueType::F32: value.data.emplace<float>(cursor.read<float>("f32 value")); break;
-    case ValueType::BOOL: value.data.emplace<bool>(cursor.read<uint8_t>("bool value") != 0); break;
-    case ValueType::STRING: value.data.emplace<std::string>(cursor.read_string("string value")); break;
-    case ValueType::ARRAY: value.data.emplace<Array>(read_array(cursor, depth, key)); break;
-    case ValueType::U64: value.data.emplace<uint64_t>(cursor.read<uint64_t>("u64 value")); break;
-    case ValueType::I64: value.data.emplace<int64_t>(cursor.read<int64_t>("i64 value")); break;
-    case ValueType::F64: value.data.emplace<double>(cursor.read<double>("f64 value")); break;
+    case ValueType::U8:
+      value.data.emplace<uint8_t>(cursor.read<uint8_t>("u8 value"));
+      break;
+    case ValueType::I8:
+      value.data.emplace<int8_t>(cursor.read<int8_t>("i8 value"));
+      break;
+    case ValueType::U16:
+      value.data.emplace<uint16_t>(cursor.read<uint16_t>("u16 value"));
+      break;
+    case ValueType::I16:
+      value.data.emplace<int16_t>(cursor.read<int16_t>("i16 value"));
+      break;
+    case ValueType::U32:
+      value.data.emplace<uint32_t>(cursor.read<uint32_t>("u32 value"));
+      break;
+    case ValueType::I32:
+      value.data.emplace<int32_t>(cursor.read<int32_t>("i32 value"));
+      break;
+    case ValueType::F32:
+      value.data.emplace<float>(cursor.read<float>("f32 value"));
+      break;
+    case ValueType::BOOL:
+      value.data.emplace<bool>(cursor.read<uint8_t>("bool value") != 0);
+      break;
+    case ValueType::STRING:
+      value.data.emplace<std::string>(cursor.read_string("string value"));
+      break;
+    case ValueType::ARRAY:
+      value.data.emplace<Array>(read_array(cursor, depth, key));
+      break;
+    case ValueType::U64:
+      value.data.emplace<uint64_t>(cursor.read<uint64_t>("u64 value"));
+      break;
+    case ValueType::I64:
+      value.data.emplace<int64_t>(cursor.read<int64_t>("i64 value"));
+      break;
+    case ValueType::F64:
+      value.data.emplace<double>(cursor.read<double>("f64 value"));
+      break;
   }
   return value;
 }
@@ -161,7 +201,7 @@ std::filesystem::path split_part_path(const std::filesystem::path& any_part, con
 }  // namespace
 
 const char* value_type_name(ValueType type) {
-  static constexpr const char* kNames[] = {"u8",  "i8",     "u16",   "i16", "u32", "i32", "f32",
+  static constexpr const char* kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                            "bool", "string", "array", "u64", "i64", "f64"};
   return kNames[static_cast<uint32_t>(type)];
 }
@@ -257,7 +297,8 @@ void File::parse_image() {
   version_ = cursor.read<uint32_t>("version");
   if (version_ == 1) cursor.fail("GGUF version 1 is not supported (only 2 and 3); re-convert the model");
   if (version_ == 0x03000000u || version_ == 0x02000000u) cursor.fail("big-endian GGUF is not supported");
-  if (version_ != 2 && version_ != 3) cursor.fail("unsupported GGUF version " + std::to_string(version_) + " (only 2 and 3)");
+  if (version_ != 2 && version_ != 3)
+    cursor.fail("unsupported GGUF version " + std::to_string(version_) + " (only 2 and 3)");
 
   const uint64_t tensor_count = cursor.read<uint64_t>("tensor count");
   const uint64_t kv_count = cursor.read<uint64_t>("metadata count");
@@ -268,7 +309,8 @@ void File::parse_image() {
   metadata_.reserve(kv_count);
   for (uint64_t i = 0; i < kv_count; ++i) {
     std::string key = cursor.read_string("metadata key");
-    if (!is_valid_key(key)) cursor.fail("metadata key " + std::to_string(i) + " is not printable ASCII (damaged file?)");
+    if (!is_valid_key(key))
+      cursor.fail("metadata key " + std::to_string(i) + " is not printable ASCII (damaged file?)");
     const uint32_t raw_type = cursor.read<uint32_t>("metadata value type");
     if (!is_known_value_type(raw_type)) {
       cursor.fail("metadata '" + key + "' has unknown value type " + std::to_string(raw_type));
@@ -281,8 +323,10 @@ void File::parse_image() {
 
   if (const Value* alignment = find("general.alignment")) {
     const auto* raw = std::get_if<uint32_t>(&alignment->data);
-    if (raw == nullptr) cursor.fail("general.alignment must be a u32, found " + std::string(value_type_name(alignment->type())));
-    if (*raw == 0 || (*raw & (*raw - 1)) != 0) cursor.fail("general.alignment " + std::to_string(*raw) + " is not a power of two");
+    if (raw == nullptr)
+      cursor.fail("general.alignment must be a u32, found " + std::string(value_type_name(alignment->type())));
+    if (*raw == 0 || (*raw & (*raw - 1)) != 0)
+      cursor.fail("general.alignment " + std::to_string(*raw) + " is not a power of two");
     alignment_ = *raw;
   }
 
@@ -308,8 +352,9 @@ void File::parse_image() {
     if (type == nullptr) cursor.fail("tensor '" + tensor.name + "' has unknown type id " + std::to_string(tensor.type));
     tensor.n_elements = checked_product(tensor.shape, cursor, tensor.name);
     if (tensor.shape[0] % type->block_elements != 0) {
-      cursor.fail("tensor '" + tensor.name + "': a row of " + std::to_string(tensor.shape[0]) + " values is not whole " +
-                  std::string(type->name) + " blocks of " + std::to_string(type->block_elements));
+      cursor.fail("tensor '" + tensor.name + "': a row of " + std::to_string(tensor.shape[0]) +
+                  " values is not whole " + std::string(type->name) + " blocks of " +
+                  std::to_string(type->block_elements));
     }
     tensor.bytes = tensor.n_elements / type->block_elements * type->block_bytes;
     if (tensor.offset % alignment_ != 0) {
@@ -330,8 +375,9 @@ void File::parse_image() {
   uint64_t expected_offset = 0;
   for (auto& tensor : tensors_) {
     if (tensor.offset != expected_offset) {
-      throw Error(name + ": tensor '" + tensor.name + "' has data offset " + std::to_string(tensor.offset) + ", expected " +
-                  std::to_string(expected_offset) + " from the sizes of the tensors before it (damaged header?)");
+      throw Error(name + ": tensor '" + tensor.name + "' has data offset " + std::to_string(tensor.offset) +
+                  ", expected " + std::to_string(expected_offset) +
+                  " from the sizes of the tensors before it (damaged header?)");
     }
     if (tensor.offset > data_size || tensor.bytes > data_size - tensor.offset) {
       throw Error(name + ": tensor '" + tensor.name + "' (" + std::to_string(tensor.bytes) + " bytes at data offset " +
@@ -364,8 +410,8 @@ Model::Model(const std::filesystem::path& path) {
     for (int index = 1; index <= split->count; ++index) {
       const auto part = split_part_path(path, *split, index);
       if (!std::filesystem::exists(part)) {
-        throw Error(path.string() + ": split model part " + std::to_string(index) + " of " + std::to_string(split->count) +
-                    " is missing: " + part.string());
+        throw Error(path.string() + ": split model part " + std::to_string(index) + " of " +
+                    std::to_string(split->count) + " is missing: " + part.string());
       }
       files_.push_back(File::open(part));
     }
@@ -382,7 +428,8 @@ Model::Model(const std::filesystem::path& path) {
                     " parts named like it");
       }
       if (number && number->as_uint() != i) {
-        throw Error(file.path().string() + ": split.no does not match its place " + std::to_string(i) + " among the parts");
+        throw Error(file.path().string() + ": split.no does not match its place " + std::to_string(i) +
+                    " among the parts");
       }
     }
   } else if (const Value* count = first().find("split.count"); count && count->as_uint().value_or(1) > 1) {

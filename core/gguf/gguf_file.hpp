@@ -19,8 +19,19 @@ namespace strata::gguf {
 
 // Metadata value types, numbered as in the file.
 enum class ValueType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 const char* value_type_name(ValueType type);
 
@@ -47,8 +58,8 @@ struct Value {
 
 struct TensorInfo {
   std::string name;
-  uint32_t type = 0;              // GGUF type id (see ggml_types.hpp)
-  std::vector<uint64_t> shape;    // GGUF order: ne0 (the contiguous dimension) first
+  uint32_t type = 0;            // GGUF type id (see ggml_types.hpp)
+  std::vector<uint64_t> shape;  // GGUF order: ne0 (the contiguous dimension) first
   uint64_t n_elements = 0;
   uint64_t bytes = 0;
   uint64_t offset = 0;            // from the start of its file's data section

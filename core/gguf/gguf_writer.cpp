@@ -32,7 +32,8 @@ class ByteSink {
             put<uint32_t>(static_cast<uint32_t>(v.element_type));
             put<uint64_t>(v.items.size());
             for (const auto& item : v.items) {
-              if (item.type() != v.element_type) throw Error("GGUF writer: array items must all be of the element type");
+              if (item.type() != v.element_type)
+                throw Error("GGUF writer: array items must all be of the element type");
               put_value(item);
             }
           } else if constexpr (std::is_same_v<T, bool>) {
@@ -115,8 +116,8 @@ void Writer::write_tensor(const void* data, uint64_t bytes) {
   if (next_tensor_ >= tensors_.size()) throw Error(path_.string() + ": more tensor data than declared tensors");
   const Declared& tensor = tensors_[next_tensor_++];
   if (bytes != tensor.bytes) {
-    throw Error(path_.string() + ": tensor '" + tensor.name + "' needs " + std::to_string(tensor.bytes) + " bytes, got " +
-                std::to_string(bytes));
+    throw Error(path_.string() + ": tensor '" + tensor.name + "' needs " + std::to_string(tensor.bytes) +
+                " bytes, got " + std::to_string(bytes));
   }
   out_.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
   static const std::vector<char> padding(4096, 0);
@@ -131,19 +132,22 @@ void Writer::write_tensor(const void* data, uint64_t bytes) {
 
 void Writer::finish() {
   if (next_tensor_ != tensors_.size()) {
-    throw Error(path_.string() + ": " + std::to_string(tensors_.size() - next_tensor_) + " declared tensors were not written");
+    throw Error(path_.string() + ": " + std::to_string(tensors_.size() - next_tensor_) +
+                " declared tensors were not written");
   }
   out_.close();
   if (!out_) throw Error(path_.string() + ": write failed");
 }
 
 std::vector<uint8_t> Writer::to_bytes(const std::vector<std::vector<uint8_t>>& tensor_data) const {
-  if (tensor_data.size() != tensors_.size()) throw Error("GGUF writer: tensor data count does not match the declared tensors");
+  if (tensor_data.size() != tensors_.size())
+    throw Error("GGUF writer: tensor data count does not match the declared tensors");
   std::vector<uint8_t> bytes = header();
   const uint64_t data_start = bytes.size();
   bytes.resize(data_start + data_size_, 0);
   for (size_t i = 0; i < tensors_.size(); ++i) {
-    if (tensor_data[i].size() != tensors_[i].bytes) throw Error("GGUF writer: tensor '" + tensors_[i].name + "' has the wrong size");
+    if (tensor_data[i].size() != tensors_[i].bytes)
+      throw Error("GGUF writer: tensor '" + tensors_[i].name + "' has the wrong size");
     std::memcpy(bytes.data() + data_start + tensors_[i].offset, tensor_data[i].data(), tensor_data[i].size());
   }
   return bytes;

@@ -10,11 +10,11 @@
 namespace strata {
 
 struct Architecture {
-  std::string_view name;      // general.architecture
-  bool qk_norm;               // RMS-norm each head of Q and K before RoPE (qwen3moe)
-  bool qkv_bias;              // Q, K and V projections have biases (qwen2moe)
-  bool shared_expert;         // a dense expert every token uses, behind a sigmoid gate (qwen2moe)
-  int32_t routing;            // STRATA_ROUTING_*: whether the top-k weights are renormalized
+  std::string_view name;  // general.architecture
+  bool qk_norm;           // RMS-norm each head of Q and K before RoPE (qwen3moe)
+  bool qkv_bias;          // Q, K and V projections have biases (qwen2moe)
+  bool shared_expert;     // a dense expert every token uses, behind a sigmoid gate (qwen2moe)
+  int32_t routing;        // STRATA_ROUTING_*: whether the top-k weights are renormalized
 };
 
 // nullptr when the engine does not know the architecture.

@@ -55,13 +55,14 @@ void check_vocabulary_rows(const gguf::Model& model, const MetadataReader& meta)
 ModelConfig ModelConfig::from_gguf(const gguf::Model& model) {
   const std::string file = model.first().path().string();
   const gguf::Value* arch_value = model.find("general.architecture");
-  if (arch_value == nullptr || arch_value->as_string() == nullptr) throw Error(file + ": general.architecture is missing");
+  if (arch_value == nullptr || arch_value->as_string() == nullptr)
+    throw Error(file + ": general.architecture is missing");
   const std::string& arch_name = *arch_value->as_string();
   ModelConfig config;
   config.architecture = find_architecture(arch_name);
   if (config.architecture == nullptr) {
-    throw Error(file + ": architecture '" + arch_name + "' is not supported (known: " +
-                std::string(known_architectures()) + ")");
+    throw Error(file + ": architecture '" + arch_name +
+                "' is not supported (known: " + std::string(known_architectures()) + ")");
   }
   const MetadataReader meta(model, arch_name + ".");
   config.n_layer = meta.integer("block_count");
@@ -85,8 +86,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::Model& model) {
     meta.fail("block_count, embedding_length, head_count and key_length must be positive");
   }
   if (config.n_head_kv < 1 || config.n_head % config.n_head_kv != 0) {
-    meta.fail(arch_name + ".attention.head_count " + std::to_string(config.n_head) + " is not a multiple of head_count_kv " +
-              std::to_string(config.n_head_kv));
+    meta.fail(arch_name + ".attention.head_count " + std::to_string(config.n_head) +
+              " is not a multiple of head_count_kv " + std::to_string(config.n_head_kv));
   }
   if (config.n_rot < 2 || config.n_rot > config.head_dim || config.n_rot % 2 != 0) {
     meta.fail(arch_name + ".rope.dimension_count " + std::to_string(config.n_rot) + " does not fit the head dimension");

@@ -21,7 +21,8 @@ class WeightLoader {
     return load_tensor(model_.tensor(name), name, shape);
   }
 
-  Weight load_tensor(const gguf::TensorInfo& tensor, const std::string& name, const std::vector<uint64_t>& shape) const {
+  Weight load_tensor(const gguf::TensorInfo& tensor, const std::string& name,
+                     const std::vector<uint64_t>& shape) const {
     if (tensor.shape != shape) {
       throw Error(model_.first().path().string() + ": tensor '" + name + "' has shape " + shape_text(tensor.shape) +
                   ", the model's metadata implies " + shape_text(shape));

@@ -22,7 +22,7 @@ struct LayerWeights {
 
 struct ModelWeights {
   Weight token_embd, output_norm, output;  // output is token_embd's data when the file ties them
-  std::string output_name;                  // "output.weight", or "token_embd.weight" when tied
+  std::string output_name;                 // "output.weight", or "token_embd.weight" when tied
   std::vector<LayerWeights> layers;
 };
 

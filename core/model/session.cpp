@@ -189,7 +189,8 @@ void Session::step(std::span<const int32_t> tokens, bool all_logits, float* logi
   std::vector<int32_t> positions(n);
   for (int32_t i = 0; i < n; ++i) positions[i] = position_ + i;
 
-  backend_.run("get_rows", [&](strata_error* e) { return t.get_rows(b, w.token_embd.get(), tokens.data(), n, s.x.get(), e); });
+  backend_.run("get_rows",
+               [&](strata_error* e) { return t.get_rows(b, w.token_embd.get(), tokens.data(), n, s.x.get(), e); });
   check_output(s.x, n, model_.config().n_embd, "token embeddings", "token_embd.weight");
   run_layers(n, positions);
   if (logits != nullptr) output_logits(n, all_logits, logits);
@@ -232,7 +233,7 @@ void Session::run_as_graph(std::unique_ptr<StepGraph>& graph, int32_t n, const s
       // Nothing of the graph's ops ran: run them again without it, and it stays off.
       graph->discard();
       log().warn("{}: recording a step graph of {} tokens failed ({}); running without it", backend_.name(), n,
-                error.what());
+                 error.what());
       ops();
     }
     return;
@@ -268,14 +269,25 @@ void Session::attention_block(const LayerWeights& layer, int32_t il, int32_t n, 
     project("matmul v", "attn_v.weight", layer.attn_v.get(), layer.attn_v_bias.get(), s.v, c.n_head_kv, false);
   });
   if (normed_inputs) move_residual_to_sum();
-  const strata_attention_params params{sizeof(strata_attention_params), il, n, c.n_head, c.n_head_kv, c.head_dim,
-                                       1.0f / std::sqrt(static_cast<float>(c.head_dim)), positions.data()};
+  const strata_attention_params params{sizeof(strata_attention_params),
+                                       il,
+                                       n,
+                                       c.n_head,
+                                       c.n_head_kv,
+                                       c.head_dim,
+                                       1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                                       positions.data()};
   if (options_.execution.fused_ops && backend_.has_attention_rope()) {
     const bool qk_norm = c.architecture->qk_norm;
-    const strata_qk_prepare prepare{sizeof(strata_qk_prepare), qk_norm ? layer.attn_q_norm.get() : nullptr,
-                                    qk_norm ? layer.attn_k_norm.get() : nullptr, c.rms_eps, c.n_rot, c.rope_base};
+    const strata_qk_prepare prepare{sizeof(strata_qk_prepare),
+                                    qk_norm ? layer.attn_q_norm.get() : nullptr,
+                                    qk_norm ? layer.attn_k_norm.get() : nullptr,
+                                    c.rms_eps,
+                                    c.n_rot,
+                                    c.rope_base};
     backend_.run("attention", [&](strata_error* e) {
-      return t.attention_rope(b, cache_.get(), &params, &prepare, s.q.get(), s.k.get(), s.v.get(), s.attention.get(), e);
+      return t.attention_rope(b, cache_.get(), &params, &prepare, s.q.get(), s.k.get(), s.v.get(), s.attention.get(),
+                              e);
     });
   } else {
     prepare_qk_by_ops(layer, n, positions);
@@ -304,8 +316,12 @@ bool Session::uses_normed_inputs() const {
 strata_normed_input Session::normed_input(const strata_weight* norm, bool writes_sum, Buffer* normed) const {
   Scratch& s = *scratch_;
   Buffer& other = residual_ == &s.x ? s.x_alt : s.x;
-  return {sizeof(strata_normed_input), residual_->get(),           residual_pending_ ? s.projected.get() : nullptr,
-          norm,                        model_.config().rms_eps,    writes_sum ? other.get() : nullptr,
+  return {sizeof(strata_normed_input),
+          residual_->get(),
+          residual_pending_ ? s.projected.get() : nullptr,
+          norm,
+          model_.config().rms_eps,
+          writes_sum ? other.get() : nullptr,
           normed != nullptr ? normed->get() : nullptr};
 }
 
@@ -339,8 +355,8 @@ void Session::add_pending_residual(int32_t n) {
   if (!residual_pending_) return;
   Scratch& s = *scratch_;
   backend_.run("residual", [&](strata_error* e) {
-    return backend_.table().add(backend_.get(), residual_->get(), s.projected.get(), int64_t{n} * model_.config().n_embd,
-                                residual_->get(), e);
+    return backend_.table().add(backend_.get(), residual_->get(), s.projected.get(),
+                                int64_t{n} * model_.config().n_embd, residual_->get(), e);
   });
   check_output(*residual_, n, model_.config().n_embd, "residual add", nullptr);
   residual_pending_ = false;
@@ -423,7 +439,9 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
   backend_.run("sigmoid", [&](strata_error* e) {
     return t.unary(b, STRATA_UNARY_SIGMOID, s.shared_gate.get(), n, s.shared_gate.get(), e);
   });
-  backend_.run("scale", [&](strata_error* e) { return t.scale_rows(b, s.projected.get(), s.shared_gate.get(), n, c.n_embd, e); });
+  backend_.run("scale", [&](strata_error* e) {
+    return t.scale_rows(b, s.projected.get(), s.shared_gate.get(), n, c.n_embd, e);
+  });
   check_output(s.projected, n, c.n_embd, "shared expert", "ffn_{gate_inp,gate,up,down}_shexp.weight");
   residual_pending_ = true;
 }
@@ -438,8 +456,8 @@ void Session::route_normed(const LayerWeights& layer, int32_t n) {
   if (options_.execution.fused_ops && backend_.has_route_experts()) {
     backend_.run("router + route", [&](strata_error* e) {
       return t.route_experts(b, s.normed.get(), layer.router.get(), n, c.n_expert, c.n_expert_used,
-                             c.architecture->routing, s.router_logits.get(), s.expert_ids.get(),
-                             s.expert_weights.get(), e);
+                             c.architecture->routing, s.router_logits.get(), s.expert_ids.get(), s.expert_weights.get(),
+                             e);
     });
     return;
   }

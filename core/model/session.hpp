@@ -44,9 +44,9 @@ struct ExecutionOptions {
 };
 
 struct SessionOptions {
-  int32_t n_ctx = 4096;          // positions the KV cache holds
+  int32_t n_ctx = 4096;  // positions the KV cache holds
   int32_t kv_type = STRATA_KV_F16;
-  int32_t max_batch = 256;       // tokens per forward step; longer inputs run in several steps
+  int32_t max_batch = 256;  // tokens per forward step; longer inputs run in several steps
   ExecutionOptions execution;
 };
 

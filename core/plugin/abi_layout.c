@@ -19,8 +19,8 @@
 #define PIN(type, field, offset, size)                                                     \
   _Static_assert(offsetof(type, field) == (offset) && sizeof(((type*)0)->field) == (size), \
                  #type "." #field " moved or changed size: ABI tables only grow at their end")
-#define PIN_MINOR_END(type, minor, last_field, bytes)                                      \
-  _Static_assert(STRATA_FIELD_END(type, last_field) == (bytes),                           \
+#define PIN_MINOR_END(type, minor, last_field, bytes)           \
+  _Static_assert(STRATA_FIELD_END(type, last_field) == (bytes), \
                  #type " of ABI " minor " no longer ends at " #last_field ", byte " #bytes)
 #define PIN_SIZE(type, bytes) _Static_assert(sizeof(type) == (bytes), #type " changed size: pin its new fields")
 #define PIN_VALUE(name, value) _Static_assert((name) == (value), #name " changed value: constants are ABI")

@@ -12,14 +12,14 @@
 namespace strata {
 
 struct ManifestPlugin {
-  std::string file;              // as written in the manifest
-  std::filesystem::path path;    // file resolved against the manifest's folder (absolute)
-  std::string options_json;      // the "options" object as JSON text, "{}" when absent
+  std::string file;            // as written in the manifest
+  std::filesystem::path path;  // file resolved against the manifest's folder (absolute)
+  std::string options_json;    // the "options" object as JSON text, "{}" when absent
   bool enabled = true;
 };
 
 struct Manifest {
-  std::filesystem::path path;    // where it was read from (absolute); names it in messages
+  std::filesystem::path path;  // where it was read from (absolute); names it in messages
   std::vector<ManifestPlugin> plugins;
   // "prefer": a GGUF type name (or the reserved key "backend") -> provider names, best first.
   std::map<std::string, std::vector<std::string>> prefer;

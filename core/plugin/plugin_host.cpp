@@ -3,9 +3,9 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <boost/dll/shared_library.hpp>
 #include <cstddef>
+#include <cstdlib>
 
 #include "core/plugin/abi_call.hpp"
 #include "core/util/error.hpp"
@@ -30,9 +30,12 @@ constexpr std::size_t kBackendTableAbi1_0Bytes = STRATA_FIELD_END(strata_backend
 
 const char* kind_name(uint32_t kind) {
   switch (kind) {
-    case STRATA_PLUGIN_KIND_QUANT: return "quant";
-    case STRATA_PLUGIN_KIND_BACKEND: return "backend";
-    default: return nullptr;
+    case STRATA_PLUGIN_KIND_QUANT:
+      return "quant";
+    case STRATA_PLUGIN_KIND_BACKEND:
+      return "backend";
+    default:
+      return nullptr;
   }
 }
 
@@ -40,10 +43,14 @@ bool host_speaks(uint16_t major, uint16_t minor) { return major == STRATA_ABI_MA
 
 spdlog::level::level_enum log_level_of(int32_t plugin_level) {
   switch (plugin_level) {
-    case STRATA_LOG_DEBUG: return spdlog::level::debug;
-    case STRATA_LOG_WARN: return spdlog::level::warn;
-    case STRATA_LOG_ERROR: return spdlog::level::err;
-    default: return spdlog::level::info;
+    case STRATA_LOG_DEBUG:
+      return spdlog::level::debug;
+    case STRATA_LOG_WARN:
+      return spdlog::level::warn;
+    case STRATA_LOG_ERROR:
+      return spdlog::level::err;
+    default:
+      return spdlog::level::info;
   }
 }
 
@@ -86,14 +93,15 @@ void check_descriptor(const strata_plugin_descriptor* descriptor) {
   }
   if (kind_name(descriptor->kind) == nullptr) {
     throw Error("unknown plugin kind " + std::to_string(descriptor->kind) + "; this host loads quant (" +
-                std::to_string(STRATA_PLUGIN_KIND_QUANT) + ") and backend (" + std::to_string(STRATA_PLUGIN_KIND_BACKEND) +
-                ") plugins");
+                std::to_string(STRATA_PLUGIN_KIND_QUANT) + ") and backend (" +
+                std::to_string(STRATA_PLUGIN_KIND_BACKEND) + ") plugins");
   }
   if (descriptor->name == nullptr || descriptor->name[0] == '\0') throw Error("its descriptor has no name");
   if (descriptor->table == nullptr) throw Error(std::string(kind_name(descriptor->kind)) + " plugin without a table");
   // Both tables start with struct_size.
   const uint32_t table_size = *static_cast<const uint32_t*>(descriptor->table);
-  const std::size_t needed = descriptor->kind == STRATA_PLUGIN_KIND_QUANT ? kQuantTableAbi1_0Bytes : kBackendTableAbi1_0Bytes;
+  const std::size_t needed =
+      descriptor->kind == STRATA_PLUGIN_KIND_QUANT ? kQuantTableAbi1_0Bytes : kBackendTableAbi1_0Bytes;
   if (table_size < needed) {
     throw Error("its " + std::string(kind_name(descriptor->kind)) + " table is " + std::to_string(table_size) +
                 " bytes, too small for the ABI 1.0 fields (" + std::to_string(needed) + " bytes)");
@@ -121,7 +129,7 @@ std::string abi_version_text(uint16_t major, uint16_t minor) {
 struct PluginHost::OpenLibrary {
   boost::dll::shared_library library;
   const strata_plugin_descriptor* descriptor = nullptr;
-  std::string name;  // the host services' context, so that the plugin's log lines carry its name
+  std::string name;     // the host services' context, so that the plugin's log lines carry its name
   std::string cpu_isa;  // what the services' cpu_isa points at: the request when the plugin was started
   strata_host_services services{};
   bool initialized = false;  // init succeeded, so shutdown is owed before unloading
@@ -159,8 +167,8 @@ void PluginHost::load(const ManifestPlugin& entry) {
     auto library = open_library(entry);
     const int32_t score = start(*library, entry);
     const strata_plugin_descriptor& descriptor = *library->descriptor;
-    loaded_.push_back({library->name, kind_name(descriptor.kind), descriptor.version ? descriptor.version : "", descriptor.abi_major,
-                       descriptor.abi_minor, entry.path, score});
+    loaded_.push_back({library->name, kind_name(descriptor.kind), descriptor.version ? descriptor.version : "",
+                       descriptor.abi_major, descriptor.abi_minor, entry.path, score});
     libraries_.push_back(std::move(library));
     log().debug("plugin {}: loaded {} {} (ABI {})", entry.path.string(), descriptor.name, loaded_.back().version,
                 abi_version_text(descriptor.abi_major, descriptor.abi_minor));
@@ -203,7 +211,8 @@ int32_t PluginHost::start(OpenLibrary& library, const ManifestPlugin& entry) {
   int32_t score = kScoreWithoutProbe;
   if (descriptor.probe != nullptr) {
     call_plugin("probe", [&](strata_error* error) { return descriptor.probe(&score, error); });
-    if (score <= 0) throw Error("probe gave score " + std::to_string(score) + "; a plugin that can run must score above 0");
+    if (score <= 0)
+      throw Error("probe gave score " + std::to_string(score) + "; a plugin that can run must score above 0");
   }
   library.cpu_isa = sdk::host_cpu_isa_request();  // the core's own request is the one every plugin gets
   library.services = {.struct_size = sizeof(strata_host_services),

@@ -22,18 +22,18 @@ struct LoadedPlugin {
   uint16_t abi_major = 0;
   uint16_t abi_minor = 0;
   std::filesystem::path file;
-  int32_t score = 0;    // from the plugin's probe; 1 when it has none
+  int32_t score = 0;  // from the plugin's probe; 1 when it has none
 };
 
 struct BackendPlugin {
-  std::string name;     // e.g. "backend-cpu"
-  int32_t score = 0;    // the probe's: the best-scoring backend is the default
+  std::string name;   // e.g. "backend-cpu"
+  int32_t score = 0;  // the probe's: the best-scoring backend is the default
   const strata_backend_table* table = nullptr;
 };
 
 struct SkippedPlugin {
   std::filesystem::path file;
-  std::string reason;   // e.g. "built for plugin ABI 2.0, this host speaks 1.0"
+  std::string reason;  // e.g. "built for plugin ABI 2.0, this host speaks 1.0"
 };
 
 class PluginHost {

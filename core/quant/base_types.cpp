@@ -33,7 +33,9 @@ struct F32Codec {
   static constexpr uint32_t cpu_activation_type = gguf::type_id::F32;
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<cpu_kernels::kF32Dot>;
   static void dequantize(const uint8_t* blocks, float* out, int64_t n) { std::memcpy(out, blocks, n * 4); }
-  static void quantize_row(const float* src, uint8_t* blocks, int64_t n, const float*) { std::memcpy(blocks, src, n * 4); }
+  static void quantize_row(const float* src, uint8_t* blocks, int64_t n, const float*) {
+    std::memcpy(blocks, src, n * 4);
+  }
 };
 
 // 16-bit formats: one value per "block", converted with a pair of scalar functions.

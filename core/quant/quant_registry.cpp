@@ -24,15 +24,17 @@ std::string repacked_layout_problem(const strata_quant_type& type) {
   if (!STRATA_HAS_FIELD(&type, cuda_repack)) return "";
   if (type.cuda_repacked == nullptr && type.cuda_repack == nullptr) return "";
   const std::string what = type_label(type.type_id) + "'s repacked layout";
-  if (type.cuda_repacked == nullptr || type.cuda_repack == nullptr) return what + " needs both cuda_repacked and cuda_repack";
+  if (type.cuda_repacked == nullptr || type.cuda_repack == nullptr)
+    return what + " needs both cuda_repacked and cuda_repack";
   const strata_quant_type& layout = *type.cuda_repacked;
   if (!has_codec_fields(layout) || layout.dequantize == nullptr) return what + " is incomplete";
   if (layout.type_id != (type.type_id | STRATA_REPACKED_TYPE_BIT)) {
     return what + " has type id " + std::to_string(layout.type_id) + ", not the type's with STRATA_REPACKED_TYPE_BIT";
   }
   if (layout.block_elements != type.block_elements || layout.block_bytes == 0) {
-    return what + " holds " + std::to_string(layout.block_elements) + " values in " + std::to_string(layout.block_bytes) +
-           " bytes a block; the type's blocks hold " + std::to_string(type.block_elements);
+    return what + " holds " + std::to_string(layout.block_elements) + " values in " +
+           std::to_string(layout.block_bytes) + " bytes a block; the type's blocks hold " +
+           std::to_string(type.block_elements);
   }
   return "";
 }
@@ -51,7 +53,8 @@ void QuantRegistry::offer(const std::string& provider, const strata_quant_table&
       throw Error("quant table of '" + provider + "': entry " + std::to_string(i) + " is incomplete");
     }
     const auto* known = gguf::find_type(type->type_id);
-    if (known != nullptr && (known->block_elements != type->block_elements || known->block_bytes != type->block_bytes)) {
+    if (known != nullptr &&
+        (known->block_elements != type->block_elements || known->block_bytes != type->block_bytes)) {
       throw Error("quant table of '" + provider + "': " + std::string(known->name) + " declared as " +
                   std::to_string(type->block_elements) + " values in " + std::to_string(type->block_bytes) +
                   " bytes, but GGUF defines " + std::to_string(known->block_elements) + " in " +
@@ -121,17 +124,17 @@ void QuantRegistry::dequantize(uint32_t type_id, const void* blocks, float* out,
     throw Error(std::string(type.name) + ": " + std::to_string(n_elements) + " values are not whole blocks of " +
                 std::to_string(type.block_elements));
   }
-  call_plugin("dequantizing " + std::string(type.name) + " (" + provider_of(type_id) + ")",
-              [&](strata_error* error) { return type.dequantize(blocks, out, n_elements / type.block_elements, error); });
+  call_plugin("dequantizing " + std::string(type.name) + " (" + provider_of(type_id) + ")", [&](strata_error* error) {
+    return type.dequantize(blocks, out, n_elements / type.block_elements, error);
+  });
 }
 
 void QuantRegistry::quantize(uint32_t type_id, const float* src, void* blocks, int64_t n_rows, int64_t n_per_row,
                              const float* importance) const {
   const auto& type = require(type_id);
   if (type.quantize == nullptr) throw Error(std::string(type.name) + ": " + provider_of(type_id) + " has no quantizer");
-  call_plugin("quantizing " + std::string(type.name) + " (" + provider_of(type_id) + ")", [&](strata_error* error) {
-    return type.quantize(src, blocks, n_rows, n_per_row, importance, error);
-  });
+  call_plugin("quantizing " + std::string(type.name) + " (" + provider_of(type_id) + ")",
+              [&](strata_error* error) { return type.quantize(src, blocks, n_rows, n_per_row, importance, error); });
 }
 
 }  // namespace strata

@@ -18,7 +18,8 @@ std::vector<double> probabilities(const Candidates& candidates, float temperatur
   for (const auto& c : candidates) max_logit = std::max(max_logit, c.logit);
   std::vector<double> p(candidates.size());
   double sum = 0.0;
-  for (size_t i = 0; i < candidates.size(); ++i) sum += p[i] = std::exp(double(candidates[i].logit - max_logit) / temperature);
+  for (size_t i = 0; i < candidates.size(); ++i)
+    sum += p[i] = std::exp(double(candidates[i].logit - max_logit) / temperature);
   for (auto& v : p) v /= sum;
   return p;
 }
@@ -73,11 +74,11 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 }
 
 void Sampler::apply_penalties(std::span<const int32_t> history) {
-  const bool any = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-                   params_.frequency_penalty != 0.0f;
+  const bool any =
+      params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
   if (!any || params_.repeat_last_n == 0) return;
-  const size_t window = params_.repeat_last_n < 0 ? history.size()
-                                                  : std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));
+  const size_t window =
+      params_.repeat_last_n < 0 ? history.size() : std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));
   std::unordered_map<int32_t, int> counts;
   for (const int32_t token : history.last(window)) ++counts[token];
   for (const auto& [token, count] : counts) {
@@ -98,10 +99,9 @@ void Sampler::sort_candidates() {
 void Sampler::keep_top_k() {
   if (params_.top_k <= 0 || static_cast<size_t>(params_.top_k) >= candidates_.size()) return;
   // Only the k best need ordering, which spares a full sort of a 150k vocabulary.
-  std::partial_sort(candidates_.begin(), candidates_.begin() + params_.top_k, candidates_.end(),
-                    [](const Candidate& a, const Candidate& b) {
-                      return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-                    });
+  std::partial_sort(
+      candidates_.begin(), candidates_.begin() + params_.top_k, candidates_.end(),
+      [](const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); });
   candidates_.resize(static_cast<size_t>(params_.top_k));
   sorted_ = true;
 }

@@ -60,8 +60,10 @@ void validate_shape(const ModelShape& shape) {
       shape.n_ff_exp == 0 || shape.n_vocab == 0) {
     fail("every size must be positive");
   }
-  if (shape.n_head_kv == 0 || shape.n_head % shape.n_head_kv != 0) fail("head_count must be a multiple of head_count_kv");
-  if (shape.n_expert_used == 0 || shape.n_expert_used > shape.n_expert) fail("expert_used_count must be in 1..expert_count");
+  if (shape.n_head_kv == 0 || shape.n_head % shape.n_head_kv != 0)
+    fail("head_count must be a multiple of head_count_kv");
+  if (shape.n_expert_used == 0 || shape.n_expert_used > shape.n_expert)
+    fail("expert_used_count must be in 1..expert_count");
   if (shape.arch == Arch::qwen2moe) {
     if (shape.q_dim() != shape.n_embd) fail("qwen2moe needs head_count * key_length == embedding_length");
     if (shape.n_ff_shexp == 0) fail("qwen2moe needs a shared expert");

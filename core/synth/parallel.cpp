@@ -4,8 +4,8 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/util/error.hpp"

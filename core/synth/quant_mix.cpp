@@ -18,20 +18,28 @@ QuantMix parse_quant_mix(std::string_view name) {
 
 std::string_view quant_mix_name(QuantMix mix) {
   switch (mix) {
-    case QuantMix::iq3_s: return "iq3_s";
-    case QuantMix::iq3_xxs: return "iq3_xxs";
-    case QuantMix::q8_0: return "q8_0";
-    case QuantMix::f32: return "f32";
+    case QuantMix::iq3_s:
+      return "iq3_s";
+    case QuantMix::iq3_xxs:
+      return "iq3_xxs";
+    case QuantMix::q8_0:
+      return "q8_0";
+    case QuantMix::f32:
+      return "f32";
   }
   return "";
 }
 
 uint32_t file_type(QuantMix mix) {
   switch (mix) {
-    case QuantMix::iq3_s: return 26;    // LLAMA_FTYPE_MOSTLY_IQ3_S
-    case QuantMix::iq3_xxs: return 23;  // LLAMA_FTYPE_MOSTLY_IQ3_XXS
-    case QuantMix::q8_0: return 7;      // LLAMA_FTYPE_MOSTLY_Q8_0
-    case QuantMix::f32: return 0;       // LLAMA_FTYPE_ALL_F32
+    case QuantMix::iq3_s:
+      return 26;  // LLAMA_FTYPE_MOSTLY_IQ3_S
+    case QuantMix::iq3_xxs:
+      return 23;  // LLAMA_FTYPE_MOSTLY_IQ3_XXS
+    case QuantMix::q8_0:
+      return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
+    case QuantMix::f32:
+      return 0;  // LLAMA_FTYPE_ALL_F32
   }
   return 0;
 }
@@ -46,14 +54,20 @@ uint32_t iq3_type(const ModelShape& shape, QuantMix mix, MatrixSlot slot) {
   const bool eight_experts = shape.n_expert == 8;
   const bool wide_gqa = shape.n_head / shape.n_head_kv >= 4;
   switch (slot) {
-    case MatrixSlot::output: return mix == QuantMix::iq3_s ? t::Q6_K : t::Q5_K;
-    case MatrixSlot::token_embd: return t::IQ3_S;
-    case MatrixSlot::attn_k: return eight_experts ? t::Q8_0 : base;
-    case MatrixSlot::attn_v: return eight_experts ? t::Q8_0 : wide_gqa ? t::Q4_K : base;
-    case MatrixSlot::attn_output: return eight_experts ? t::Q5_K : t::IQ3_S;
+    case MatrixSlot::output:
+      return mix == QuantMix::iq3_s ? t::Q6_K : t::Q5_K;
+    case MatrixSlot::token_embd:
+      return t::IQ3_S;
+    case MatrixSlot::attn_k:
+      return eight_experts ? t::Q8_0 : base;
+    case MatrixSlot::attn_v:
+      return eight_experts ? t::Q8_0 : wide_gqa ? t::Q4_K : base;
+    case MatrixSlot::attn_output:
+      return eight_experts ? t::Q5_K : t::IQ3_S;
     case MatrixSlot::attn_q:
     case MatrixSlot::ffn_expert:
-    case MatrixSlot::ffn_shared: return base;
+    case MatrixSlot::ffn_shared:
+      return base;
   }
   return base;
 }
@@ -61,9 +75,7 @@ uint32_t iq3_type(const ModelShape& shape, QuantMix mix, MatrixSlot slot) {
 }  // namespace
 
 uint32_t matrix_type(const ModelShape& shape, QuantMix mix, MatrixSlot slot, uint64_t row_elements) {
-  const uint32_t wanted = mix == QuantMix::f32    ? t::F32
-                          : mix == QuantMix::q8_0 ? t::Q8_0
-                                                  : iq3_type(shape, mix, slot);
+  const uint32_t wanted = mix == QuantMix::f32 ? t::F32 : mix == QuantMix::q8_0 ? t::Q8_0 : iq3_type(shape, mix, slot);
   for (const uint32_t type : {wanted, t::Q8_0}) {
     if (row_elements % gguf::find_type(type)->block_elements == 0) return type;
   }

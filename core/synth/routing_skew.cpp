@@ -48,7 +48,8 @@ RoutingSkew::RoutingSkew(const ModelShape& shape, float exponent, uint64_t seed)
     for (uint32_t e = 0; e < shape.n_expert; ++e) bias[e] = -exponent * gumbel_scale * std::log(rank[e] + 1.0);
     const double mean = std::accumulate(bias.begin(), bias.end(), 0.0) / shape.n_expert;
     alpha_[layer].resize(shape.n_expert);
-    for (uint32_t e = 0; e < shape.n_expert; ++e) alpha_[layer][e] = static_cast<float>((bias[e] - mean) / lean_after_norm);
+    for (uint32_t e = 0; e < shape.n_expert; ++e)
+      alpha_[layer][e] = static_cast<float>((bias[e] - mean) / lean_after_norm);
   }
 }
 

@@ -5,9 +5,9 @@
 // random permutation. The shared lean then adds a bias b_e = alpha_e * (u . h) to expert e's logit, chosen
 // as -S * beta * ln(rank + 1): were the rest of the logit Gumbel noise of scale beta, the top-1 expert
 // would follow a Zipf law with exponent S exactly. The rest is Gaussian; beta is the Gumbel scale that the
-// largest of n_expert such Gaussians follows, so the law is only approximately Zipf; tests measure it. The bias is sized for
-// hidden states at the embedding; later layers add their own output to the residual stream, which dilutes
-// the shared lean a little.
+// largest of n_expert such Gaussians follows, so the law is only approximately Zipf; tests measure it. The bias is
+// sized for hidden states at the embedding; later layers add their own output to the residual stream, which dilutes the
+// shared lean a little.
 #pragma once
 
 #include <cstdint>

@@ -124,7 +124,8 @@ std::string byte_token(uint8_t b) {
 
 SynthVocab build_vocab(uint32_t n_vocab) {
   if (n_vocab < 256 + kSpecialCount) {
-    throw Error("vocabulary of " + std::to_string(n_vocab) + " tokens is too small (at least 259: 256 bytes and 3 special tokens)");
+    throw Error("vocabulary of " + std::to_string(n_vocab) +
+                " tokens is too small (at least 259: 256 bytes and 3 special tokens)");
   }
   SynthVocab vocab;
   for (uint32_t b = 0; b < 256; ++b) {

@@ -18,7 +18,7 @@ struct SynthVocab {
   std::vector<std::string> merges;  // "left right", in merge order
   int32_t endoftext_id = -1;        // <|endoftext|>: bos and padding, as in Qwen's files
   int32_t im_start_id = -1;
-  int32_t im_end_id = -1;           // <|im_end|>: eos, as in Qwen's chat models
+  int32_t im_end_id = -1;  // <|im_end|>: eos, as in Qwen's chat models
 };
 
 // Needs room for the byte tokens and the special tokens; merges fill what the sample text supports.

@@ -27,7 +27,7 @@ struct PlannedTensor {
   std::vector<uint64_t> shape;  // GGUF order, ne0 first
   uint32_t type = 0;            // GGUF type id
   WeightKind kind = WeightKind::projection;
-  int32_t layer = -1;           // the block, or -1 for global tensors
+  int32_t layer = -1;  // the block, or -1 for global tensors
 
   uint64_t row_elements() const { return shape[0]; }
   uint64_t rows() const;

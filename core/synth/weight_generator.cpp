@@ -23,13 +23,20 @@ uint64_t WeightGenerator::tensor_seed(const PlannedTensor& tensor) const { retur
 float WeightGenerator::value_std(const PlannedTensor& tensor) const {
   const auto fan_in = static_cast<float>(tensor.row_elements());
   switch (tensor.kind) {
-    case WeightKind::token_embedding: return kEmbeddingStd;
-    case WeightKind::output: return kOutputLogitStd / std::sqrt(fan_in);
-    case WeightKind::norm: return kNormSpread;
-    case WeightKind::bias: return kBiasStd;
-    case WeightKind::projection: return 1.0f / std::sqrt(fan_in);
-    case WeightKind::residual: return 1.0f / std::sqrt(fan_in * 2.0f * static_cast<float>(shape_.n_layer));
-    case WeightKind::router: return kRouterLogitStd / std::sqrt(fan_in);
+    case WeightKind::token_embedding:
+      return kEmbeddingStd;
+    case WeightKind::output:
+      return kOutputLogitStd / std::sqrt(fan_in);
+    case WeightKind::norm:
+      return kNormSpread;
+    case WeightKind::bias:
+      return kBiasStd;
+    case WeightKind::projection:
+      return 1.0f / std::sqrt(fan_in);
+    case WeightKind::residual:
+      return 1.0f / std::sqrt(fan_in * 2.0f * static_cast<float>(shape_.n_layer));
+    case WeightKind::router:
+      return kRouterLogitStd / std::sqrt(fan_in);
   }
   return 0.0f;
 }

@@ -1,7 +1,7 @@
 #include "core/template/evaluator.hpp"
 
-#include "core/template/limits.hpp"
 #include "core/template/filters.hpp"
+#include "core/template/limits.hpp"
 #include "core/template/operations.hpp"
 #include "core/template/predicates.hpp"
 #include "core/util/error.hpp"
@@ -76,18 +76,23 @@ Value run_filter(const std::string& name, const Value& input, const CallArgs& ar
   return naming("filter", name, [&] { return apply_filter(name, input, args); });
 }
 
-Value evaluate_optional(const ExprPtr& expr, const FramePtr& frame) { return expr ? evaluate(*expr, frame) : Value(nullptr); }
+Value evaluate_optional(const ExprPtr& expr, const FramePtr& frame) {
+  return expr ? evaluate(*expr, frame) : Value(nullptr);
+}
 
 Value evaluate_unchecked(const Expr& expr, const FramePtr& frame) {
   using Kind = Expr::Kind;
   switch (expr.kind) {
-    case Kind::Literal: return expr.value;
+    case Kind::Literal:
+      return expr.value;
     case Kind::Variable: {
       const Value* found = frame->lookup(expr.name);
       return found ? *found : Value::undefined("'" + expr.name + "' is undefined");
     }
-    case Kind::List: return Value::list(evaluate_all(expr.operands, frame));
-    case Kind::Tuple: return Value::tuple(evaluate_all(expr.operands, frame));
+    case Kind::List:
+      return Value::list(evaluate_all(expr.operands, frame));
+    case Kind::Tuple:
+      return Value::tuple(evaluate_all(expr.operands, frame));
     case Kind::Dict: {
       Value object = Value::dict();
       for (size_t i = 0; i + 1 < expr.operands.size(); i += 2) {
@@ -95,7 +100,8 @@ Value evaluate_unchecked(const Expr& expr, const FramePtr& frame) {
       }
       return object;
     }
-    case Kind::Attribute: return get_attribute(evaluate(*expr.operands[0], frame), expr.value);
+    case Kind::Attribute:
+      return get_attribute(evaluate(*expr.operands[0], frame), expr.value);
     case Kind::Subscript: {
       const Value object = evaluate(*expr.operands[0], frame);
       const Expr& key = *expr.operands[1];
@@ -105,7 +111,8 @@ Value evaluate_unchecked(const Expr& expr, const FramePtr& frame) {
       }
       return get_item(object, evaluate(key, frame));
     }
-    case Kind::Slice: throw RenderFailure("a slice is only valid inside []");
+    case Kind::Slice:
+      throw RenderFailure("a slice is only valid inside []");
     case Kind::Call: {
       const Value callee = evaluate(*expr.operands[0], frame);
       return call(callee, evaluate_arguments(expr.arguments, frame));
@@ -161,9 +168,10 @@ void assign(const AssignTarget& target, const Value& value, Frame& frame) {
   }
   const auto items = iterate(value);
   if (items.size() != target.names.size()) {
-    throw RenderFailure(items.size() > target.names.size() ? "too many values to unpack (expected " + std::to_string(target.names.size()) + ")"
-                                                           : "not enough values to unpack (expected " + std::to_string(target.names.size()) +
-                                                                 ", got " + std::to_string(items.size()) + ")");
+    throw RenderFailure(items.size() > target.names.size()
+                            ? "too many values to unpack (expected " + std::to_string(target.names.size()) + ")"
+                            : "not enough values to unpack (expected " + std::to_string(target.names.size()) +
+                                  ", got " + std::to_string(items.size()) + ")");
   }
   for (size_t i = 0; i < items.size(); ++i) frame.set(target.names[i], items[i]);
 }
@@ -323,20 +331,31 @@ Flow render_call_block(const Node& node, const FramePtr& frame, std::string& out
 Flow render_node(const Node& node, const FramePtr& frame, std::string& out) {
   using Kind = Node::Kind;
   switch (node.kind) {
-    case Kind::Text: out += node.text; return Flow::Normal;
-    case Kind::Output: out += evaluate(*node.expr, frame).str(); return Flow::Normal;
+    case Kind::Text:
+      out += node.text;
+      return Flow::Normal;
+    case Kind::Output:
+      out += evaluate(*node.expr, frame).str();
+      return Flow::Normal;
     case Kind::If:
       for (const auto& [condition, body] : node.branches) {
         if (evaluate(*condition, frame).truthy()) return render_nodes(body, frame, out);
       }
       return render_nodes(node.else_body, frame, out);
-    case Kind::For: return render_for(node, frame, out);
-    case Kind::Set: render_set(node, evaluate(*node.expr, frame), frame); return Flow::Normal;
-    case Kind::SetBlock:
-      render_set(node, apply_filters(node.filters, render_to_string(node.body, std::make_shared<Frame>(frame)), frame), frame);
+    case Kind::For:
+      return render_for(node, frame, out);
+    case Kind::Set:
+      render_set(node, evaluate(*node.expr, frame), frame);
       return Flow::Normal;
-    case Kind::Macro: frame->set(node.name, make_macro(node, frame)); return Flow::Normal;
-    case Kind::CallBlock: return render_call_block(node, frame, out);
+    case Kind::SetBlock:
+      render_set(node, apply_filters(node.filters, render_to_string(node.body, std::make_shared<Frame>(frame)), frame),
+                 frame);
+      return Flow::Normal;
+    case Kind::Macro:
+      frame->set(node.name, make_macro(node, frame));
+      return Flow::Normal;
+    case Kind::CallBlock:
+      return render_call_block(node, frame, out);
     case Kind::FilterBlock:
       out += apply_filters(node.filters, render_to_string(node.body, std::make_shared<Frame>(frame)), frame).str();
       return Flow::Normal;
@@ -345,8 +364,10 @@ Flow render_node(const Node& node, const FramePtr& frame, std::string& out) {
       for (const auto& [name, value] : node.assignments) scope->set(name, evaluate(*value, frame));
       return render_nodes(node.body, scope, out);
     }
-    case Kind::Break: return Flow::Break;
-    case Kind::Continue: return Flow::Continue;
+    case Kind::Break:
+      return Flow::Break;
+    case Kind::Continue:
+      return Flow::Continue;
   }
   return Flow::Normal;
 }

@@ -10,8 +10,8 @@
 #include <limits>
 #include <map>
 
-#include "core/template/limits.hpp"
 #include "core/template/json_writer.hpp"
+#include "core/template/limits.hpp"
 #include "core/template/methods.hpp"
 #include "core/template/operations.hpp"
 #include "core/template/predicates.hpp"
@@ -55,7 +55,8 @@ Value optional_path(const Value& item, const Value& attribute) {
 
 CallArgs rest_of(const CallArgs& args, size_t skip) {
   CallArgs rest;
-  if (args.positional.size() > skip) rest.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(skip), args.positional.end());
+  if (args.positional.size() > skip)
+    rest.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(skip), args.positional.end());
   rest.keyword = args.keyword;
   return rest;
 }
@@ -71,7 +72,8 @@ std::string jinja_title(std::string text) {
       word_start = true;
       continue;
     }
-    c = static_cast<char>(word_start ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+    c = static_cast<char>(word_start ? std::toupper(static_cast<unsigned char>(c))
+                                     : std::tolower(static_cast<unsigned char>(c)));
     word_start = false;
   }
   return text;
@@ -81,12 +83,23 @@ std::string html_escape(const std::string& text) {
   std::string out;
   for (const char c : text) {
     switch (c) {
-      case '&': append_bounded(out, "&amp;"); break;
-      case '<': append_bounded(out, "&lt;"); break;
-      case '>': append_bounded(out, "&gt;"); break;
-      case '"': append_bounded(out, "&#34;"); break;
-      case '\'': append_bounded(out, "&#39;"); break;
-      default: out += c;  // no longer than the text
+      case '&':
+        append_bounded(out, "&amp;");
+        break;
+      case '<':
+        append_bounded(out, "&lt;");
+        break;
+      case '>':
+        append_bounded(out, "&gt;");
+        break;
+      case '"':
+        append_bounded(out, "&#34;");
+        break;
+      case '\'':
+        append_bounded(out, "&#39;");
+        break;
+      default:
+        out += c;  // no longer than the text
     }
   }
   return out;
@@ -143,7 +156,7 @@ Value to_int(const Value& input, const CallArgs& args) {
       return static_cast<int64_t>(value);
     }
   }
-  const double real = std::strtod(text.c_str(), &parsed);  // int("4.5") fails in Python, int(float("4.5")) does not
+  const double real = std::strtod(text.c_str(), &parsed);      // int("4.5") fails in Python, int(float("4.5")) does not
   if (parsed != end || !std::isfinite(real)) return fallback;  // Jinja2 gives the default for nan and inf too
   return float_to_integer(real);
 }
@@ -184,7 +197,7 @@ double round_float(double value, int64_t digits) {
   if (!std::isfinite(value) || value == 0.0) return value;
   if (digits > 323) return value;         // CPython's NDIGITS_MAX: no double has digits that far
   if (digits < -308) return 0.0 * value;  // NDIGITS_MIN: beyond the largest double
-  char exact[1024];  // every double's expansion ends within 767 significant digits
+  char exact[1024];                       // every double's expansion ends within 767 significant digits
   std::snprintf(exact, sizeof exact, "%.800e", std::fabs(value));
   const std::string_view text(exact);
   const size_t e = text.find('e');
@@ -224,7 +237,8 @@ Value round_number(const Value& input, const CallArgs& args) {
   }
   if (!input.is_number()) throw RenderFailure("round() needs a number, not " + input.type_name());
   if (method == "common") {
-    return input.is_float() ? Value(round_float(input.as_double(), precision)) : Value(round_integer(input.as_int(), precision));
+    return input.is_float() ? Value(round_float(input.as_double(), precision))
+                            : Value(round_integer(input.as_int(), precision));
   }
   if (!input.is_float() && precision >= 0) return input.as_double();  // an integer times 10^precision is whole already
   if (precision > 308) throw RenderFailure("int too large to convert to float");
@@ -242,7 +256,8 @@ Value indent(const Value& input, const CallArgs& args) {
       width.is_string() ? width.as_string() : std::string(static_cast<size_t>(repeated_size(1, width.as_int())), ' ');
   const bool first = args.get(1, "first", false).truthy();
   const bool blank = args.get(2, "blank", false).truthy();
-  std::vector<Value> lines = bound_method(Value(input.str() + "\n"), "splitlines")->function().call({}).list_data().items;
+  std::vector<Value> lines =
+      bound_method(Value(input.str() + "\n"), "splitlines")->function().call({}).list_data().items;
   std::string out;
   if (first) append_bounded(out, indentation);
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -295,7 +310,8 @@ Value word_count(const Value& input, const CallArgs&) {
   int64_t words = 0;
   bool in_word = false;
   for (const char c : input.str()) {
-    const bool word_char = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || static_cast<unsigned char>(c) >= 0x80;
+    const bool word_char =
+        std::isalnum(static_cast<unsigned char>(c)) || c == '_' || static_cast<unsigned char>(c) >= 0x80;
     if (word_char && !in_word) ++words;
     in_word = word_char;
   }
@@ -315,7 +331,8 @@ Value sort(const Value& input, const CallArgs& args) {
   const Value attribute = args.get(2, "attribute", nullptr);
   auto items = iterate(input);
   std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
-    const int order = compare(sort_key(optional_path(a, attribute), case_sensitive), sort_key(optional_path(b, attribute), case_sensitive));
+    const int order = compare(sort_key(optional_path(a, attribute), case_sensitive),
+                              sort_key(optional_path(b, attribute), case_sensitive));
     return descending ? order > 0 : order < 0;
   });
   return Value::list(std::move(items));
@@ -341,7 +358,8 @@ Value extreme(const Value& input, const CallArgs& args, bool want_max) {
   if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
   const Value* best = &items[0];
   for (const auto& item : items) {
-    const int order = compare(sort_key(optional_path(item, attribute), case_sensitive), sort_key(optional_path(*best, attribute), case_sensitive));
+    const int order = compare(sort_key(optional_path(item, attribute), case_sensitive),
+                              sort_key(optional_path(*best, attribute), case_sensitive));
     if (want_max ? order > 0 : order < 0) best = &item;
   }
   return *best;
@@ -359,11 +377,13 @@ Value dictsort(const Value& input, const CallArgs& args) {
   const bool case_sensitive = args.get(0, "case_sensitive", false).truthy();
   const std::string by = args.get(1, "by", "key").str();
   const bool descending = args.get(2, "reverse", false).truthy();
-  const size_t position = by == "key" ? 0 : (by == "value" ? 1 : throw RenderFailure("You can only sort by either \"key\" or \"value\""));
+  const size_t position =
+      by == "key" ? 0 : (by == "value" ? 1 : throw RenderFailure("You can only sort by either \"key\" or \"value\""));
   std::vector<Value> pairs;
   for (const auto& [key, value] : input.dict_data().entries) pairs.push_back(Value::tuple({key, value}));
   std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& a, const Value& b) {
-    const int order = compare(sort_key(a.list_data().items[position], case_sensitive), sort_key(b.list_data().items[position], case_sensitive));
+    const int order = compare(sort_key(a.list_data().items[position], case_sensitive),
+                              sort_key(b.list_data().items[position], case_sensitive));
     return descending ? order > 0 : order < 0;
   });
   return Value::list(std::move(pairs));
@@ -548,7 +568,8 @@ const std::map<std::string, Filter, std::less<>>& filters() {
       {"abs",
        [](const Value& v, const CallArgs&) {
          if (!v.is_number()) throw RenderFailure("bad operand type for abs(): '" + v.type_name() + "'");
-         return v.is_float() ? Value(std::fabs(v.as_double())) : Value(v.as_int() < 0 ? checked_negate(v.as_int()) : v.as_int());
+         return v.is_float() ? Value(std::fabs(v.as_double()))
+                             : Value(v.as_int() < 0 ? checked_negate(v.as_int()) : v.as_int());
        }},
       {"attr", [](const Value& v, const CallArgs& a) { return get_attribute(v, Value(a.get(0, "name").str())); }},
       {"batch", batch},
@@ -580,7 +601,8 @@ const std::map<std::string, Filter, std::less<>>& filters() {
       {"replace",
        [](const Value& v, const CallArgs& a) {
          const Value count = a.get(2, "count", nullptr);
-         return Value(python_replace(v.str(), a.get(0, "old").str(), a.get(1, "new").str(), count.is_none() ? -1 : count.as_int()));
+         return Value(python_replace(v.str(), a.get(0, "old").str(), a.get(1, "new").str(),
+                                     count.is_none() ? -1 : count.as_int()));
        }},
       {"reverse", reverse},
       {"round", round_number},
@@ -592,7 +614,8 @@ const std::map<std::string, Filter, std::less<>>& filters() {
       {"sum", sum},
       {"title", [](const Value& v, const CallArgs&) { return text_filter(v, jinja_title); }},
       {"tojson", tojson},
-      {"trim", [](const Value& v, const CallArgs& a) { return Value(python_strip(v.str(), a.get(0, "chars", nullptr), true, true)); }},
+      {"trim", [](const Value& v,
+                  const CallArgs& a) { return Value(python_strip(v.str(), a.get(0, "chars", nullptr), true, true)); }},
       {"truncate", truncate},
       {"unique", unique},
       {"upper", [](const Value& v, const CallArgs&) { return text_filter(v, python_upper); }},

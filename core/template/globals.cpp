@@ -9,7 +9,8 @@ namespace strata::jinja {
 namespace {
 
 int64_t integer_argument(const Value& value) {
-  if (!value.is_number() || value.is_float()) throw RenderFailure("'" + value.type_name() + "' object cannot be interpreted as an integer");
+  if (!value.is_number() || value.is_float())
+    throw RenderFailure("'" + value.type_name() + "' object cannot be interpreted as an integer");
   return value.as_int();
 }
 
@@ -28,7 +29,8 @@ Value range(const CallArgs& args) {
   charge_work(static_cast<int64_t>(count) * static_cast<int64_t>(sizeof(Value)));  // before allocating them
   std::vector<Value> items;
   items.reserve(static_cast<size_t>(count));
-  for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) items.emplace_back(static_cast<int64_t>(start + __int128{k} * step));
+  for (int64_t k = 0; k < static_cast<int64_t>(count); ++k)
+    items.emplace_back(static_cast<int64_t>(start + __int128{k} * step));
   return Value::list(std::move(items));
 }
 
@@ -47,7 +49,8 @@ Value make_mapping(Value object, const CallArgs& args) {
 Value make_joiner(const CallArgs& args) {
   const std::string separator = args.get(0, "sep", ", ").str();
   auto used = std::make_shared<bool>(false);
-  return Value::function("joiner", [separator, used](const CallArgs&) { return Value(std::exchange(*used, true) ? separator : ""); });
+  return Value::function(
+      "joiner", [separator, used](const CallArgs&) { return Value(std::exchange(*used, true) ? separator : ""); });
 }
 
 Value strftime_now(const std::optional<std::tm>& pinned, const CallArgs& args) {
@@ -72,11 +75,15 @@ Value strftime_now(const std::optional<std::tm>& pinned, const CallArgs& args) {
 std::vector<std::pair<std::string, Value>> make_globals(const std::optional<std::tm>& now) {
   return {
       {"range", Value::function("range", range)},
-      {"namespace", Value::function("namespace", [](const CallArgs& a) { return make_mapping(Value::namespace_object(), a); })},
+      {"namespace",
+       Value::function("namespace", [](const CallArgs& a) { return make_mapping(Value::namespace_object(), a); })},
       {"dict", Value::function("dict", [](const CallArgs& a) { return make_mapping(Value::dict(), a); })},
       {"joiner", Value::function("joiner", make_joiner)},
-      {"raise_exception", Value::function("raise_exception", [](const CallArgs& args) -> Value { throw RenderFailure(args.get(0, "message").str()); })},
-      {"strftime_now", Value::function("strftime_now", [now](const CallArgs& args) { return strftime_now(now, args); })},
+      {"raise_exception",
+       Value::function("raise_exception",
+                       [](const CallArgs& args) -> Value { throw RenderFailure(args.get(0, "message").str()); })},
+      {"strftime_now",
+       Value::function("strftime_now", [now](const CallArgs& args) { return strftime_now(now, args); })},
   };
 }
 

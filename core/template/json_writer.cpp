@@ -22,13 +22,27 @@ void append_json_string(std::string& out, const std::string& text, bool ensure_a
     const size_t start = pos;
     const char32_t cp = decode_utf8(text, pos);
     switch (cp) {
-      case '"': append_bounded(out, "\\\""); break;
-      case '\\': append_bounded(out, "\\\\"); break;
-      case '\n': append_bounded(out, "\\n"); break;
-      case '\r': append_bounded(out, "\\r"); break;
-      case '\t': append_bounded(out, "\\t"); break;
-      case '\b': append_bounded(out, "\\b"); break;
-      case '\f': append_bounded(out, "\\f"); break;
+      case '"':
+        append_bounded(out, "\\\"");
+        break;
+      case '\\':
+        append_bounded(out, "\\\\");
+        break;
+      case '\n':
+        append_bounded(out, "\\n");
+        break;
+      case '\r':
+        append_bounded(out, "\\r");
+        break;
+      case '\t':
+        append_bounded(out, "\\t");
+        break;
+      case '\b':
+        append_bounded(out, "\\b");
+        break;
+      case '\f':
+        append_bounded(out, "\\f");
+        break;
       default:
         if (cp < 0x20) {
           append_unicode_escape(out, cp);
@@ -112,7 +126,8 @@ class Writer {
       return;
     }
     if (style_.sort_keys) {
-      std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return compare(a.first, b.first) < 0; });
+      std::stable_sort(entries.begin(), entries.end(),
+                       [](const auto& a, const auto& b) { return compare(a.first, b.first) < 0; });
     }
     append_bounded(out_, "{");
     for (size_t i = 0; i < entries.size(); ++i) {

@@ -10,7 +10,9 @@
 namespace strata::jinja {
 namespace {
 
-bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || static_cast<unsigned char>(c) >= 0x80; }
+bool is_name_start(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || static_cast<unsigned char>(c) >= 0x80;
+}
 bool is_name_char(char c) { return is_name_start(c) || std::isdigit(static_cast<unsigned char>(c)); }
 bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
 
@@ -47,7 +49,8 @@ class Lexer {
         break;
       }
       const char kind = source_[tag + 1];
-      const char sign = tag + 2 < source_.size() && (source_[tag + 2] == '-' || source_[tag + 2] == '+') ? source_[tag + 2] : 0;
+      const char sign =
+          tag + 2 < source_.size() && (source_[tag + 2] == '-' || source_[tag + 2] == '+') ? source_[tag + 2] : 0;
       std::string text = source_.substr(pos_, tag - pos_);
       strip_before_tag(text, sign, kind != '{');
       if (!text.empty()) emit(TokenType::Data, std::move(text), pos_);
@@ -66,7 +69,8 @@ class Lexer {
 
  private:
   size_t find_tag_start(size_t from) const {
-    for (size_t i = source_.find('{', from); i != std::string::npos && i + 1 < source_.size(); i = source_.find('{', i + 1)) {
+    for (size_t i = source_.find('{', from); i != std::string::npos && i + 1 < source_.size();
+         i = source_.find('{', i + 1)) {
       const char next = source_[i + 1];
       if (next == '{' || next == '%' || next == '#') return i;
     }
@@ -124,7 +128,8 @@ class Lexer {
   void lex_raw(size_t tag, size_t body) {
     line_starting_ = false;
     for (size_t end = source_.find("{%", body); end != std::string::npos; end = source_.find("{%", end + 1)) {
-      const char sign = end + 2 < source_.size() && (source_[end + 2] == '-' || source_[end + 2] == '+') ? source_[end + 2] : 0;
+      const char sign =
+          end + 2 < source_.size() && (source_[end + 2] == '-' || source_[end + 2] == '+') ? source_[end + 2] : 0;
       size_t pos = skip_spaces(end + 2 + (sign ? 1 : 0));
       if (source_.compare(pos, 6, "endraw") != 0) continue;
       pos = skip_spaces(pos + 6);
@@ -145,7 +150,8 @@ class Lexer {
     int bracket_depth = 0;  // Jinja2 only ends a tag where brackets are balanced
     while (true) {
       pos = skip_spaces(pos);
-      if (pos >= source_.size()) fail(tag, std::string("unexpected end of template, missing '") + (is_block ? "%}" : "}}") + "'");
+      if (pos >= source_.size())
+        fail(tag, std::string("unexpected end of template, missing '") + (is_block ? "%}" : "}}") + "'");
       if (bracket_depth == 0) {
         const char* close = is_block ? "%}" : "}}";
         const char sign = source_[pos] == '-' || (is_block && source_[pos] == '+') ? source_[pos] : 0;
@@ -177,12 +183,14 @@ class Lexer {
       while (pos < source_.size() && (accept(source_[pos]) || (source_[pos] == '_' && pos > from))) ++pos;
       return pos > from;
     };
-    const char prefix = pos + 1 < source_.size() && source_[pos] == '0' ? static_cast<char>(std::tolower(source_[pos + 1])) : 0;
+    const char prefix =
+        pos + 1 < source_.size() && source_[pos] == '0' ? static_cast<char>(std::tolower(source_[pos + 1])) : 0;
     if (prefix == 'x' || prefix == 'o' || prefix == 'b') {
       pos += 2;
       const int base = prefix == 'x' ? 16 : (prefix == 'o' ? 8 : 2);
       digits([&](char c) {
-        const int value = is_digit(c) ? c - '0' : (std::isxdigit(static_cast<unsigned char>(c)) ? std::tolower(c) - 'a' + 10 : base);
+        const int value =
+            is_digit(c) ? c - '0' : (std::isxdigit(static_cast<unsigned char>(c)) ? std::tolower(c) - 'a' + 10 : base);
         return value < base;
       });
       std::string text = source_.substr(start + 2, pos - start - 2);
@@ -242,23 +250,45 @@ class Lexer {
       if (pos >= source_.size()) fail(start, "unterminated string");
       const char e = source_[pos++];
       switch (e) {
-        case 'n': value += '\n'; break;
-        case 't': value += '\t'; break;
-        case 'r': value += '\r'; break;
-        case 'a': value += '\a'; break;
-        case 'b': value += '\b'; break;
-        case 'f': value += '\f'; break;
-        case 'v': value += '\v'; break;
-        case '\\': value += '\\'; break;
-        case '\'': value += '\''; break;
-        case '"': value += '"'; break;
-        case '\n': break;  // line continuation
+        case 'n':
+          value += '\n';
+          break;
+        case 't':
+          value += '\t';
+          break;
+        case 'r':
+          value += '\r';
+          break;
+        case 'a':
+          value += '\a';
+          break;
+        case 'b':
+          value += '\b';
+          break;
+        case 'f':
+          value += '\f';
+          break;
+        case 'v':
+          value += '\v';
+          break;
+        case '\\':
+          value += '\\';
+          break;
+        case '\'':
+          value += '\'';
+          break;
+        case '"':
+          value += '"';
+          break;
+        case '\n':
+          break;  // line continuation
         case 'x':
         case 'u':
         case 'U': {
           const size_t width = e == 'x' ? 2 : (e == 'u' ? 4 : 8);
           if (pos + width > source_.size() ||
-              !std::all_of(source_.begin() + static_cast<std::ptrdiff_t>(pos), source_.begin() + static_cast<std::ptrdiff_t>(pos + width),
+              !std::all_of(source_.begin() + static_cast<std::ptrdiff_t>(pos),
+                           source_.begin() + static_cast<std::ptrdiff_t>(pos + width),
                            [](char h) { return std::isxdigit(static_cast<unsigned char>(h)); })) {
             fail(start, std::string("truncated \\") + e + " escape in string");
           }
@@ -310,7 +340,8 @@ class Lexer {
 
   void emit(TokenType type, std::string text, size_t offset) {
     const int line = line_of(offset);
-    tokens_.push_back({type, std::move(text), line, static_cast<int>(offset - line_starts_[static_cast<size_t>(line - 1)]) + 1});
+    tokens_.push_back(
+        {type, std::move(text), line, static_cast<int>(offset - line_starts_[static_cast<size_t>(line - 1)]) + 1});
   }
 
   [[noreturn]] void fail(size_t offset, const std::string& message) const {

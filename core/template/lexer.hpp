@@ -10,7 +10,19 @@
 
 namespace strata::jinja {
 
-enum class TokenType { Data, VariableBegin, VariableEnd, BlockBegin, BlockEnd, Name, String, Integer, Float, Operator, End };
+enum class TokenType {
+  Data,
+  VariableBegin,
+  VariableEnd,
+  BlockBegin,
+  BlockEnd,
+  Name,
+  String,
+  Integer,
+  Float,
+  Operator,
+  End
+};
 
 struct Token {
   TokenType type;

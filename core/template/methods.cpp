@@ -28,7 +28,8 @@ std::string string_argument(const CallArgs& args, size_t index, std::string_view
 
 int64_t int_argument(const CallArgs& args, size_t index, std::string_view name, int64_t fallback) {
   const Value value = args.get(index, name, Value(fallback));
-  if (!value.is_number() || value.is_float()) throw RenderFailure("'" + value.type_name() + "' object cannot be interpreted as an integer");
+  if (!value.is_number() || value.is_float())
+    throw RenderFailure("'" + value.type_name() + "' object cannot be interpreted as an integer");
   return value.as_int();
 }
 
@@ -87,7 +88,8 @@ Value split(const Value& self, const CallArgs& args, bool from_right) {
   std::vector<std::string> parts;
   if (!from_right) {
     size_t start = 0;
-    for (size_t found; (max_split < 0 || static_cast<int64_t>(parts.size()) < max_split) && (found = find_text(text, sep, start)) != std::string::npos;
+    for (size_t found; (max_split < 0 || static_cast<int64_t>(parts.size()) < max_split) &&
+                       (found = find_text(text, sep, start)) != std::string::npos;
          start = found + sep.size()) {
       parts.push_back(text.substr(start, found - start));
     }
@@ -130,7 +132,8 @@ Value affix_test(const Value& self, const CallArgs& args, bool at_start) {
     if (!candidate.is_string()) throw RenderFailure("expected str or a tuple of str, not " + candidate.type_name());
     const std::string& piece = candidate.as_string();
     if (piece.size() > text.size()) return false;
-    return at_start ? text.compare(0, piece.size(), piece) == 0 : text.compare(text.size() - piece.size(), piece.size(), piece) == 0;
+    return at_start ? text.compare(0, piece.size(), piece) == 0
+                    : text.compare(text.size() - piece.size(), piece.size(), piece) == 0;
   };
   if (affix.is_tuple()) return std::any_of(affix.list_data().items.begin(), affix.list_data().items.end(), matches);
   return matches(affix);
@@ -149,7 +152,8 @@ Value count(const Value& self, const CallArgs& args) {
   const std::string needle = string_argument(args, 0, "sub");
   if (needle.empty()) return static_cast<int64_t>(code_point_count(text) + 1);
   int64_t total = 0;
-  for (size_t pos = find_text(text, needle); pos != std::string::npos; pos = find_text(text, needle, pos + needle.size())) {
+  for (size_t pos = find_text(text, needle); pos != std::string::npos;
+       pos = find_text(text, needle, pos + needle.size())) {
     ++total;
   }
   return total;
@@ -192,7 +196,8 @@ Value format(const Value& self, const CallArgs& args) {
     Value value;
     if (field.empty()) {
       value = args.get(automatic++, "");
-    } else if (std::all_of(field.begin(), field.end(), [](char d) { return std::isdigit(static_cast<unsigned char>(d)); })) {
+    } else if (std::all_of(field.begin(), field.end(),
+                           [](char d) { return std::isdigit(static_cast<unsigned char>(d)); })) {
       size_t index = 0;
       const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), index);
       if (error != std::errc() || end != field.data() + field.size() || index >= args.positional.size()) {
@@ -212,14 +217,24 @@ Value format(const Value& self, const CallArgs& args) {
 template <typename Predicate>
 Value all_characters(const Value& self, Predicate predicate) {
   const std::string& text = self.as_string();
-  return !text.empty() && std::all_of(text.begin(), text.end(), [&](char c) { return predicate(static_cast<unsigned char>(c)); });
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [&](char c) { return predicate(static_cast<unsigned char>(c)); });
 }
 
 const std::map<std::string, Method, std::less<>>& string_methods() {
   static const std::map<std::string, Method, std::less<>> methods = {
-      {"strip", [](const Value& s, const CallArgs& a) { return Value(python_strip(s.as_string(), a.get(0, "chars", nullptr), true, true)); }},
-      {"lstrip", [](const Value& s, const CallArgs& a) { return Value(python_strip(s.as_string(), a.get(0, "chars", nullptr), true, false)); }},
-      {"rstrip", [](const Value& s, const CallArgs& a) { return Value(python_strip(s.as_string(), a.get(0, "chars", nullptr), false, true)); }},
+      {"strip",
+       [](const Value& s, const CallArgs& a) {
+         return Value(python_strip(s.as_string(), a.get(0, "chars", nullptr), true, true));
+       }},
+      {"lstrip",
+       [](const Value& s, const CallArgs& a) {
+         return Value(python_strip(s.as_string(), a.get(0, "chars", nullptr), true, false));
+       }},
+      {"rstrip",
+       [](const Value& s, const CallArgs& a) {
+         return Value(python_strip(s.as_string(), a.get(0, "chars", nullptr), false, true));
+       }},
       {"split", [](const Value& s, const CallArgs& a) { return split(s, a, false); }},
       {"rsplit", [](const Value& s, const CallArgs& a) { return split(s, a, true); }},
       {"splitlines", splitlines},
@@ -231,7 +246,8 @@ const std::map<std::string, Method, std::less<>>& string_methods() {
       {"capitalize", [](const Value& s, const CallArgs&) { return Value(python_capitalize(s.as_string())); }},
       {"replace",
        [](const Value& s, const CallArgs& a) {
-         return Value(python_replace(s.as_string(), string_argument(a, 0, "old"), string_argument(a, 1, "new"), int_argument(a, 2, "count", -1)));
+         return Value(python_replace(s.as_string(), string_argument(a, 0, "old"), string_argument(a, 1, "new"),
+                                     int_argument(a, 2, "count", -1)));
        }},
       {"find", [](const Value& s, const CallArgs& a) { return find(s, a, false); }},
       {"rfind", [](const Value& s, const CallArgs& a) { return find(s, a, true); }},
@@ -241,7 +257,8 @@ const std::map<std::string, Method, std::less<>>& string_methods() {
          std::string out;
          bool first = true;
          for (const auto& item : iterate(a.get(0, "iterable"))) {
-           if (!item.is_string()) throw RenderFailure("sequence item: expected str instance, " + item.type_name() + " found");
+           if (!item.is_string())
+             throw RenderFailure("sequence item: expected str instance, " + item.type_name() + " found");
            if (!first) append_bounded(out, s.as_string());
            append_bounded(out, item.as_string());
            first = false;
@@ -249,10 +266,16 @@ const std::map<std::string, Method, std::less<>>& string_methods() {
          return Value(out);
        }},
       {"format", format},
-      {"isdigit", [](const Value& s, const CallArgs&) { return all_characters(s, [](unsigned char c) { return std::isdigit(c); }); }},
-      {"isalpha", [](const Value& s, const CallArgs&) { return all_characters(s, [](unsigned char c) { return std::isalpha(c); }); }},
-      {"isalnum", [](const Value& s, const CallArgs&) { return all_characters(s, [](unsigned char c) { return std::isalnum(c); }); }},
-      {"isspace", [](const Value& s, const CallArgs&) { return all_characters(s, [](unsigned char c) { return is_python_space(static_cast<char>(c)); }); }},
+      {"isdigit", [](const Value& s,
+                     const CallArgs&) { return all_characters(s, [](unsigned char c) { return std::isdigit(c); }); }},
+      {"isalpha", [](const Value& s,
+                     const CallArgs&) { return all_characters(s, [](unsigned char c) { return std::isalpha(c); }); }},
+      {"isalnum", [](const Value& s,
+                     const CallArgs&) { return all_characters(s, [](unsigned char c) { return std::isalnum(c); }); }},
+      {"isspace",
+       [](const Value& s, const CallArgs&) {
+         return all_characters(s, [](unsigned char c) { return is_python_space(static_cast<char>(c)); });
+       }},
       {"islower", [](const Value& s, const CallArgs&) { return Value(python_is_single_case(s.as_string(), false)); }},
       {"isupper", [](const Value& s, const CallArgs&) { return Value(python_is_single_case(s.as_string(), true)); }},
   };
@@ -325,8 +348,10 @@ std::optional<Value> bound_method(const Value& object, const std::string& name) 
 std::string python_strip(const std::string& text, const Value& chars, bool left, bool right) {
   if (chars.is_none() || chars.is_undefined()) {
     size_t begin = 0, end = text.size();
-    if (left) while (begin < end && is_python_space(text[begin])) ++begin;
-    if (right) while (end > begin && is_python_space(text[end - 1])) --end;
+    if (left)
+      while (begin < end && is_python_space(text[begin])) ++begin;
+    if (right)
+      while (end > begin && is_python_space(text[end - 1])) --end;
     return text.substr(begin, end - begin);
   }
   if (!chars.is_string()) throw RenderFailure("strip arg must be None or str");
@@ -339,10 +364,14 @@ std::string python_strip(const std::string& text, const Value& chars, bool left,
   for (size_t i = 0; i + 1 < set_offsets.size(); ++i) strip_set.push_back(character(chars.as_string(), set_offsets, i));
   std::sort(strip_set.begin(), strip_set.end());
   const auto offsets = code_point_offsets(text);
-  auto stripped = [&](size_t i) { return std::binary_search(strip_set.begin(), strip_set.end(), character(text, offsets, i)); };
+  auto stripped = [&](size_t i) {
+    return std::binary_search(strip_set.begin(), strip_set.end(), character(text, offsets, i));
+  };
   size_t begin = 0, end = offsets.size() - 1;
-  if (left) while (begin < end && stripped(begin)) ++begin;
-  if (right) while (end > begin && stripped(end - 1)) --end;
+  if (left)
+    while (begin < end && stripped(begin)) ++begin;
+  if (right)
+    while (end > begin && stripped(end - 1)) --end;
   return text.substr(offsets[begin], offsets[end] - offsets[begin]);
 }
 
@@ -376,7 +405,8 @@ std::string python_capitalize(const std::string& text) {
   return out;
 }
 
-std::string python_replace(const std::string& text, const std::string& old, const std::string& replacement, int64_t count) {
+std::string python_replace(const std::string& text, const std::string& old, const std::string& replacement,
+                           int64_t count) {
   std::string out;
   int64_t done = 0;
   const std::string_view whole(text);
@@ -393,7 +423,8 @@ std::string python_replace(const std::string& text, const std::string& old, cons
     return out;
   }
   size_t start = 0;
-  for (size_t found; (count < 0 || done < count) && (found = find_text(text, old, start)) != std::string::npos; start = found + old.size()) {
+  for (size_t found; (count < 0 || done < count) && (found = find_text(text, old, start)) != std::string::npos;
+       start = found + old.size()) {
     append_bounded(out, whole.substr(start, found - start));
     append_bounded(out, replacement);
     ++done;

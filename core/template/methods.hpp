@@ -21,6 +21,7 @@ bool python_is_single_case(const std::string& text, bool upper);
 std::string python_upper(std::string text);
 std::string python_lower(std::string text);
 std::string python_capitalize(const std::string& text);
-std::string python_replace(const std::string& text, const std::string& old, const std::string& replacement, int64_t count);
+std::string python_replace(const std::string& text, const std::string& old, const std::string& replacement,
+                           int64_t count);
 
 }  // namespace strata::jinja

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <limits>
 
-#include "core/template/limits.hpp"
 #include "core/template/filters.hpp"
+#include "core/template/limits.hpp"
 #include "core/template/methods.hpp"
 #include "core/template/unicode.hpp"
 
@@ -16,13 +16,16 @@ void require_defined(const Value& value) {
 }
 
 [[noreturn]] void fail_operands(std::string_view op, const Value& left, const Value& right) {
-  if (op == "+" && left.is_string()) throw RenderFailure("can only concatenate str (not \"" + right.type_name() + "\") to str");
-  throw RenderFailure("unsupported operand type(s) for " + std::string(op) + ": '" + left.type_name() + "' and '" + right.type_name() + "'");
+  if (op == "+" && left.is_string())
+    throw RenderFailure("can only concatenate str (not \"" + right.type_name() + "\") to str");
+  throw RenderFailure("unsupported operand type(s) for " + std::string(op) + ": '" + left.type_name() + "' and '" +
+                      right.type_name() + "'");
 }
 
 // Python's sequence * n; n <= 0 gives an empty sequence.
 Value repeat(const Value& sequence, int64_t times) {
-  const auto unit = static_cast<int64_t>(sequence.is_string() ? sequence.as_string().size() : sequence.list_data().items.size());
+  const auto unit =
+      static_cast<int64_t>(sequence.is_string() ? sequence.as_string().size() : sequence.list_data().items.size());
   const auto size = static_cast<size_t>(repeated_size(unit, times));
   if (sequence.is_string()) {
     std::string out;
@@ -237,15 +240,18 @@ Value binary_operation(std::string_view op, const Value& left, const Value& righ
     return apply_filter("format", left, args);
   }
   if (op == "*") {
-    if ((left.is_string() || left.is_list_or_tuple()) && right.is_number() && !right.is_float()) return repeat(left, right.as_int());
-    if ((right.is_string() || right.is_list_or_tuple()) && left.is_number() && !left.is_float()) return repeat(right, left.as_int());
+    if ((left.is_string() || left.is_list_or_tuple()) && right.is_number() && !right.is_float())
+      return repeat(left, right.as_int());
+    if ((right.is_string() || right.is_list_or_tuple()) && left.is_number() && !left.is_float())
+      return repeat(right, left.as_int());
   }
   fail_operands(op, left, right);
 }
 
 Value unary_operation(std::string_view op, const Value& operand) {
   require_defined(operand);
-  if (!operand.is_number()) throw RenderFailure("bad operand type for unary " + std::string(op) + ": '" + operand.type_name() + "'");
+  if (!operand.is_number())
+    throw RenderFailure("bad operand type for unary " + std::string(op) + ": '" + operand.type_name() + "'");
   if (op == "+") return operand.is_float() ? Value(operand.as_double()) : Value(operand.as_int());
   return operand.is_float() ? Value(-operand.as_double()) : Value(checked_negate(operand.as_int()));
 }
@@ -253,7 +259,8 @@ Value unary_operation(std::string_view op, const Value& operand) {
 bool contains(const Value& container, const Value& item) {
   if (container.is_undefined()) return false;
   if (container.is_string()) {
-    if (!item.is_string()) throw RenderFailure("'in <string>' requires string as left operand, not " + item.type_name());
+    if (!item.is_string())
+      throw RenderFailure("'in <string>' requires string as left operand, not " + item.type_name());
     return find_text(container.as_string(), item.as_string()) != std::string::npos;
   }
   if (container.is_list_or_tuple()) {

@@ -5,8 +5,8 @@
 #include <initializer_list>
 #include <string_view>
 
-#include "core/template/limits.hpp"
 #include "core/template/filters.hpp"
+#include "core/template/limits.hpp"
 #include "core/template/predicates.hpp"
 #include "core/util/error.hpp"
 
@@ -444,7 +444,8 @@ class Parser {
           lookup->value = Value(attribute.text);  // made once here, not at every lookup
           node = lookup;
         } else if (attribute.type == TokenType::Integer) {
-          node = make_expr(Expr::Kind::Subscript, token.line, {node, make_literal(static_cast<int64_t>(std::stoll(attribute.text)), token.line)});
+          node = make_expr(Expr::Kind::Subscript, token.line,
+                           {node, make_literal(static_cast<int64_t>(std::stoll(attribute.text)), token.line)});
         } else {
           fail(attribute, "expected an attribute name after '.'");
         }
@@ -562,7 +563,8 @@ class Parser {
 
   bool starts_bare_test_argument() const {
     const Token& token = current();
-    if (token.type == TokenType::Name) return token.text != "else" && token.text != "or" && token.text != "and" && token.text != "is";
+    if (token.type == TokenType::Name)
+      return token.text != "else" && token.text != "or" && token.text != "and" && token.text != "is";
     return token.type == TokenType::String || token.type == TokenType::Integer || token.type == TokenType::Float ||
            current_is_op("[") || current_is_op("{");
   }
@@ -583,8 +585,12 @@ class Parser {
   void advance() {
     if (pos_ + 1 < tokens_.size()) ++pos_;
   }
-  bool current_is_op(std::string_view op) const { return current().type == TokenType::Operator && current().text == op; }
-  bool current_is_name(std::string_view name) const { return current().type == TokenType::Name && current().text == name; }
+  bool current_is_op(std::string_view op) const {
+    return current().type == TokenType::Operator && current().text == op;
+  }
+  bool current_is_name(std::string_view name) const {
+    return current().type == TokenType::Name && current().text == name;
+  }
 
   void expect(TokenType type, const std::string& what) {
     if (current().type != type) fail(current(), "expected " + what + describe_found());
@@ -608,11 +614,16 @@ class Parser {
 
   std::string describe_found() const {
     switch (current().type) {
-      case TokenType::End: return ", found end of template";
-      case TokenType::BlockEnd: return ", found '%}'";
-      case TokenType::VariableEnd: return ", found '}}'";
-      case TokenType::Data: return ", found text";
-      default: return ", found '" + current().text + "'";
+      case TokenType::End:
+        return ", found end of template";
+      case TokenType::BlockEnd:
+        return ", found '%}'";
+      case TokenType::VariableEnd:
+        return ", found '}}'";
+      case TokenType::Data:
+        return ", found text";
+      default:
+        return ", found '" + current().text + "'";
     }
   }
 
@@ -663,7 +674,8 @@ class Parser {
   }
 
   [[noreturn]] static void fail(const Token& token, const std::string& message) {
-    throw Error("template line " + std::to_string(token.line) + ": " + message + " (column " + std::to_string(token.column) + ")");
+    throw Error("template line " + std::to_string(token.line) + ": " + message + " (column " +
+                std::to_string(token.column) + ")");
   }
 
   std::vector<Token> tokens_;

@@ -3,8 +3,8 @@
 #include <functional>
 #include <map>
 
-#include "core/template/limits.hpp"
 #include "core/template/filters.hpp"
+#include "core/template/limits.hpp"
 #include "core/template/methods.hpp"
 #include "core/template/operations.hpp"
 
@@ -14,7 +14,9 @@ namespace {
 using Test = std::function<bool(const Value& value, const CallArgs& args)>;
 
 Test comparison(std::string_view op) {
-  return [op](const Value& value, const CallArgs& args) { return binary_operation(op, value, args.get(0, "other")).truthy(); };
+  return [op](const Value& value, const CallArgs& args) {
+    return binary_operation(op, value, args.get(0, "other")).truthy();
+  };
 }
 
 int64_t integer_of(const Value& value) {
@@ -37,8 +39,12 @@ const std::map<std::string, Test, std::less<>>& tests() {
       {"string", [](const Value& v, const CallArgs&) { return v.is_string(); }},
       {"mapping", [](const Value& v, const CallArgs&) { return v.is_mapping(); }},
       // Undefined is iterable (it iterates as empty); sequences have a length and items.
-      {"iterable", [](const Value& v, const CallArgs&) { return v.is_undefined() || v.is_string() || v.is_list_or_tuple() || v.is_mapping(); }},
-      {"sequence", [](const Value& v, const CallArgs&) { return v.is_string() || v.is_list_or_tuple() || v.is_mapping(); }},
+      {"iterable",
+       [](const Value& v, const CallArgs&) {
+         return v.is_undefined() || v.is_string() || v.is_list_or_tuple() || v.is_mapping();
+       }},
+      {"sequence",
+       [](const Value& v, const CallArgs&) { return v.is_string() || v.is_list_or_tuple() || v.is_mapping(); }},
       // Undefined counts: Jinja2 gives it a __call__ (that raises).
       {"callable", [](const Value& v, const CallArgs&) { return v.is_callable() || v.is_undefined(); }},
       {"even", [](const Value& v, const CallArgs&) { return integer_of(v) % 2 == 0; }},

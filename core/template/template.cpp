@@ -9,7 +9,8 @@ namespace strata::jinja {
 
 Template::Template(std::string_view source) : body_(std::make_shared<const Body>(parse(tokenize(source)))) {}
 
-std::string Template::render(const std::vector<std::pair<std::string, Value>>& variables, const RenderOptions& options) const {
+std::string Template::render(const std::vector<std::pair<std::string, Value>>& variables,
+                             const RenderOptions& options) const {
   auto globals = std::make_shared<Frame>();
   for (auto& [name, value] : make_globals(options.now)) globals->set(name, std::move(value));
   auto frame = std::make_shared<Frame>(globals);

@@ -33,7 +33,8 @@ class Template {
   explicit Template(std::string_view source);
 
   // Throws strata::Error "template line N: ..." when rendering fails (raise_exception included).
-  std::string render(const std::vector<std::pair<std::string, Value>>& variables, const RenderOptions& options = {}) const;
+  std::string render(const std::vector<std::pair<std::string, Value>>& variables,
+                     const RenderOptions& options = {}) const;
 
  private:
   std::shared_ptr<const std::vector<std::unique_ptr<Node>>> body_;

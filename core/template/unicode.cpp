@@ -27,7 +27,8 @@ char32_t decode_utf8(std::string_view text, size_t& pos) {
   }
   static constexpr unsigned char lead_masks[] = {0, 0, 0x1F, 0x0F, 0x07};
   char32_t code_point = lead & lead_masks[length];
-  for (size_t i = 1; i < length; ++i) code_point = (code_point << 6) | (static_cast<unsigned char>(text[pos + i]) & 0x3F);
+  for (size_t i = 1; i < length; ++i)
+    code_point = (code_point << 6) | (static_cast<unsigned char>(text[pos + i]) & 0x3F);
   pos += length;
   return code_point;
 }
@@ -104,8 +105,9 @@ size_t find_text(std::string_view text, std::string_view needle, size_t from) {
   if (needle.size() < kShortNeedle) {
     found = text.find(needle, from);
   } else {
-    const size_t match = first_match(needle.size(), [&](size_t j) { return needle[j]; }, text.size() - from,
-                                     [&](size_t i) { return text[from + i]; });
+    const size_t match = first_match(
+        needle.size(), [&](size_t j) { return needle[j]; }, text.size() - from,
+        [&](size_t i) { return text[from + i]; });
     if (match != std::string_view::npos) found = from + match;
   }
   charge_work(static_cast<int64_t>((found == std::string_view::npos ? text.size() : found + needle.size()) - from));
@@ -120,8 +122,8 @@ size_t rfind_text(std::string_view text, std::string_view needle, size_t end) {
   if (m < kShortNeedle) {
     found = text.rfind(needle, end - m);
   } else {  // the last occurrence is the first one in the reversed text
-    const size_t match =
-        first_match(m, [&](size_t j) { return needle[m - 1 - j]; }, end, [&](size_t i) { return text[end - 1 - i]; });
+    const size_t match = first_match(
+        m, [&](size_t j) { return needle[m - 1 - j]; }, end, [&](size_t i) { return text[end - 1 - i]; });
     if (match != std::string_view::npos) found = end - match - m;
   }
   charge_work(static_cast<int64_t>(end - (found == std::string_view::npos ? 0 : found)));

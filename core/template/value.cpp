@@ -65,16 +65,21 @@ Value Value::function(std::string name, std::function<Value(const CallArgs&)> ca
 Value Value::from_json(const nlohmann::ordered_json& json) {
   const NestingLevel level;
   switch (json.type()) {
-    case nlohmann::json::value_t::null: return nullptr;
-    case nlohmann::json::value_t::boolean: return json.get<bool>();
-    case nlohmann::json::value_t::number_integer: return json.get<int64_t>();
+    case nlohmann::json::value_t::null:
+      return nullptr;
+    case nlohmann::json::value_t::boolean:
+      return json.get<bool>();
+    case nlohmann::json::value_t::number_integer:
+      return json.get<int64_t>();
     case nlohmann::json::value_t::number_unsigned:
       if (json.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
         throw RenderFailure("integer " + json.dump() + " is past the 64-bit range");
       }
       return json.get<int64_t>();
-    case nlohmann::json::value_t::number_float: return json.get<double>();
-    case nlohmann::json::value_t::string: return json.get<std::string>();
+    case nlohmann::json::value_t::number_float:
+      return json.get<double>();
+    case nlohmann::json::value_t::string:
+      return json.get<std::string>();
     case nlohmann::json::value_t::array: {
       std::vector<Value> items;
       for (const auto& item : json) items.push_back(from_json(item));
@@ -87,7 +92,8 @@ Value Value::from_json(const nlohmann::ordered_json& json) {
       for (const auto& [key, item] : json.items()) entries.emplace_back(Value(key), from_json(item));
       return object;
     }
-    default: return Value::undefined("unsupported JSON value");
+    default:
+      return Value::undefined("unsupported JSON value");
   }
 }
 

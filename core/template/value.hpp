@@ -87,8 +87,8 @@ class Value {
 
  private:
   using SharedString = std::shared_ptr<const std::string>;  // never null
-  using Storage = std::variant<Undefined, std::nullptr_t, bool, int64_t, double, SharedString, std::shared_ptr<ListData>,
-                               std::shared_ptr<DictData>, std::shared_ptr<Function>>;
+  using Storage = std::variant<Undefined, std::nullptr_t, bool, int64_t, double, SharedString,
+                               std::shared_ptr<ListData>, std::shared_ptr<DictData>, std::shared_ptr<Function>>;
   void append_repr(std::string& out) const;
   explicit Value(Storage storage) : storage_(std::move(storage)) {}
   template <class T>

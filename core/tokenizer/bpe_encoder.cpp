@@ -21,9 +21,7 @@ std::string merge_key(std::string_view left, std::string_view right) {
 }  // namespace
 
 BpeEncoder::BpeEncoder(const Vocabulary& vocabulary)
-    : vocabulary_(vocabulary),
-      rules_(pre_tokenizer_rules(vocabulary.pre_tokenizer)),
-      pre_tokenizer_(rules_.patterns) {
+    : vocabulary_(vocabulary), rules_(pre_tokenizer_rules(vocabulary.pre_tokenizer)), pre_tokenizer_(rules_.patterns) {
   merge_ranks_.reserve(vocabulary.merges.size());
   for (size_t rank = 0; rank < vocabulary.merges.size(); ++rank) {
     const auto& merge = vocabulary.merges[rank];

@@ -34,8 +34,8 @@ SpmEncoder::SpmEncoder(const Vocabulary& vocabulary) : vocabulary_(vocabulary), 
 }
 
 void SpmEncoder::encode(std::string_view raw, bool after_special, std::vector<TokenId>& out) const {
-  const std::string text =
-      replace_all(vocabulary_.add_space_prefix && after_special ? " " + std::string(raw) : std::string(raw), " ", space_marker);
+  const std::string text = replace_all(
+      vocabulary_.add_space_prefix && after_special ? " " + std::string(raw) : std::string(raw), " ", space_marker);
 
   // No UTF-8 check: bytes that are not characters fall back to byte tokens anyway. Adjacent symbols merge
   // when their concatenation is a token, the highest score first.

@@ -12,15 +12,64 @@ namespace {
 // fill-in-the-middle markers of the common model families.
 constexpr std::array control_looking_texts = {
     // end of turn / generation
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>",
-    "[EOT]", "[EOS]", "<｜end▁of▁sentence｜>", "<end_of_utterance>", "<|eom_id|>", "<|return|>", "<|call|>",
-    "<|flush|>", "<|calls|>", "</s>", "<eos>", "<turn|>", "<|tool_response>", "[e~[",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>",
+    "<|eom_id|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "</s>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "[e~[",
     // fill in the middle
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>",
-    "<|prefix|>", "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
-    "<|code_suffix|>", "<|suffix|>", "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>",
-    "▁<MID>", "<|code_middle|>", "<|middle|>", "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]",
-    "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>",
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<｜fim▁begin｜>",
+    "<PRE>",
+    "▁<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<｜fim▁hole｜>",
+    "<SUF>",
+    "▁<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<｜fim▁end｜>",
+    "<MID>",
+    "▁<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
+    "<|fim_pad|>",
+    "<fim-pad>",
+    "<fim_pad>",
+    "<PAD>",
+    "[PAD]",
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+    "<|file_sep|>",
 };
 
 // gpt-oss: rendered and split like user text markers, not control tokens.
@@ -39,7 +88,8 @@ void apply_token_attribute_fixups(Vocabulary& vocabulary, const std::string& mod
     if (const auto id = vocabulary.find(text)) vocabulary.tokens[*id].attributes |= attribute::control;
   }
   for (auto& token : vocabulary.tokens) {
-    if ((token.attributes & attribute::control) && contains(token.text, "unused")) token.attributes |= attribute::unused;
+    if ((token.attributes & attribute::control) && contains(token.text, "unused"))
+      token.attributes |= attribute::unused;
   }
   for (const char* text : gpt_oss_user_defined_texts) set_user_defined(vocabulary, text);
   // o200k_harmony: with <|return|> and <|call|> present, <|end|> separates messages instead of ending generation.

@@ -6,8 +6,8 @@ namespace strata::tokenizer::utf8 {
 namespace {
 
 struct LeadByte {
-  size_t length = 0;               // 0: not a lead byte
-  uint8_t second_min = 0x80;       // the second byte's range, narrower after E0, ED, F0 and F4
+  size_t length = 0;          // 0: not a lead byte
+  uint8_t second_min = 0x80;  // the second byte's range, narrower after E0, ED, F0 and F4
   uint8_t second_max = 0xBF;
 };
 

@@ -45,13 +45,20 @@ std::optional<TokenId> token_id_or(const gguf::Model& model, const std::string& 
 
 uint32_t attributes_of_type(int64_t token_type) {
   switch (token_type) {
-    case 1: return attribute::normal;
-    case 2: return attribute::unknown;
-    case 3: return attribute::control;
-    case 4: return attribute::user_defined;
-    case 5: return attribute::unused;
-    case 6: return attribute::byte;
-    default: return 0;  // undefined: neither encoded from text nor decoded
+    case 1:
+      return attribute::normal;
+    case 2:
+      return attribute::unknown;
+    case 3:
+      return attribute::control;
+    case 4:
+      return attribute::user_defined;
+    case 5:
+      return attribute::unused;
+    case 6:
+      return attribute::byte;
+    default:
+      return 0;  // undefined: neither encoded from text nor decoded
   }
 }
 
@@ -135,8 +142,8 @@ std::optional<TokenId> Vocabulary::find(const std::string& text) const {
 
 const Token& Vocabulary::token(TokenId id) const {
   if (!has(id)) {
-    throw Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(tokens.size() - 1) +
-                ")");
+    throw Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                std::to_string(tokens.size() - 1) + ")");
   }
   return tokens[static_cast<size_t>(id)];
 }

@@ -44,26 +44,34 @@ uint64_t model_params(const gguf::Model& file) {
 
 void register_bench_command(CLI::App& app) {
   auto options = std::make_shared<BenchOptions>();
-  auto* command = app.add_subcommand("bench", "Measure prompt (pp) and decode (tg) tokens/s, one line per configuration");
+  auto* command =
+      app.add_subcommand("bench", "Measure prompt (pp) and decode (tg) tokens/s, one line per configuration");
   add_engine_options(command, options->engine);
   command->add_option("-p,--n-prompt", options->prompt, "Prompt lengths to test (0 skips)")->capture_default_str();
   command->add_option("-n,--n-gen", options->decode, "Decode lengths to test (0 skips)")->capture_default_str();
-  command->add_option("-d,--depth", options->depth,
-                      "Tokens already in the cache when each test starts (read untimed first), as llama-bench's -d")
+  command
+      ->add_option("-d,--depth", options->depth,
+                   "Tokens already in the cache when each test starts (read untimed first), as llama-bench's -d")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  command->add_option("--thread-counts", options->threads,
-                      thread_count_help("Several thread counts to compare, overriding --threads; each",
-                                        "0: the physical cores"))
+  command
+      ->add_option(
+          "--thread-counts", options->threads,
+          thread_count_help("Several thread counts to compare, overriding --threads; each", "0: the physical cores"))
       ->check(thread_count_check());
-  command->add_option("-r,--repetitions", options->repetitions, "Timed runs per test, after one warm-up, all in one session whose cache is emptied before each (as llama-bench); with --ops, timed rounds per op")->capture_default_str();
+  command
+      ->add_option("-r,--repetitions", options->repetitions,
+                   "Timed runs per test, after one warm-up, all in one session whose cache is emptied before each (as "
+                   "llama-bench); with --ops, timed rounds per op")
+      ->capture_default_str();
   command->add_option("--kv", options->kv, "KV cache type: f16 or int8")->capture_default_str();
   command->add_option("--batch", options->batch, "Tokens per forward step for prompts")->capture_default_str();
   command->add_flag("--json", options->json, "Print a JSON array, one object per configuration");
-  command->add_option("--ops", options->ops,
-                      "Instead of pp/tg, time these ops of the model alone, each call on the next layer's weights: "
-                      "moe_ffn, attn_q, attn_k, attn_v, attn_output, output (comma-separated; without step graphs "
-                      "or the kernels around them in a step)")
+  command
+      ->add_option("--ops", options->ops,
+                   "Instead of pp/tg, time these ops of the model alone, each call on the next layer's weights: "
+                   "moe_ffn, attn_q, attn_k, attn_v, attn_output, output (comma-separated; without step graphs "
+                   "or the kernels around them in a step)")
       ->delimiter(',');
   command->add_option("--op-calls", options->op_calls, "Calls per timed round of an op (--ops)")
       ->capture_default_str()
@@ -102,7 +110,8 @@ void register_bench_command(CLI::App& app) {
           } else {
             std::printf("%-32s %-40s %-12s x%-3d %10.2f ± %.2f us  (%.2f MB weights, %.1f GB/s)\n",
                         line["model"].get<std::string>().c_str(), engine.backend().describe().c_str(), op.c_str(),
-                        result.n_tokens, result.us_per_call, result.stddev_us, result.weight_bytes_per_call / 1e6, gbps);
+                        result.n_tokens, result.us_per_call, result.stddev_us, result.weight_bytes_per_call / 1e6,
+                        gbps);
             std::fflush(stdout);
           }
         }
@@ -111,8 +120,10 @@ void register_bench_command(CLI::App& app) {
       const uint64_t bytes_per_token = weight_bytes_per_decoded_token(engine.file(), engine.model().config());
       std::vector<BenchmarkTest> tests;
       for (const int32_t d : options->depth) {
-        for (const int32_t p : options->prompt) if (p > 0) tests.push_back({.n_prompt = p, .n_depth = d});
-        for (const int32_t n : options->decode) if (n > 0) tests.push_back({.n_decode = n, .n_depth = d});
+        for (const int32_t p : options->prompt)
+          if (p > 0) tests.push_back({.n_prompt = p, .n_depth = d});
+        for (const int32_t n : options->decode)
+          if (n > 0) tests.push_back({.n_decode = n, .n_depth = d});
       }
       for (const BenchmarkTest& test : tests) {
         const auto result = run_benchmark(engine.model(), test, options->repetitions,
@@ -142,14 +153,17 @@ void register_bench_command(CLI::App& app) {
             {"stddev_ts", result.stddev},
             {"samples_ts", result.samples},
             {"weight_bytes_per_token", bytes_per_token}};
-        if (test.n_decode > 0) line["weight_gbps"] = result.tokens_per_second * static_cast<double>(bytes_per_token) / 1e9;
+        if (test.n_decode > 0)
+          line["weight_gbps"] = result.tokens_per_second * static_cast<double>(bytes_per_token) / 1e9;
         if (options->json) {
           results.push_back(line);
         } else {
           std::printf("%-32s %8.2f GiB  %-40s %-6s %14s  %10.2f ± %.2f t/s", line["model"].get<std::string>().c_str(),
-                      model_bytes(engine.file()) / 1073741824.0, engine.backend().describe().c_str(), options->kv.c_str(),
-                      result.test.c_str(), result.tokens_per_second, result.stddev);
-          if (test.n_decode > 0) std::printf("  (%.1f MB weights/token, %.2f GB/s)", bytes_per_token / 1e6, line["weight_gbps"].get<double>());
+                      model_bytes(engine.file()) / 1073741824.0, engine.backend().describe().c_str(),
+                      options->kv.c_str(), result.test.c_str(), result.tokens_per_second, result.stddev);
+          if (test.n_decode > 0)
+            std::printf("  (%.1f MB weights/token, %.2f GB/s)", bytes_per_token / 1e6,
+                        line["weight_gbps"].get<double>());
           std::printf("\n");
           std::fflush(stdout);
         }

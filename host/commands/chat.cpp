@@ -38,7 +38,8 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 
 void register_chat_command(CLI::App& app) {
   auto options = std::make_shared<ChatOptions>();
-  auto* command = app.add_subcommand("chat", "Chat with a model in the terminal (/reset starts over, /exit or Ctrl-D quits)");
+  auto* command =
+      app.add_subcommand("chat", "Chat with a model in the terminal (/reset starts over, /exit or Ctrl-D quits)");
   add_engine_options(command, options->engine);
   command->add_option("--system", options->system, "A system message to start the conversation with");
   command->add_option("-n,--max-tokens", options->max_tokens, "Tokens per reply at most, >= 0")->capture_default_str();
@@ -53,17 +54,17 @@ void register_chat_command(CLI::App& app) {
     const Engine engine(options->engine);
     const tokenizer::Tokenizer tokenizer(engine.file());
     const ModelConfig& config = engine.model().config();
-    const int32_t n_ctx = options->ctx ? checked_context_size(config, *options->ctx)
+    const int32_t n_ctx = options->ctx             ? checked_context_size(config, *options->ctx)
                           : config.n_ctx_train > 0 ? std::min(kDefaultChatContext, config.n_ctx_train)
                                                    : kDefaultChatContext;
-    Session session(engine.model(), {.n_ctx = n_ctx,
-                                                .kv_type = parse_kv_type(options->kv),
-                                                .execution = options->engine.execution});
-    GenerationOptions generation{options->max_tokens, options->sampling, end_of_generation_tokens(tokenizer.vocabulary())};
+    Session session(engine.model(),
+                    {.n_ctx = n_ctx, .kv_type = parse_kv_type(options->kv), .execution = options->engine.execution});
+    GenerationOptions generation{options->max_tokens, options->sampling,
+                                 end_of_generation_tokens(tokenizer.vocabulary())};
 
-    const nlohmann::ordered_json start = options->system.empty()
-                                             ? nlohmann::ordered_json::array()
-                                             : nlohmann::ordered_json::array({{{"role", "system"}, {"content", options->system}}});
+    const nlohmann::ordered_json start =
+        options->system.empty() ? nlohmann::ordered_json::array()
+                                : nlohmann::ordered_json::array({{{"role", "system"}, {"content", options->system}}});
     nlohmann::ordered_json messages = start;
     std::vector<int32_t> cached;  // the tokens the session's cache holds, in order
     std::string line;
@@ -76,7 +77,8 @@ void register_chat_command(CLI::App& app) {
       }
       if (line.empty()) continue;
       messages.push_back({{"role", "user"}, {"content", line}});
-      const auto prompt = tokenizer.encode(format_chat(engine.file(), tokenizer, messages, true), {.parse_special = true});
+      const auto prompt =
+          tokenizer.encode(format_chat(engine.file(), tokenizer, messages, true), {.parse_special = true});
       if (prompt.size() + options->max_tokens > static_cast<size_t>(n_ctx)) {
         std::cout << "[the conversation no longer fits the context of " << n_ctx << " tokens; /reset]\n";
         messages.erase(messages.end() - 1);

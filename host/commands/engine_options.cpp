@@ -40,18 +40,22 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
   command->add_option("--manifest", options.manifest,
                       "Plugin manifest, a JSON file of at most " + byte_size_text(kMaxManifestBytes) +
                           " (default: strata-manifest.json beside the binary)");
-  command->add_option("--backend", options.backend,
-                      "cpu, cuda or a backend plugin's name (default: the manifest's preference, else the best available)");
+  command->add_option(
+      "--backend", options.backend,
+      "cpu, cuda or a backend plugin's name (default: the manifest's preference, else the best available)");
   command->add_option("-t,--threads", options.threads, thread_count_help("CPU threads", "0: the physical cores"))
       ->check(thread_count_check());
-  command->add_option("--vram-reserve-mib", options.vram_reserve_mib,
-                      "VRAM the GPU backend leaves free, in MiB (default: the manifest's vram_reserve_mib, else 512); "
-                      "a model that does not fit then fails at load naming the tensor")
+  command
+      ->add_option("--vram-reserve-mib", options.vram_reserve_mib,
+                   "VRAM the GPU backend leaves free, in MiB (default: the manifest's vram_reserve_mib, else 512); "
+                   "a model that does not fit then fails at load naming the tensor")
       ->check(CLI::NonNegativeNumber);
-  command->add_option("--repacked-weights", options.repacked_weights,
-                      "1: the GPU backend keeps weights whose quant plugin offers a faster layout in it (IQ3_S as 4-bit "
-                      "levels: 23.6% more VRAM for those tensors, 8% faster decode); 0: as in the file (default: the manifest's "
-                      "repacked_weights, else 1; 0 saves the VRAM for a longer context or more experts)")
+  command
+      ->add_option(
+          "--repacked-weights", options.repacked_weights,
+          "1: the GPU backend keeps weights whose quant plugin offers a faster layout in it (IQ3_S as 4-bit "
+          "levels: 23.6% more VRAM for those tensors, 8% faster decode); 0: as in the file (default: the manifest's "
+          "repacked_weights, else 1; 0 saves the VRAM for a longer context or more experts)")
       ->check(CLI::Range(0, 1));
   command->add_flag("--no-graphs{false}", options.execution.step_graphs,
                     "Run every decode step op by op instead of replaying it as a recorded graph (CUDA graphs)");
@@ -76,10 +80,13 @@ void add_sampling_options(CLI::App* command, SamplingParams& sampling) {
       ->capture_default_str();
   command->add_option("--repeat-penalty", sampling.repetition_penalty, "Repetition penalty, > 0 (1: off)")
       ->capture_default_str();
-  command->add_option("--presence-penalty", sampling.presence_penalty, "Presence penalty (0: off)")->capture_default_str();
-  command->add_option("--frequency-penalty", sampling.frequency_penalty, "Frequency penalty (0: off)")->capture_default_str();
-  command->add_option("--repeat-last-n", sampling.repeat_last_n,
-                      "Tokens the penalties look back at, >= -1 (-1: all, 0: none)")
+  command->add_option("--presence-penalty", sampling.presence_penalty, "Presence penalty (0: off)")
+      ->capture_default_str();
+  command->add_option("--frequency-penalty", sampling.frequency_penalty, "Frequency penalty (0: off)")
+      ->capture_default_str();
+  command
+      ->add_option("--repeat-last-n", sampling.repeat_last_n,
+                   "Tokens the penalties look back at, >= -1 (-1: all, 0: none)")
       ->capture_default_str();
   command->add_option("-s,--seed", sampling.seed, "Random seed, 0 to 2^64-1: the same seed gives the same output")
       ->capture_default_str()

@@ -1,7 +1,7 @@
 // strata generate --model M (--tokens 1,2,3 | -p TEXT [--chat]) [-n N] [sampling flags] [--stop S]
 #include <cstdio>
-#include <optional>
 #include <iostream>
+#include <optional>
 
 #include "core/engine/chat_format.hpp"
 #include "core/engine/context_size.hpp"
@@ -48,9 +48,11 @@ void register_generate_command(CLI::App& app) {
                     "Wrap the prompt as one user message in the model's chat template (rendered within the limits "
                     "`strata template --help` lists)");
   command->add_option("--stop", options->stop, "Stop when this text appears (repeatable); it is not printed");
-  command->add_option("-n,--max-tokens", options->max_tokens,
-                      "Tokens to generate at most, >= 0 (without --ctx, the prompt and these must fit the model's "
-                      "context_length)")->capture_default_str();
+  command
+      ->add_option("-n,--max-tokens", options->max_tokens,
+                   "Tokens to generate at most, >= 0 (without --ctx, the prompt and these must fit the model's "
+                   "context_length)")
+      ->capture_default_str();
   command->add_option("--ctx", options->ctx,
                       "Context size, at least 1 (default: prompt + max tokens; above the model's context length: "
                       "lowered to it, with a warning)");
@@ -87,9 +89,9 @@ void register_generate_command(CLI::App& app) {
     session_options.kv_type = parse_kv_type(options->kv);
     session_options.execution = options->engine.execution;
     const ModelConfig& config = engine.model().config();
-    session_options.n_ctx = options->ctx ? checked_context_size(config, *options->ctx)
-                                         : generation_context(prompt_tokens.size(), options->max_tokens,
-                                                              config.n_ctx_train);
+    session_options.n_ctx = options->ctx
+                                ? checked_context_size(config, *options->ctx)
+                                : generation_context(prompt_tokens.size(), options->max_tokens, config.n_ctx_train);
     Session session(engine.model(), session_options);
 
     if (!text_mode) {

@@ -63,7 +63,8 @@ void print_text(const gguf::Model& model) {
                 static_cast<unsigned long long>(file->size()), static_cast<unsigned long long>(file->alignment()));
   }
   std::printf("\nmetadata (%zu keys):\n", model.metadata().size());
-  for (const auto& [key, value] : model.metadata()) std::printf("  %-40s %s\n", key.c_str(), gguf::to_display(value).c_str());
+  for (const auto& [key, value] : model.metadata())
+    std::printf("  %-40s %s\n", key.c_str(), gguf::to_display(value).c_str());
 
   std::printf("\ntensors (%zu):\n", model.tensors().size());
   struct Total {
@@ -144,7 +145,8 @@ void print_weight_check(const gguf::Model& model, const QuantRegistry& quants) {
 void register_inspect_command(CLI::App& app) {
   auto options = std::make_shared<InspectOptions>();
   auto* command = app.add_subcommand(
-      "inspect", "Show a GGUF model's metadata and tensors, dequantize a tensor, or check the weights for NaN/infinity");
+      "inspect",
+      "Show a GGUF model's metadata and tensors, dequantize a tensor, or check the weights for NaN/infinity");
   command->add_option("model", options->model, "GGUF file (any part of a split model opens all parts)")->required();
   command->add_flag("--json", options->json, "Print {\"metadata\": {...}, \"tensors\": [...]} as JSON");
   auto* dequant = command->add_option("--dequant", options->dequant_tensor,

@@ -27,9 +27,9 @@ void register_logits_command(CLI::App& app) {
   auto* command = app.add_subcommand(
       "logits", "Write the logits of every position of a token sequence (positions from 0, no BOS added)");
   add_engine_options(command, options->engine);
-  command->add_option("--tokens", options->tokens,
-                      "Token ids: 1,2,3 or a file holding such a list (at most " +
-                          byte_size_text(kMaxUserTextBytes) + ")")
+  command
+      ->add_option("--tokens", options->tokens,
+                   "Token ids: 1,2,3 or a file holding such a list (at most " + byte_size_text(kMaxUserTextBytes) + ")")
       ->required();
   command->add_option("-o,--output", options->output, "Output: float32 little-endian [n_tokens][n_vocab]")->required();
   command->add_option("--kv", options->kv, "KV cache type: f16 or int8")->capture_default_str();

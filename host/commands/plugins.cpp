@@ -1,6 +1,6 @@
 // `strata plugins [--manifest F] [--json]`: what loaded, what was skipped and why, which backend runs by
-// default, what the quant registry could not decide, and which provider serves each quant type. The --json shape is documented in
-// docs/manifest.md ("strata plugins --json"); keep the two in step.
+// default, what the quant registry could not decide, and which provider serves each quant type. The --json shape is
+// documented in docs/manifest.md ("strata plugins --json"); keep the two in step.
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -74,10 +74,12 @@ void print_text(const PluginHost& host) {
               << "  score " << std::setw(4) << plugin.score << " " << plugin.file.string() << "\n";
   }
   print_heading("skipped plugins", host.skipped().size());
-  for (const auto& skipped : host.skipped()) std::cout << "  " << skipped.file.string() << ": " << skipped.reason << "\n";
+  for (const auto& skipped : host.skipped())
+    std::cout << "  " << skipped.file.string() << ": " << skipped.reason << "\n";
   const std::string backend = default_backend(host);
   std::cout << "\ndefault backend: "
-            << (backend.empty() ? "none loaded" : backend + " (--backend on logits, generate, chat, bench overrides it)")
+            << (backend.empty() ? "none loaded"
+                                : backend + " (--backend on logits, generate, chat, bench overrides it)")
             << "\n";
   print_heading("unresolved", host.problems().size());
   for (const auto& problem : host.problems()) std::cout << "  " << problem << "\n";
@@ -94,8 +96,9 @@ void print_text(const PluginHost& host) {
 }  // namespace
 
 void register_plugins_command(CLI::App& app) {
-  auto* command = app.add_subcommand("plugins", "List the plugins that loaded, those skipped and why, and who "
-                                                "serves each quant type");
+  auto* command = app.add_subcommand("plugins",
+                                     "List the plugins that loaded, those skipped and why, and who "
+                                     "serves each quant type");
   struct Flags {
     std::string manifest_path;
     bool json = false;

@@ -52,12 +52,11 @@ void run_synth(const SynthCommandOptions& o) {
 
   const auto plugins = open_plugins(o.manifest);
   const auto start = std::chrono::steady_clock::now();
-  const auto report = synth::synthesize(options, plugins->quants(), o.output,
-                                        [](const synth::SynthTensorReport& tensor, size_t index, size_t count) {
-                                          log().debug("[{}/{}] {} {}{}", index + 1, count, tensor.name,
-                                                      gguf::find_type(tensor.type)->name,
-                                                      tensor.fast_path ? " (fast path)" : "");
-                                        });
+  const auto report = synth::synthesize(
+      options, plugins->quants(), o.output, [](const synth::SynthTensorReport& tensor, size_t index, size_t count) {
+        log().debug("[{}/{}] {} {}{}", index + 1, count, tensor.name, gguf::find_type(tensor.type)->name,
+                    tensor.fast_path ? " (fast path)" : "");
+      });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("wrote %s: %zu tensors, %llu bytes (%.1f MiB) in %.1f s\n", o.output.c_str(), report.tensors.size(),
               static_cast<unsigned long long>(report.file_bytes), report.file_bytes / 1048576.0, seconds);
@@ -68,7 +67,8 @@ void run_synth(const SynthCommandOptions& o) {
 
 void register_synth_command(CLI::App& app) {
   auto o = std::make_shared<SynthCommandOptions>();
-  auto* command = app.add_subcommand("synth", "Write a random-weight MoE model with real shapes, metadata and quant mix");
+  auto* command =
+      app.add_subcommand("synth", "Write a random-weight MoE model with real shapes, metadata and quant mix");
   command->footer(
       "Weights are random (seeded: one seed gives a byte-identical file). Tensors above --exact-max-values values\n"
       "are assembled from a pool of blocks made by the real quantizer instead of quantizing every row.\n"
@@ -80,12 +80,14 @@ void register_synth_command(CLI::App& app) {
   command->add_option("--type", o->type, "quant mix: iq3_s, iq3_xxs, q8_0 or f32")->capture_default_str();
   command->add_option("--output", o->output, "GGUF file to write")->required();
   command->add_option("--seed", o->seed, "random seed")->capture_default_str();
-  command->add_option("--routing-skew", o->routing_skew,
-                      "Zipf exponent of the SIMULATED expert popularity (0 = uniform routing)")
+  command
+      ->add_option("--routing-skew", o->routing_skew,
+                   "Zipf exponent of the SIMULATED expert popularity (0 = uniform routing)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  command->add_option("--exact-max-values", o->exact_max_values,
-                      "quantize tensors up to this many values row by row; larger ones take the fast path")
+  command
+      ->add_option("--exact-max-values", o->exact_max_values,
+                   "quantize tensors up to this many values row by row; larger ones take the fast path")
       ->capture_default_str();
   command->add_option("--threads", o->threads, thread_count_help("worker threads", "0: all hardware threads"))
       ->capture_default_str()

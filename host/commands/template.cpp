@@ -22,13 +22,17 @@ struct TemplateOptions {
 
 void register_template_command(CLI::App& app) {
   auto options = std::make_shared<TemplateOptions>();
-  auto* command = app.add_subcommand("template", "Render a Jinja chat template for one conversation, as Hugging Face's apply_chat_template does");
+  auto* command = app.add_subcommand(
+      "template", "Render a Jinja chat template for one conversation, as Hugging Face's apply_chat_template does");
   command->add_option("--template", options->template_path, "Jinja chat template file")->required();
-  command->add_option("--input", options->input_path,
-                      "JSON file: {\"messages\", \"add_generation_prompt\", \"bos_token\", \"eos_token\", \"extra\"}, "
-                      "nested at most " + std::to_string(jinja::kMaxNesting) + " levels")
+  command
+      ->add_option("--input", options->input_path,
+                   "JSON file: {\"messages\", \"add_generation_prompt\", \"bos_token\", \"eos_token\", \"extra\"}, "
+                   "nested at most " +
+                       std::to_string(jinja::kMaxNesting) + " levels")
       ->required();
-  command->add_option("--now", options->now, "Pin strftime_now to this local time, \"YYYY-MM-DD HH:MM[:SS]\" (default: the clock)");
+  command->add_option("--now", options->now,
+                      "Pin strftime_now to this local time, \"YYYY-MM-DD HH:MM[:SS]\" (default: the clock)");
   command->footer("A render fails with an error naming the template line past its limits: nesting deeper than " +
                   std::to_string(jinja::kMaxNesting) + " levels, a string or the rendering past " +
                   std::to_string(jinja::kMaxResultSize >> 20) + " MiB, a list or dict past " +

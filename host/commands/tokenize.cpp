@@ -33,8 +33,9 @@ void register_tokenize_command(CLI::App& app) {
   auto options = std::make_shared<TokenizeOptions>();
   auto* command = app.add_subcommand("tokenize", "Print the token ids of a text file, space-separated, on one line");
   command->add_option("--model", options->model, "GGUF file whose vocabulary to use")->required();
-  command->add_option("--text-file", options->text_file,
-                      "The text, read as bytes (a regular file of at most " + byte_size_text(kMaxUserTextBytes) + ")")
+  command
+      ->add_option("--text-file", options->text_file,
+                   "The text, read as bytes (a regular file of at most " + byte_size_text(kMaxUserTextBytes) + ")")
       ->required();
   command->add_flag("--parse-special", options->parse_special, "Turn special-token text (<|im_end|>) into its id");
   command->add_flag("--add-special", options->add_special, "Add BOS/EOS as the vocabulary asks");

@@ -4,8 +4,8 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <new>
 #include <string>
@@ -64,9 +64,9 @@ struct strata_backend {
   // Scratch kept between ops, so steady-state ops allocate nothing. thread_floats[worker] belongs to
   // that pool worker alone.
   std::vector<std::vector<float>> thread_floats;
-  std::vector<std::byte> activations;  // matmul inputs converted to the kernels' activation types
-  std::vector<float> moe_floats;       // moe_ffn's gathered inputs and per-expert results
-  std::vector<int32_t> moe_slots;      // moe_ffn's (token, choice) slots grouped by expert
+  std::vector<std::byte> activations;     // matmul inputs converted to the kernels' activation types
+  std::vector<float> moe_floats;          // moe_ffn's gathered inputs and per-expert results
+  std::vector<int32_t> moe_slots;         // moe_ffn's (token, choice) slots grouped by expert
   strata_buffer normed_sum, normed_rows;  // a normed input's x + y and norm where the op is given no place
 
   // A worker's float scratch of at least count values.

@@ -78,8 +78,8 @@ void norm_rows(strata_backend& instance, const sdk::NormOperands& rows_of, const
 
 }  // namespace
 
-void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weight* weight, int32_t rows,
-              int32_t width, float eps, strata_buffer* out) {
+void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weight* weight, int32_t rows, int32_t width,
+              float eps, strata_buffer* out) {
   norm_rows(deref(backend, "backend"), sdk::norm_operands(x, nullptr, rows, width, out),
             f32_vector(weight, width, "rms_norm weight"), rows, width, eps);
 }
@@ -91,8 +91,8 @@ void add_rms_norm(strata_backend* backend, strata_buffer* x, const strata_buffer
             f32_vector(weight, width, "add_rms_norm weight"), rows, width, eps);
 }
 
-void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens,
-               int32_t n_heads, int32_t head_dim, int32_t n_rot, float base) {
+void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens, int32_t n_heads,
+               int32_t head_dim, int32_t n_rot, float base) {
   auto& instance = deref(backend, "backend");
   sdk::check_rope_args(positions, n_tokens, n_heads, head_dim, n_rot);
   const int64_t token_width = int64_t{n_heads} * head_dim;

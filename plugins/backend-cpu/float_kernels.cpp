@@ -60,8 +60,8 @@ STRATA_INLINE float reduce(vf v) {
   using vf4 = float __attribute__((vector_size(16)));
   const vf8 halves = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
                      __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  const vf4 quarters = __builtin_shufflevector(halves, halves, 0, 1, 2, 3) +
-                       __builtin_shufflevector(halves, halves, 4, 5, 6, 7);
+  const vf4 quarters =
+      __builtin_shufflevector(halves, halves, 0, 1, 2, 3) + __builtin_shufflevector(halves, halves, 4, 5, 6, 7);
   return (quarters[0] + quarters[2]) + (quarters[1] + quarters[3]);
 }
 
@@ -111,8 +111,8 @@ constexpr int kMaxVectors = 8;
 
 // out[v * out_stride + j] = dot(row j, xs + v * x_stride), summed per vector as dot_body sums.
 template <class T>
-STRATA_INLINE void dot_rows_body(const T* rows, int64_t n_rows, const float* xs, size_t x_stride, int n_x,
-                                 int64_t n, float* out, size_t out_stride) {
+STRATA_INLINE void dot_rows_body(const T* rows, int64_t n_rows, const float* xs, size_t x_stride, int n_x, int64_t n,
+                                 float* out, size_t out_stride) {
   for (int v0 = 0; v0 < n_x; v0 += kMaxVectors) {
     const int count = n_x - v0 < kMaxVectors ? n_x - v0 : kMaxVectors;
     const float* x = xs + v0 * x_stride;
@@ -157,33 +157,34 @@ STRATA_INLINE void axpy_rows_body(const float* a, size_t a_stride, const T* rows
     }
     for (; i < n; ++i) {
       for (int v = 0; v < count; ++v) {
-        for (int64_t j = 0; j < n_rows; ++j) y[v * y_stride + i] += weights[v * a_stride + j] * to_float(rows[j * n + i]);
+        for (int64_t j = 0; j < n_rows; ++j)
+          y[v * y_stride + i] += weights[v * a_stride + j] * to_float(rows[j * n + i]);
       }
     }
   }
 }
 
-#define STRATA_FLOAT_KERNELS(set_name, target_attribute)                                                         \
-  namespace set_name {                                                                                           \
-  target_attribute float dot(const float* a, const float* b, int64_t n) { return dot_body(a, b, n); }            \
-  target_attribute void dot4(const float* w, size_t stride, const float* x, int64_t n, float* out) {             \
-    dot4_body(w, stride, x, n, out);                                                                             \
-  }                                                                                                              \
-  target_attribute float dot_f16(const uint16_t* a, const float* b, int64_t n) { return dot_body(a, b, n); }     \
-  target_attribute float dot_i8(const int8_t* a, const float* b, int64_t n) { return dot_body(a, b, n); }        \
-  target_attribute void axpy(float a, const float* x, float* y, int64_t n) { axpy_body(a, x, y, n); }            \
-  target_attribute void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) { axpy_body(a, x, y, n); }     \
-  target_attribute void axpy_i8(float a, const int8_t* x, float* y, int64_t n) { axpy_body(a, x, y, n); }        \
-  target_attribute void dot_rows_f16(const uint16_t* rows, int64_t n_rows, const float* xs, size_t x_stride,     \
-                                     int n_x, int64_t n, float* out, size_t out_stride) {                        \
-    dot_rows_body(rows, n_rows, xs, x_stride, n_x, n, out, out_stride);                                          \
-  }                                                                                                              \
-  target_attribute void axpy_rows_f16(const float* a, size_t a_stride, const uint16_t* rows, int64_t n_rows,      \
-                                      float* ys, size_t y_stride, int n_y, int64_t n) {                          \
-    axpy_rows_body(a, a_stride, rows, n_rows, ys, y_stride, n_y, n);                                             \
-  }                                                                                                              \
-  constexpr FloatKernels table{&dot, &dot4, &dot_f16, &dot_i8, &axpy, &axpy_f16, &axpy_i8, &dot_rows_f16,        \
-                               &axpy_rows_f16};                                                                  \
+#define STRATA_FLOAT_KERNELS(set_name, target_attribute)                                                              \
+  namespace set_name {                                                                                                \
+  target_attribute float dot(const float* a, const float* b, int64_t n) { return dot_body(a, b, n); }                 \
+  target_attribute void dot4(const float* w, size_t stride, const float* x, int64_t n, float* out) {                  \
+    dot4_body(w, stride, x, n, out);                                                                                  \
+  }                                                                                                                   \
+  target_attribute float dot_f16(const uint16_t* a, const float* b, int64_t n) { return dot_body(a, b, n); }          \
+  target_attribute float dot_i8(const int8_t* a, const float* b, int64_t n) { return dot_body(a, b, n); }             \
+  target_attribute void axpy(float a, const float* x, float* y, int64_t n) { axpy_body(a, x, y, n); }                 \
+  target_attribute void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) { axpy_body(a, x, y, n); }          \
+  target_attribute void axpy_i8(float a, const int8_t* x, float* y, int64_t n) { axpy_body(a, x, y, n); }             \
+  target_attribute void dot_rows_f16(const uint16_t* rows, int64_t n_rows, const float* xs, size_t x_stride, int n_x, \
+                                     int64_t n, float* out, size_t out_stride) {                                      \
+    dot_rows_body(rows, n_rows, xs, x_stride, n_x, n, out, out_stride);                                               \
+  }                                                                                                                   \
+  target_attribute void axpy_rows_f16(const float* a, size_t a_stride, const uint16_t* rows, int64_t n_rows,          \
+                                      float* ys, size_t y_stride, int n_y, int64_t n) {                               \
+    axpy_rows_body(a, a_stride, rows, n_rows, ys, y_stride, n_y, n);                                                  \
+  }                                                                                                                   \
+  constexpr FloatKernels table{&dot,      &dot4,    &dot_f16,      &dot_i8,       &axpy,                              \
+                               &axpy_f16, &axpy_i8, &dot_rows_f16, &axpy_rows_f16};                                   \
   }
 
 STRATA_FLOAT_KERNELS(baseline, )
@@ -197,9 +198,12 @@ STRATA_FLOAT_KERNELS(avx512, STRATA_TARGET_AVX512)
 const FloatKernels& float_kernels(CpuIsa isa) {
 #if STRATA_X86
   switch (isa) {
-    case CpuIsa::avx512: return avx512::table;
-    case CpuIsa::avx2: return avx2::table;
-    case CpuIsa::scalar: break;
+    case CpuIsa::avx512:
+      return avx512::table;
+    case CpuIsa::avx2:
+      return avx2::table;
+    case CpuIsa::scalar:
+      break;
   }
 #endif
   return baseline::table;

@@ -73,7 +73,8 @@ void KvTensor::store(size_t row, const float* x) {
     const bool finite = std::isfinite(amax) && std::all_of(x + start, x + start + size, [](float v) { return v == v; });
     const float scale = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
     const float inverse = finite && scale != 0.0f ? 1.0f / scale : 0.0f;
-    for (int32_t i = 0; i < size; ++i) levels_[first + start + i] = static_cast<int8_t>(std::lround(x[start + i] * inverse));
+    for (int32_t i = 0; i < size; ++i)
+      levels_[first + start + i] = static_cast<int8_t>(std::lround(x[start + i] * inverse));
     scales_[row * groups_per_row_ + group] = scale;
   }
 }

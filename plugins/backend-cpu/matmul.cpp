@@ -26,7 +26,7 @@ struct TaskPlan {
   CpuDotRowsMultiFn dot_rows_multi = nullptr;
   const strata_quant_type* activation_type = nullptr;  // set when activations must be converted
   size_t activation_row_bytes = 0;
-  size_t activation_offset = 0;  // into backend.activations
+  size_t activation_offset = 0;        // into backend.activations
   int64_t shares_activations_of = -1;  // an earlier plan whose converted activations this one reuses
   int64_t tile_rows = 0;
   int64_t n_tiles = 0;
@@ -126,8 +126,8 @@ void tile_with_dot_rows(const strata_backend& backend, const TaskPlan& plan, con
   const MatmulTask& task = plan.task;
   const strata_weight& weight = *task.weight;
   const bool converted = plan.activation_type != nullptr;
-  const std::byte* activations = converted ? backend.activations.data() + plan.activation_offset
-                                           : reinterpret_cast<const std::byte*>(task.x);
+  const std::byte* activations =
+      converted ? backend.activations.data() + plan.activation_offset : reinterpret_cast<const std::byte*>(task.x);
   const size_t stride = converted ? plan.activation_row_bytes : static_cast<size_t>(weight.ne0) * sizeof(float);
   float* out = task.out + row0;
   if (plan.dot_rows_multi != nullptr && task.n_tokens > 1) {
@@ -142,8 +142,8 @@ void tile_with_dot_rows(const strata_backend& backend, const TaskPlan& plan, con
 }
 
 // The same through float rows: F32 weights are read in place, other types dequantized into scratch.
-void tile_in_float(strata_backend& backend, const TaskPlan& plan, const std::byte* rows, int64_t row0,
-                   int64_t n_rows, int worker) {
+void tile_in_float(strata_backend& backend, const TaskPlan& plan, const std::byte* rows, int64_t row0, int64_t n_rows,
+                   int worker) {
   const MatmulTask& task = plan.task;
   const strata_weight& weight = *task.weight;
   const int64_t ne0 = weight.ne0;
@@ -192,8 +192,8 @@ void run_matmuls(strata_backend& backend, std::span<const MatmulTask> tasks) {
   });
 }
 
-void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, const strata_buffer* x,
-            int32_t n_tokens, const strata_weight* bias, strata_buffer* out) {
+void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, const strata_buffer* x, int32_t n_tokens,
+            const strata_weight* bias, strata_buffer* out) {
   auto& instance = deref(backend, "backend");
   const auto& weight = deref(w, "matmul weight");
   const sdk::MatmulOperands operands = sdk::matmul_operands(weight, expert, x, n_tokens, out);

@@ -26,8 +26,8 @@ void softmax(const float* logits, int32_t n, float* probabilities) {
 
 }  // namespace
 
-void route(strata_backend* backend, const strata_buffer* logits, int32_t n_tokens, int32_t n_experts,
-           int32_t n_used, int32_t routing, strata_buffer* ids, strata_buffer* weights) {
+void route(strata_backend* backend, const strata_buffer* logits, int32_t n_tokens, int32_t n_experts, int32_t n_used,
+           int32_t routing, strata_buffer* ids, strata_buffer* weights) {
   auto& instance = deref(backend, "backend");
   const sdk::RouteOperands operands = sdk::route_operands(logits, n_tokens, n_experts, n_used, routing, ids, weights);
 
@@ -62,8 +62,8 @@ void route_experts(strata_backend* backend, const strata_buffer* x, const strata
 }
 
 void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, int32_t n_used,
-             const strata_buffer* ids, const strata_buffer* weights, const strata_weight* gate,
-             const strata_weight* up, const strata_weight* down, strata_buffer* out) {
+             const strata_buffer* ids, const strata_buffer* weights, const strata_weight* gate, const strata_weight* up,
+             const strata_weight* down, strata_buffer* out) {
   auto& instance = deref(backend, "backend");
   const auto& gate_weight = deref(gate, "moe_ffn gate");
   const auto& up_weight = deref(up, "moe_ffn up");
@@ -82,8 +82,8 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   for (int64_t slot = 0; slot < n_slots; ++slot) {
     const int32_t expert = id_values[slot];
     if (expert < 0 || expert >= n_experts) {
-      invalid_argument("moe_ffn: expert id " + std::to_string(expert) + " is outside the " +
-                       std::to_string(n_experts) + " experts of " + gate_weight.name);
+      invalid_argument("moe_ffn: expert id " + std::to_string(expert) + " is outside the " + std::to_string(n_experts) +
+                       " experts of " + gate_weight.name);
     }
     ++first_of_expert[expert + 1];
   }

@@ -54,9 +54,10 @@ void route_experts_normed(strata_backend* backend, const strata_normed_input* in
                           strata_buffer* ids, strata_buffer* weights) {
   const auto& weight = deref(router, "route_experts_normed router");
   sdk::normed_operands<strata_buffer>(in, n_tokens, static_cast<int32_t>(weight.ne0), "route_experts_normed");
-  for (const strata_buffer* output : {logits, ids, weights}) sdk::check_normed_output(in, output, "route_experts_normed");
-  route_experts(backend, normalize(backend, in, n_tokens, static_cast<int32_t>(weight.ne0)), router, n_tokens, n_experts,
-                n_used, routing, logits, ids, weights);
+  for (const strata_buffer* output : {logits, ids, weights})
+    sdk::check_normed_output(in, output, "route_experts_normed");
+  route_experts(backend, normalize(backend, in, n_tokens, static_cast<int32_t>(weight.ne0)), router, n_tokens,
+                n_experts, n_used, routing, logits, ids, weights);
 }
 
 }  // namespace strata::cpu

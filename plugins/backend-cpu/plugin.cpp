@@ -1,7 +1,7 @@
 // The CPU backend as a plugin. It runs on any machine (the baseline x86-64 kernels need nothing more),
 // with the lowest score, so a GPU backend wins when one can run.
-#include "cpu_backend.hpp"
 #include "strata/plugin.hpp"
+#include "cpu_backend.hpp"
 
 namespace {
 

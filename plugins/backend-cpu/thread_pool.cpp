@@ -90,7 +90,8 @@ void ThreadPool::run_chunk(int worker) noexcept {
 void ThreadPool::worker_loop(int worker) {
   uint64_t seen = 0;
   for (;;) {
-    for (int spin = 0; spin < kSpinIterations && published_generation_.load(std::memory_order_acquire) == seen; ++spin) {
+    for (int spin = 0; spin < kSpinIterations && published_generation_.load(std::memory_order_acquire) == seen;
+         ++spin) {
       cpu_relax();
     }
     {

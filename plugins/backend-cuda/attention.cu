@@ -58,7 +58,8 @@ KvView view(const strata_kv_cache& cache, const DeviceAllocation& data, const De
 __device__ void store_row(const KvView& target, size_t row, const float* x) {
   const int lane = threadIdx.x % kWarp;
   if (target.halves != nullptr) {
-    for (int i = lane; i < target.head_dim; i += kWarp) target.halves[row * target.head_dim + i] = __float2half_rn(x[i]);
+    for (int i = lane; i < target.head_dim; i += kWarp)
+      target.halves[row * target.head_dim + i] = __float2half_rn(x[i]);
     return;
   }
   for (int group = lane; group < target.groups_per_row; group += kWarp) {
@@ -67,7 +68,8 @@ __device__ void store_row(const KvView& target, size_t row, const float* x) {
     for (int i = start; i < end; ++i) amax = fmaxf(amax, fabsf(x[i]));
     const float scale = amax / 127.0f;
     const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
-    for (int i = start; i < end; ++i) target.levels[row * target.head_dim + i] = static_cast<int8_t>(lroundf(x[i] * inverse));
+    for (int i = start; i < end; ++i)
+      target.levels[row * target.head_dim + i] = static_cast<int8_t>(lroundf(x[i] * inverse));
     target.scales[row * target.groups_per_row + group] = scale;
   }
 }
@@ -291,8 +293,7 @@ __global__ void __launch_bounds__(kWarp* kAttentionWarps)
 // to the token's; the later ones' blocks left none) as the attention kernel merges its warps, a split per
 // lane of the first warp, and writes the output row.
 __global__ void __launch_bounds__(kWarp* kAttentionWarps)
-    combine_splits_kernel(SplitStates states, const int32_t* positions, AttentionOutput out, int n_head,
-                          int head_dim) {
+    combine_splits_kernel(SplitStates states, const int32_t* positions, AttentionOutput out, int n_head, int head_dim) {
   sdk::cuda::start_after_previous_kernel();
   __shared__ float factors[kMaxSplits];
   __shared__ float total_sum;
@@ -594,7 +595,8 @@ auto attention_kernel_of_cache(int head_dim) {
 
 template <bool kSplit>
 auto attention_kernel_for(int head_dim, bool int8_cache) {
-  return int8_cache ? attention_kernel_of_cache<kSplit, true>(head_dim) : attention_kernel_of_cache<kSplit, false>(head_dim);
+  return int8_cache ? attention_kernel_of_cache<kSplit, true>(head_dim)
+                    : attention_kernel_of_cache<kSplit, false>(head_dim);
 }
 
 }  // namespace
@@ -698,9 +700,9 @@ void launch_attention(strata_backend& instance, strata_kv_cache& kv, const strat
   const KvView keys = view(kv, kv.keys, kv.key_scales), values = view(kv, kv.values, kv.value_scales);
   const bool store_in_attention = n_tokens == 1;
   if (!store_in_attention) {
-    sdk::cuda::launch_after_previous(store_kernel, static_cast<unsigned>(n_tokens * p.n_head_kv), kWarp * kAttentionWarps,
-                                     0, instance.stream, keys, values, operands.k, operands.v, prep, positions, p.layer,
-                                     p.n_head_kv, kv.config.n_ctx);
+    sdk::cuda::launch_after_previous(store_kernel, static_cast<unsigned>(n_tokens * p.n_head_kv),
+                                     kWarp * kAttentionWarps, 0, instance.stream, keys, values, operands.k, operands.v,
+                                     prep, positions, p.layer, p.n_head_kv, kv.config.n_ctx);
     check_launch("kv store");
     if (n_tokens >= kPromptAttentionMinTokens &&
         launch_prompt_attention(instance.stream, keys, values, operands.q, prep, positions, operands.out,
@@ -746,7 +748,8 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
                const strata_buffer* q, const strata_buffer* k, const strata_buffer* v, strata_buffer* out) {
   auto& kv = deref(cache, "kv cache");
   const auto& p = deref(params, "attention params");
-  launch_attention(deref(backend, "backend"), kv, p, sdk::attention_operands(kv.config, p, q, k, v, out), HeadPrep{}, *out);
+  launch_attention(deref(backend, "backend"), kv, p, sdk::attention_operands(kv.config, p, q, k, v, out), HeadPrep{},
+                   *out);
 }
 
 void attention_rope(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,
@@ -757,8 +760,8 @@ void attention_rope(strata_backend* backend, strata_kv_cache* cache, const strat
   const auto& r = sdk::checked_qk_prepare(prepare, p);
   const sdk::AttentionOperands operands = sdk::attention_operands(kv.config, p, q, k, v, out);
   const HeadPrep prep{r.q_norm != nullptr ? f32_vector(r.q_norm, p.head_dim, "attention q_norm") : nullptr,
-                      r.k_norm != nullptr ? f32_vector(r.k_norm, p.head_dim, "attention k_norm") : nullptr,
-                      r.norm_eps, r.n_rot / 2, std::pow(r.rope_base, -2.0f / static_cast<float>(r.n_rot))};
+                      r.k_norm != nullptr ? f32_vector(r.k_norm, p.head_dim, "attention k_norm") : nullptr, r.norm_eps,
+                      r.n_rot / 2, std::pow(r.rope_base, -2.0f / static_cast<float>(r.n_rot))};
   launch_attention(deref(backend, "backend"), kv, p, operands, prep, *out);
 }
 

@@ -100,7 +100,8 @@ struct KvView {
     auto* pairs = reinterpret_cast<__half2*>(&result);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      pairs[k] = __floats2half2_rn(static_cast<float>(eight[2 * k]) * scale, static_cast<float>(eight[2 * k + 1]) * scale);
+      pairs[k] =
+          __floats2half2_rn(static_cast<float>(eight[2 * k]) * scale, static_cast<float>(eight[2 * k + 1]) * scale);
     }
     return result;
   }

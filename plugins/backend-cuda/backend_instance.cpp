@@ -31,7 +31,8 @@ nlohmann::json parse_options(const char* options_json, const char* where) {
       invalid_argument(std::string(where) + ": unknown option \"" + key +
                        "\" (known: vram_reserve_mib, device, repacked_weights)");
     }
-    if (!value.is_number_integer() || value.get<int64_t>() < 0 || (key == "repacked_weights" && value.get<int64_t>() > 1)) {
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
+        (key == "repacked_weights" && value.get<int64_t>() > 1)) {
       invalid_argument(std::string(where) + ": option \"" + key + "\" must be a non-negative integer" +
                        (key == "repacked_weights" ? " (0 or 1)" : ""));
     }
@@ -75,7 +76,9 @@ std::string describe_device(int device, const VramBudget& budget, size_t reserve
 
 }  // namespace
 
-void set_plugin_options(const char* options_json) { plugin_options() = parse_options(options_json, "backend-cuda manifest options"); }
+void set_plugin_options(const char* options_json) {
+  plugin_options() = parse_options(options_json, "backend-cuda manifest options");
+}
 
 void create(const strata_backend_config* config, strata_backend** out) {
   const auto& checked = deref(config, "config");

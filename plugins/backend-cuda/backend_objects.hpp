@@ -65,8 +65,8 @@ struct strata_weight {
   const strata_quant_type* type = nullptr;  // the file's type; kernels and row_bytes are its device layout's
   strata::cuda::WeightKernels kernels;      // (type's cuda_repacked where the weight was repacked)
   int64_t ne0 = 0, ne1 = 0, ne2 = 0;
-  size_t row_bytes = 0;       // on the device
-  size_t host_row_bytes = 0;  // in the file
+  size_t row_bytes = 0;             // on the device
+  size_t host_row_bytes = 0;        // in the file
   const std::byte* host = nullptr;  // the host's bytes (valid until weight_free): get_rows decodes there
   strata::cuda::DeviceAllocation device;
 
@@ -151,14 +151,14 @@ struct strata_backend {
   strata::cuda::VramBudget budget;  // before the lanes: their scratches give their memory back to it
   std::array<strata::cuda::StreamLane, strata::cuda::kStreamLanes> lanes;
   int current_lane = 0;
-  int region_ops = -1;             // ops placed in the open concurrent region; -1 outside one
+  int region_ops = -1;                 // ops placed in the open concurrent region; -1 outside one
   cudaEvent_t region_start = nullptr;  // recorded on the first lane at concurrent_begin
-  cudaStream_t stream = nullptr;   // lane().stream
-  cublasHandle_t cublas = nullptr;  // lane().cublas
+  cudaStream_t stream = nullptr;       // lane().stream
+  cublasHandle_t cublas = nullptr;     // lane().cublas
   std::string description;
   strata::cuda::PinnedHostBuffer read_staging{"buffer_read staging"};
   std::map<const std::byte*, size_t> host_memory;  // host_alloc's page-locked blocks: start, bytes
-  strata_graph* recording = nullptr;  // the step graph being captured on the first lane's stream, if any
+  strata_graph* recording = nullptr;               // the step graph being captured on the first lane's stream, if any
 
  private:
   void release_lanes();

@@ -42,15 +42,18 @@ void DeviceAllocation::release() noexcept {
 }
 
 VramBudget::VramBudget(size_t free_bytes, size_t reserve_bytes)
-    : free_at_start_(free_bytes), reserve_(reserve_bytes), limit_(free_bytes > reserve_bytes ? free_bytes - reserve_bytes : 0) {}
+    : free_at_start_(free_bytes),
+      reserve_(reserve_bytes),
+      limit_(free_bytes > reserve_bytes ? free_bytes - reserve_bytes : 0) {}
 
 DeviceAllocation VramBudget::allocate(size_t bytes, const std::string& what) {
   const size_t rounded = bytes == 0 ? 256 : bytes;  // a valid pointer even for empty buffers
   if (rounded > limit_ - used_) {
-    throw sdk::Failure(STRATA_E_OUT_OF_MEMORY,
-                       what + " needs " + mib_text(rounded) + " of VRAM but " + mib_text(limit_ - used_) +
-                           " is left (" + mib_text(free_at_start_) + " was free at start, " + mib_text(reserve_) +
-                           " is reserved (--vram-reserve-mib, option vram_reserve_mib), " + mib_text(used_) + " is in use)");
+    throw sdk::Failure(STRATA_E_OUT_OF_MEMORY, what + " needs " + mib_text(rounded) + " of VRAM but " +
+                                                   mib_text(limit_ - used_) + " is left (" + mib_text(free_at_start_) +
+                                                   " was free at start, " + mib_text(reserve_) +
+                                                   " is reserved (--vram-reserve-mib, option vram_reserve_mib), " +
+                                                   mib_text(used_) + " is in use)");
   }
   void* pointer = nullptr;
   check(cudaMalloc(&pointer, rounded), what + ": cudaMalloc of " + mib_text(rounded));

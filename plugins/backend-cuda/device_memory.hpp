@@ -28,7 +28,8 @@ class DeviceAllocation {
 
  private:
   friend class VramBudget;
-  DeviceAllocation(VramBudget* budget, void* pointer, size_t bytes) : budget_(budget), pointer_(pointer), bytes_(bytes) {}
+  DeviceAllocation(VramBudget* budget, void* pointer, size_t bytes)
+      : budget_(budget), pointer_(pointer), bytes_(bytes) {}
   void release() noexcept;
 
   VramBudget* budget_ = nullptr;

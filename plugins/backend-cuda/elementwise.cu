@@ -97,7 +97,8 @@ __global__ void rms_norm_kernel(const float* x, const float* y, float* x_sum, co
     const auto* quads = reinterpret_cast<const float4*>(row);
     const int n_quads = width / 4;
     // Whole warps go round when rounding, for the shuffles of group_amax (width / 4 is a multiple of 8).
-    const int end = levels != nullptr ? (n_quads + sdk::cuda::kWarp - 1) / sdk::cuda::kWarp * sdk::cuda::kWarp : n_quads;
+    const int end =
+        levels != nullptr ? (n_quads + sdk::cuda::kWarp - 1) / sdk::cuda::kWarp * sdk::cuda::kWarp : n_quads;
     const auto normalize = [&](int i, float4 g) {
       const bool active = i < n_quads;
       float4 normed = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -188,8 +189,8 @@ void launch_rms_norm(strata_backend& backend, const sdk::NormOperands& rows_of, 
 
 }  // namespace
 
-void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weight* weight, int32_t rows,
-              int32_t width, float eps, strata_buffer* out) {
+void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weight* weight, int32_t rows, int32_t width,
+              float eps, strata_buffer* out) {
   launch_rms_norm(deref(backend, "backend"), sdk::norm_operands(x, nullptr, rows, width, out),
                   f32_vector(weight, width, "rms_norm weight"), rows, width, eps, *out);
 }
@@ -208,9 +209,10 @@ NormedInput normed_input(const strata_normed_input* in, int32_t rows, int32_t wi
 const strata_buffer& normalize_first(strata_backend& backend, const NormedInput& input, int32_t rows, int32_t width) {
   const size_t bytes = static_cast<size_t>(rows) * static_cast<size_t>(width) * sizeof(float);
   strata_buffer& out = input.normed != nullptr ? *input.normed : backend.lane().normed_rows.get(backend.budget, bytes);
-  float* x_sum = input.rows.y == nullptr  ? nullptr
-                 : input.rows.sum != nullptr ? input.rows.sum
-                                             : backend.lane().residual_sum.get<float>(backend.budget, bytes / sizeof(float));
+  float* x_sum = input.rows.y == nullptr ? nullptr
+                 : input.rows.sum != nullptr
+                     ? input.rows.sum
+                     : backend.lane().residual_sum.get<float>(backend.budget, bytes / sizeof(float));
   float* out_values = sdk::floats(&out, int64_t{rows} * width, "normed input's norm");
   if (input.rows.y == nullptr && input.rows.sum != nullptr) {
     check(cudaMemcpyAsync(input.rows.sum, input.rows.x, bytes, cudaMemcpyDeviceToDevice, backend.stream),
@@ -221,8 +223,8 @@ const strata_buffer& normalize_first(strata_backend& backend, const NormedInput&
   return out;
 }
 
-void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens,
-               int32_t n_heads, int32_t head_dim, int32_t n_rot, float base) {
+void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens, int32_t n_heads,
+               int32_t head_dim, int32_t n_rot, float base) {
   auto& instance = deref(backend, "backend");
   sdk::check_rope_args(positions, n_tokens, n_heads, head_dim, n_rot);
   float* values = floats(x, int64_t{n_tokens} * n_heads * head_dim, "rope_neox x");
@@ -248,8 +250,10 @@ void unary(strata_backend* backend, int32_t op, const strata_buffer* x, int64_t 
   const float* x_values = floats(x, n, "unary x");
   float* out_values = floats(out, n, "unary out");
   switch (op) {
-    case STRATA_UNARY_SILU: return apply_unary(instance, x_values, out_values, n, Silu{});
-    case STRATA_UNARY_SIGMOID: return apply_unary(instance, x_values, out_values, n, Sigmoid{});
+    case STRATA_UNARY_SILU:
+      return apply_unary(instance, x_values, out_values, n, Silu{});
+    case STRATA_UNARY_SIGMOID:
+      return apply_unary(instance, x_values, out_values, n, Sigmoid{});
   }
   invalid_argument("unary: unknown op " + std::to_string(op));
 }

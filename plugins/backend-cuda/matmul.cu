@@ -69,8 +69,8 @@ void multiply_batch(strata_backend& backend, const strata_weight& weight, int64_
   }
   __half* x16 = backend.lane().activations_f16.get<__half>(backend.budget, static_cast<size_t>(n_tokens * ne0));
   if (!sdk::cuda::is_16_byte_aligned(x)) invalid_argument("matmul: input rows not 16-byte aligned");
-  sdk::cuda::launch_after_previous(to_f16_kernel, blocks_for(n_tokens * ne0 / 8, kThreads), kThreads, 0,
-                                   backend.stream, x, x16, n_tokens * ne0 / 8);
+  sdk::cuda::launch_after_previous(to_f16_kernel, blocks_for(n_tokens * ne0 / 8, kThreads), kThreads, 0, backend.stream,
+                                   x, x16, n_tokens * ne0 / 8);
   check_launch("to_f16");
   if (weight.type->type_id == kTypeF16) {
     gemm_f16(backend, reinterpret_cast<const __half*>(matrix), x16, ne0, ne1, 0, ne1, n_tokens, out);
@@ -129,8 +129,8 @@ void multiply(strata_backend& backend, const strata_weight& weight, int64_t expe
                                                  weight.type->name + " (its quant plugin was built without CUDA)");
   }
   if (weight.ne0 % 8 != 0) {
-    throw sdk::Failure(STRATA_E_UNSUPPORTED,
-                       "matmul " + weight.name + ": rows of " + std::to_string(weight.ne0) + " values (a multiple of 8 is needed)");
+    throw sdk::Failure(STRATA_E_UNSUPPORTED, "matmul " + weight.name + ": rows of " + std::to_string(weight.ne0) +
+                                                 " values (a multiple of 8 is needed)");
   }
   if (n_tokens <= kMaxMatvecTokens) {
     check_call([&](strata_error* error) {
@@ -173,7 +173,8 @@ bool multiply_rounded(strata_backend& backend, const strata_weight& weight, int3
 // The products of a matmul whose input is x (the buffer, for its 8-bit copy) on the current lane, then the bias.
 void multiply_then_bias(strata_backend& backend, const strata_weight& weight, int32_t expert, const strata_buffer& x,
                         const float* x_values, int32_t n_tokens, const float* bias, float* out) {
-  if (!multiply_rounded(backend, weight, expert, x, n_tokens, out)) multiply(backend, weight, expert, x_values, n_tokens, out);
+  if (!multiply_rounded(backend, weight, expert, x, n_tokens, out))
+    multiply(backend, weight, expert, x_values, n_tokens, out);
   add_bias(backend, bias, weight.ne1, n_tokens, out);
 }
 
@@ -182,11 +183,12 @@ void multiply_then_bias(strata_backend& backend, const strata_weight& weight, in
 // rows runs the norm kernel, which writes them.
 bool multiply_normed(strata_backend& backend, const strata_weight& weight, const NormedInput& input, int32_t n_tokens,
                      float* out) {
-  if (n_tokens < 1 || n_tokens > kMaxMatvecTokens || weight.kernels.matvec_normed == nullptr || input.normed != nullptr) {
+  if (n_tokens < 1 || n_tokens > kMaxMatvecTokens || weight.kernels.matvec_normed == nullptr ||
+      input.normed != nullptr) {
     return false;
   }
-  const strata_cuda_normed_rows rows{sizeof(strata_cuda_normed_rows), input.rows.x, input.rows.y, input.gain, input.eps,
-                                     input.rows.sum};
+  const strata_cuda_normed_rows rows{
+      sizeof(strata_cuda_normed_rows), input.rows.x, input.rows.y, input.gain, input.eps, input.rows.sum};
   char message[512] = "";
   strata_error error{message, sizeof message};
   const strata_status status = weight.kernels.matvec_normed(weight.matrix(0), weight.ne0, weight.ne1, weight.row_bytes,
@@ -198,8 +200,8 @@ bool multiply_normed(strata_backend& backend, const strata_weight& weight, const
 
 }  // namespace
 
-void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, const strata_buffer* x,
-            int32_t n_tokens, const strata_weight* bias, strata_buffer* out) {
+void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, const strata_buffer* x, int32_t n_tokens,
+            const strata_weight* bias, strata_buffer* out) {
   auto& instance = deref(backend, "backend");
   instance.take_next_lane();
   const auto& weight = deref(w, "matmul weight");
@@ -213,7 +215,8 @@ void matmul_normed(strata_backend* backend, const strata_weight* w, const strata
   auto& instance = deref(backend, "backend");
   instance.take_next_lane();
   const auto& weight = deref(w, "matmul_normed weight");
-  const NormedInput input = normed_input(in, n_tokens, static_cast<int32_t>(weight.ne0), "matmul_normed " + weight.name);
+  const NormedInput input =
+      normed_input(in, n_tokens, static_cast<int32_t>(weight.ne0), "matmul_normed " + weight.name);
   sdk::check_normed_output(in, out, "matmul_normed " + weight.name);
   float* out_values = floats(out, n_tokens * weight.ne1, "matmul_normed out");
   const float* bias_values = bias != nullptr ? f32_vector(bias, weight.ne1, "matmul_normed bias") : nullptr;
@@ -223,7 +226,8 @@ void matmul_normed(strata_backend* backend, const strata_weight* w, const strata
     return;
   }
   const strata_buffer& rows = normalize_first(instance, input, n_tokens, static_cast<int32_t>(weight.ne0));
-  multiply_then_bias(instance, weight, 0, rows, static_cast<const float*>(rows.base()), n_tokens, bias_values, out_values);
+  multiply_then_bias(instance, weight, 0, rows, static_cast<const float*>(rows.base()), n_tokens, bias_values,
+                     out_values);
 }
 
 }  // namespace strata::cuda

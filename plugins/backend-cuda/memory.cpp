@@ -56,7 +56,8 @@ void buffer_read(strata_backend* backend, strata_buffer* buffer, size_t offset, 
   };
   // Into host_alloc's page-locked memory directly.
   if (const auto block = instance.host_memory.upper_bound(destination);
-      block != instance.host_memory.begin() && destination + bytes <= std::prev(block)->first + std::prev(block)->second) {
+      block != instance.host_memory.begin() &&
+      destination + bytes <= std::prev(block)->first + std::prev(block)->second) {
     return copy_and_wait(destination, source, bytes);
   }
   // Else through page-locked memory of at most kReadStagingBytes, a piece at a time: a prompt's logits for every
@@ -106,7 +107,8 @@ const strata_quant_type& device_type(const strata_backend& backend, const strata
 // about ten seconds on one core.
 void repack_on_all_cores(const strata_quant_type& type, const std::byte* from, std::byte* to, size_t n_blocks) {
   constexpr size_t kMinBlocksPerThread = 16384;
-  const size_t n_threads = std::clamp<size_t>(n_blocks / kMinBlocksPerThread, 1, std::max(1u, std::thread::hardware_concurrency()));
+  const size_t n_threads =
+      std::clamp<size_t>(n_blocks / kMinBlocksPerThread, 1, std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::string> failures(n_threads);
   std::vector<strata_status> statuses(n_threads, STRATA_OK);
   std::vector<std::jthread> threads;
@@ -158,8 +160,9 @@ void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata
   // Waited for here: the host bytes may be an mmap-ed file touched for the first time, and a copy from pageable
   // memory returns once the bytes are staged, before they land (cudaMemcpy too, on the legacy stream, which
   // the backend's non-blocking streams do not wait for): a kernel right after could read part of the old bytes.
-  check(cudaMemcpyAsync(weight->device.get(), upload, weight->row_bytes * rows, cudaMemcpyHostToDevice, instance.stream),
-        "uploading weight " + name);
+  check(
+      cudaMemcpyAsync(weight->device.get(), upload, weight->row_bytes * rows, cudaMemcpyHostToDevice, instance.stream),
+      "uploading weight " + name);
   check(cudaStreamSynchronize(instance.stream), "uploading weight " + name);
   *out = weight.release();
 }

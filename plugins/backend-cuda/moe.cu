@@ -95,8 +95,8 @@ Grouping group_by_expert(const std::vector<int32_t>& expert_of_slot, int64_t n_e
   grouping.first_of_expert.assign(n_experts + 1, 0);
   for (const int32_t expert : expert_of_slot) {
     if (expert < 0 || expert >= n_experts) {
-      invalid_argument("moe_ffn: expert id " + std::to_string(expert) + " is outside the " +
-                       std::to_string(n_experts) + " experts of " + name);
+      invalid_argument("moe_ffn: expert id " + std::to_string(expert) + " is outside the " + std::to_string(n_experts) +
+                       " experts of " + name);
     }
     ++grouping.first_of_expert[expert + 1];
   }
@@ -222,7 +222,8 @@ void device_grouped(strata_backend& backend, const strata_weight& gate, const st
                     const float* weights, float* out) {
   const int64_t n_slots = int64_t{n_tokens} * n_used, width = gate.ne0, ffn = gate.ne1;
   const auto n_experts = static_cast<int32_t>(gate.ne2);
-  const auto max_tiles = static_cast<int32_t>(n_experts + (n_slots + STRATA_GEMM_TILE_TOKENS - 1) / STRATA_GEMM_TILE_TOKENS);
+  const auto max_tiles =
+      static_cast<int32_t>(n_experts + (n_slots + STRATA_GEMM_TILE_TOKENS - 1) / STRATA_GEMM_TILE_TOKENS);
   int32_t* position_of = backend.lane().moe_slots.get<int32_t>(backend.budget, n_slots + 3 * max_tiles + 1);
   int32_t* tiles = position_of + n_slots;
   int32_t* tile_count = tiles + 3 * max_tiles;
@@ -235,7 +236,8 @@ void device_grouped(strata_backend& backend, const strata_weight& gate, const st
   auto* halves = backend.lane().activations_f16.get<__half>(backend.budget, half_values);
   __half* grouped_x = halves;
   __half* product = halves + n_slots * width;
-  float* gate_out = backend.lane().moe_floats.get<float>(backend.budget, static_cast<size_t>(n_slots * (2 * ffn + width)));
+  float* gate_out =
+      backend.lane().moe_floats.get<float>(backend.budget, static_cast<size_t>(n_slots * (2 * ffn + width)));
   float* up_out = gate_out + n_slots * ffn;
   float* down_out = up_out + n_slots * ffn;
 
@@ -307,8 +309,8 @@ void expert_launches(strata_backend& backend, const strata_weight& gate, const s
 }  // namespace
 
 void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, int32_t n_used,
-             const strata_buffer* ids, const strata_buffer* weights, const strata_weight* gate,
-             const strata_weight* up, const strata_weight* down, strata_buffer* out) {
+             const strata_buffer* ids, const strata_buffer* weights, const strata_weight* gate, const strata_weight* up,
+             const strata_weight* down, strata_buffer* out) {
   auto& instance = deref(backend, "backend");
   const auto& gate_weight = deref(gate, "moe_ffn gate");
   const auto& up_weight = deref(up, "moe_ffn up");

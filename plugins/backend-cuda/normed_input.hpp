@@ -19,8 +19,8 @@ struct NormedInput {
 NormedInput normed_input(const strata_normed_input* in, int32_t rows, int32_t width, const std::string& what);
 
 // Queues the norm kernel on the current lane: x + y into the input's sum (the lane's scratch where it has
-// none; without y, a copy of x into its sum), the norm into its normed buffer (the lane's scratch buffer where it has none), also rounded to 8
-// bits for a decode step as add_rms_norm's output is. Returns the buffer holding the norm.
+// none; without y, a copy of x into its sum), the norm into its normed buffer (the lane's scratch buffer where it has
+// none), also rounded to 8 bits for a decode step as add_rms_norm's output is. Returns the buffer holding the norm.
 const strata_buffer& normalize_first(strata_backend& backend, const NormedInput& input, int32_t rows, int32_t width);
 
 }  // namespace strata::cuda

@@ -17,9 +17,9 @@ strata_status probe(int32_t* score, strata_error* error) {
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
     (void)cudaGetLastError();
-    const std::string reason = status != cudaSuccess ? std::string("no usable CUDA device (") +
-                                                           cudaGetErrorString(status) + ")"
-                                                     : std::string("no CUDA device found");
+    const std::string reason = status != cudaSuccess
+                                   ? std::string("no usable CUDA device (") + cudaGetErrorString(status) + ")"
+                                   : std::string("no CUDA device found");
     strata::sdk::write_error(error, reason.c_str());
     return STRATA_E_UNSUPPORTED;
   }

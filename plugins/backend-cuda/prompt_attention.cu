@@ -149,8 +149,8 @@ __global__ void __launch_bounds__(kWarp* kWarps)
   const auto v_tile = [&](int stage) { return k_tile(stage) + kKeys * stride; };
   const int group = n_head / n_head_kv, kv_head = blockIdx.y;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  auto* staged = reinterpret_cast<float*>(shared + layout.q_bytes() + 2 * kStages * layout.tile_bytes()) +
-                 warp * head_dim;
+  auto* staged =
+      reinterpret_cast<float*>(shared + layout.q_bytes() + 2 * kStages * layout.tile_bytes()) + warp * head_dim;
   const int first_flat = blockIdx.x * kRows, n_flat = n_tokens * group;
   const int warp_row = warp * kWarpRows;
   sdk::cuda::start_after_previous_kernel();
@@ -160,7 +160,8 @@ __global__ void __launch_bounds__(kWarp* kWarps)
     row_position[warp_row + lane] = flat < n_flat ? positions[flat / group] : -1;
   }
   int warp_last = lane < kWarpRows ? row_position[warp_row + lane] : -1;
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) warp_last = max(warp_last, __shfl_xor_sync(0xffffffffu, warp_last, offset));
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    warp_last = max(warp_last, __shfl_xor_sync(0xffffffffu, warp_last, offset));
   if (lane == 0) warp_last_position[warp] = warp_last;
   __syncthreads();
   int last = -1;

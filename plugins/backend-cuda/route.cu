@@ -88,7 +88,8 @@ __device__ void route_token(float* probabilities, int n_experts, int n_used, boo
     }
     const unsigned key = best > 0.0f ? __float_as_uint(best) + 1u : best == 0.0f ? 1u : 0u;  // -0 as +0
     const unsigned top = warp_extreme<true>(key);
-    best_id = static_cast<int>(warp_extreme<false>(top != 0u && key == top ? static_cast<unsigned>(best_id) : n_experts));
+    best_id =
+        static_cast<int>(warp_extreme<false>(top != 0u && key == top ? static_cast<unsigned>(best_id) : n_experts));
     best = top != 0u ? __uint_as_float(top - 1u) : -1.0f;
     if (lane == 0) {
       token_ids[j] = best_id;
@@ -269,26 +270,28 @@ __global__ void __launch_bounds__(kClusterWarps* kWarp)
     sdk::cuda::prefetch_lines(reinterpret_cast<const uint8_t*>(router_rows + int64_t{expert} * row_vectors),
                               row_vectors * sizeof(float4), lane, kWarp);
   }
-  const sdk::cuda::NormGains gains = norm.gain != nullptr ? sdk::cuda::load_norm_gains(norm.gain, n) : sdk::cuda::NormGains{};
+  const sdk::cuda::NormGains gains =
+      norm.gain != nullptr ? sdk::cuda::load_norm_gains(norm.gain, n) : sdk::cuda::NormGains{};
   sdk::cuda::wait_for_previous_kernel();
 
   extern __shared__ float4 step_x[];  // n_tokens x row_vectors, then (read in the first block) the logits
   if (norm.gain == nullptr) {
-    for (int i = threadIdx.x; i < n_tokens * row_vectors; i += blockDim.x) step_x[i] = reinterpret_cast<const float4*>(x)[i];
+    for (int i = threadIdx.x; i < n_tokens * row_vectors; i += blockDim.x)
+      step_x[i] = reinterpret_cast<const float4*>(x)[i];
   } else {
     const int rank = static_cast<int>(cluster.block_rank()), eights = n / 8;
     const int share_first = rank * eights / kClusterBlocks, share_end = (rank + 1) * eights / kClusterBlocks;
-    sdk::cuda::normalize_rows<kTokens>(x, norm, gains, n_tokens, n, share_first, share_end,
-                              [&](int row, int eight, float4 a, float4 b, float amax) {
-                                float4* to = step_x + row * row_vectors + 2 * eight;
-                                to[0] = a, to[1] = b;
-                                if (normed.values == nullptr || eight < share_first || eight >= share_end) return;
-                                auto* values = reinterpret_cast<float4*>(normed.values + int64_t{row} * n) + 2 * eight;
-                                values[0] = a, values[1] = b;
-                                if (normed.levels != nullptr) {
-                                  sdk::cuda::store_rounded_eight(normed.levels, normed.scales, n, row, eight, a, b, amax);
-                                }
-                              });
+    sdk::cuda::normalize_rows<kTokens>(
+        x, norm, gains, n_tokens, n, share_first, share_end, [&](int row, int eight, float4 a, float4 b, float amax) {
+          float4* to = step_x + row * row_vectors + 2 * eight;
+          to[0] = a, to[1] = b;
+          if (normed.values == nullptr || eight < share_first || eight >= share_end) return;
+          auto* values = reinterpret_cast<float4*>(normed.values + int64_t{row} * n) + 2 * eight;
+          values[0] = a, values[1] = b;
+          if (normed.levels != nullptr) {
+            sdk::cuda::store_rounded_eight(normed.levels, normed.scales, n, row, eight, a, b, amax);
+          }
+        });
   }
   __syncthreads();
   cluster.barrier_wait(std::move(arrival));
@@ -297,7 +300,8 @@ __global__ void __launch_bounds__(kClusterWarps* kWarp)
   for (int expert = first_expert; expert < n_experts; expert += kRowsAtOnce) {
     const float4* row = router_rows + int64_t{expert} * row_vectors;
     if (expert != first_expert) start_router_row(row, row_vectors, true, early);
-    router_row_logits<kTokens>(row, row_vectors, early, step_x, n_tokens, n_experts, expert, first_block_logits, logits);
+    router_row_logits<kTokens>(row, row_vectors, early, step_x, n_tokens, n_experts, expert, first_block_logits,
+                               logits);
   }
   cluster.sync();  // the logits are in the first block's shared memory
   if (cluster.block_rank() != 0) return;
@@ -333,9 +337,8 @@ bool cluster_kernel_ready() {
     config.attrs = &cluster;
     config.numAttrs = 1;
     int clusters = 0;
-    const bool ready =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
-        cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters >= 1;
+    const bool ready = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
+                       cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters >= 1;
     (void)cudaGetLastError();  // a refusal is an answer, not an error for a later launch
     return ready;
   });
@@ -376,8 +379,8 @@ bool fits_one_kernel(const strata_weight& router, const float* x, int32_t n_toke
 
 }  // namespace
 
-void route(strata_backend* backend, const strata_buffer* logits, int32_t n_tokens, int32_t n_experts,
-           int32_t n_used, int32_t routing, strata_buffer* ids, strata_buffer* weights) {
+void route(strata_backend* backend, const strata_buffer* logits, int32_t n_tokens, int32_t n_experts, int32_t n_used,
+           int32_t routing, strata_buffer* ids, strata_buffer* weights) {
   auto& instance = deref(backend, "backend");
   const sdk::RouteOperands operands = sdk::route_operands(logits, n_tokens, n_experts, n_used, routing, ids, weights);
   if (n_tokens == 0) return;
@@ -457,7 +460,8 @@ void route_experts_normed(strata_backend* backend, const strata_normed_input* in
   sdk::check_router(weight, n_experts);
   const auto width = static_cast<int32_t>(weight.ne0);
   const NormedInput input = normed_input(in, n_tokens, width, "route_experts_normed");
-  for (const strata_buffer* output : {logits, ids, weights}) sdk::check_normed_output(in, output, "route_experts_normed");
+  for (const strata_buffer* output : {logits, ids, weights})
+    sdk::check_normed_output(in, output, "route_experts_normed");
   instance.take_next_lane();
   if (n_tokens == 0) return;
   NormOutputs normed{input.rows.normed, nullptr, nullptr};
@@ -467,14 +471,14 @@ void route_experts_normed(strata_backend* backend, const strata_normed_input* in
     normed.levels = input.normed->rounded_levels(), normed.scales = input.normed->rounded_scales();
   }
   const sdk::cuda::NormedRows norm{input.rows.y, input.gain, input.eps, input.rows.sum};
-  if (route_on_lane(instance, weight, input.rows.x, norm, normed, n_tokens, n_experts, n_used, routing, logits,
-                    ids, weights)) {
+  if (route_on_lane(instance, weight, input.rows.x, norm, normed, n_tokens, n_experts, n_used, routing, logits, ids,
+                    weights)) {
     if (round) input.normed->mark_rounded(n_tokens, width);
     return;
   }
   const strata_buffer& rows = normalize_first(instance, input, n_tokens, width);
-  route_on_lane(instance, weight, static_cast<const float*>(rows.base()), {}, {}, n_tokens, n_experts, n_used,
-                routing, logits, ids, weights);
+  route_on_lane(instance, weight, static_cast<const float*>(rows.base()), {}, {}, n_tokens, n_experts, n_used, routing,
+                logits, ids, weights);
 }
 
 }  // namespace strata::cuda

@@ -64,7 +64,8 @@ struct Q8_0Decoder {
   __device__ static void unpack32(const uint8_t* block, int, int32_t* levels, float* d, float&) {
     d[0] = d[1] = load_f16(block);
 #pragma unroll
-    for (int word = 0; word < 8; ++word) levels[word] = static_cast<int32_t>(sdk::cuda::load_u32_aligned2(block + 2 + 4 * word));
+    for (int word = 0; word < 8; ++word)
+      levels[word] = static_cast<int32_t>(sdk::cuda::load_u32_aligned2(block + 2 + 4 * word));
   }
 };
 
@@ -84,9 +85,12 @@ STRATA_DEFINE_CUDA_LAUNCHERS(q8_0, Q8_0Decoder)
 
 WeightKernels weight_kernels(const strata_quant_type& type) {
   switch (type.type_id) {
-    case kTypeF32: return {&per_value_dequantize_f16<f32_dequantize_f16>, &f32_matvec, &f32_expert_matvec, &f32_grouped_gemm};
-    case kTypeF16: return {&per_value_dequantize_f16<f16_dequantize_f16>, &f16_matvec, &f16_expert_matvec, &f16_grouped_gemm};
-    case kTypeBF16: return {&per_value_dequantize_f16<bf16_dequantize_f16>, &bf16_matvec, &bf16_expert_matvec, &bf16_grouped_gemm};
+    case kTypeF32:
+      return {&per_value_dequantize_f16<f32_dequantize_f16>, &f32_matvec, &f32_expert_matvec, &f32_grouped_gemm};
+    case kTypeF16:
+      return {&per_value_dequantize_f16<f16_dequantize_f16>, &f16_matvec, &f16_expert_matvec, &f16_grouped_gemm};
+    case kTypeBF16:
+      return {&per_value_dequantize_f16<bf16_dequantize_f16>, &bf16_matvec, &bf16_expert_matvec, &bf16_grouped_gemm};
     case kTypeQ8_0:
       return {&q8_0_dequantize_f16, &q8_0_matvec,    &q8_0_expert_matvec,
               &q8_0_grouped_gemm,   &q8_0_matvec_q8, &q8_0_matvec_normed};

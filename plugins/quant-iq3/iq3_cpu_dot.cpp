@@ -70,7 +70,8 @@ struct S {
     const __m256i low = _mm256_cvtepu8_epi32(
         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + kQsOffset + kGroupsPerSubBlock * ib)));
     // Bit g of the high-bit byte moved to bit 8 of lane g.
-    const __m256i high = _mm256_sllv_epi32(_mm256_set1_epi32(block[kQhOffset + ib]), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1));
+    const __m256i high =
+        _mm256_sllv_epi32(_mm256_set1_epi32(block[kQhOffset + ib]), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1));
     return _mm256_or_si256(low, _mm256_and_si256(high, _mm256_set1_epi32(256)));
   }
   STRATA_TARGET_AVX512 static __m512i grid_indices_avx512(const uint8_t* block, int pair) {
@@ -90,8 +91,8 @@ struct S {
 
 // The scalar kernel: sums[t] = dot(row, token t's activation row), each block decoded once for all tokens.
 template <class Format>
-void iq3_row_dot_tokens_scalar(int64_t n, const uint8_t* row, const uint8_t* activations, size_t stride,
-                               int n_tokens, float* sums) {
+void iq3_row_dot_tokens_scalar(int64_t n, const uint8_t* row, const uint8_t* activations, size_t stride, int n_tokens,
+                               float* sums) {
   for (int t = 0; t < n_tokens; ++t) sums[t] = 0.0f;
   for (int64_t b = 0; b < n / kBlockValues; ++b) {
     const uint8_t* block = row + b * Format::kBlockBytes;
@@ -115,7 +116,8 @@ void iq3_row_dot_tokens_scalar(int64_t n, const uint8_t* row, const uint8_t* act
       int32_t scaled = 0;
       for (int ib = 0; ib < kSubBlocks; ++ib) {
         int32_t dot = 0;
-        for (int i = 0; i < kSubBlockValues; ++i) dot += weights[kSubBlockValues * ib + i] * q8[kSubBlockValues * ib + i];
+        for (int i = 0; i < kSubBlockValues; ++i)
+          dot += weights[kSubBlockValues * ib + i] * q8[kSubBlockValues * ib + i];
         scaled += scales[ib] * dot;
       }
       sums[t] += d * Q8K::scale(a) * static_cast<float>(scaled);
@@ -166,8 +168,8 @@ struct BlockAvx2 {
   STRATA_TARGET_AVX2 explicit BlockAvx2(const uint8_t* block) {
     const __m256i offset = _mm256_set1_epi8(1 << Format::kOffsetShift);
     for (int ib = 0; ib < kSubBlocks; ++ib) {
-      const __m256i magnitudes = _mm256_i32gather_epi32(reinterpret_cast<const int*>(Format::kGrid),
-                                                        Format::grid_indices_avx2(block, ib), 4);
+      const __m256i magnitudes =
+          _mm256_i32gather_epi32(reinterpret_cast<const int*>(Format::kGrid), Format::grid_indices_avx2(block, ib), 4);
       const __m256i negative = sign_byte_mask(Format::sign_bits(block, ib));
       weights[ib] = _mm256_add_epi8(_mm256_sub_epi8(_mm256_xor_si256(magnitudes, negative), negative), offset);
     }

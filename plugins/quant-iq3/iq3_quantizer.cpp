@@ -11,9 +11,9 @@ namespace {
 
 // The largest magnitude is 15 units; the scale search aims the sub-block's largest value around it.
 constexpr float kTopMagnitude = 15.0f;
-constexpr int kScaleSearchSteps = 15;       // candidates on each side of kTopMagnitude
+constexpr int kScaleSearchSteps = 15;  // candidates on each side of kTopMagnitude
 constexpr float kScaleSearchStep = 0.2f;
-constexpr int kCoarseStride = 3;            // coarse scan: every 3rd step
+constexpr int kCoarseStride = 3;  // coarse scan: every 3rd step
 constexpr int kMaxNibble = 15;
 // Below this a sub-block is treated as zero (its optimal scale would not survive the f16 block scale anyway).
 constexpr float kNegligibleMax = 1e-8f;
@@ -45,13 +45,12 @@ Correlation correlate(const Grid& grid, const uint16_t* points, const float* xva
 void fit_points(const Grid& grid, const float* xval, const float* weight, float scale, uint16_t* points) {
   const float inverse_scale = 1.0f / scale;
   for (int g = 0; g < kGroupsPerSubBlock; ++g) {
-    points[g] = static_cast<uint16_t>(
-        grid.nearest(xval + kGroupValues * g, weight + kGroupValues * g, scale, inverse_scale));
+    points[g] =
+        static_cast<uint16_t>(grid.nearest(xval + kGroupValues * g, weight + kGroupValues * g, scale, inverse_scale));
   }
 }
 
-float weighted_error(const Grid& grid, const uint16_t* points, const float* xval, const float* weight,
-                     float scale) {
+float weighted_error(const Grid& grid, const uint16_t* points, const float* xval, const float* weight, float scale) {
   float error = 0;
   for (int g = 0; g < kGroupsPerSubBlock; ++g) {
     const float* q = grid.magnitudes(points[g]);

@@ -15,9 +15,9 @@ namespace strata::iq3 {
 constexpr int kBlockValues = 256;
 constexpr int kSubBlockValues = 32;
 constexpr int kSubBlocks = kBlockValues / kSubBlockValues;
-constexpr int kGroupValues = 4;                                  // values per grid point
+constexpr int kGroupValues = 4;  // values per grid point
 constexpr int kGroupsPerSubBlock = kSubBlockValues / kGroupValues;
-constexpr int kSignGroupValues = 8;                              // values per sign byte
+constexpr int kSignGroupValues = 8;  // values per sign byte
 
 inline uint16_t load_u16(const uint8_t* bytes) {
   uint16_t value;
@@ -46,7 +46,7 @@ class Grid {
   int nearest(const float* xval, const float* weight, float scale, float inverse_scale) const;
 
  private:
-  static constexpr int kLevels = 8;                 // magnitudes 1, 3, ..., 15: 3 bits per value
+  static constexpr int kLevels = 8;  // magnitudes 1, 3, ..., 15: 3 bits per value
   static constexpr int kCodes = 1 << (3 * kGroupValues);
 
   std::vector<float> magnitudes_;
@@ -63,10 +63,10 @@ enum class SignRule {
 
 // A block's choices, before the format packs them into bits.
 struct BlockPlan {
-  uint16_t d_bits = 0;                                          // f16 super-block scale
+  uint16_t d_bits = 0;  // f16 super-block scale
   uint8_t scale_nibbles[kSubBlocks] = {};
   uint16_t points[kBlockValues / kGroupValues] = {};
-  uint8_t sign_masks[kBlockValues / kSignGroupValues] = {};     // bit i set: value i of the group is negative
+  uint8_t sign_masks[kBlockValues / kSignGroupValues] = {};  // bit i set: value i of the group is negative
 };
 
 // Quantizes 256 values, minimizing the squared error weighted by importance (n = 256 weights, or nullptr).

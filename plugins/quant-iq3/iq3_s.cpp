@@ -37,7 +37,8 @@ void Iq3SCodec::dequantize(const uint8_t* blocks, float* out, int64_t n_blocks) 
     for (int ib = 0; ib < kSubBlocks; ++ib) {
       // Same float operations, in the same order, as the reference decoder (a sign flips the exact product).
       const float sub_scale = d * static_cast<float>(1 + 2 * scale_nibble(block, ib));
-      for (int i = 0; i < kSubBlockValues; ++i) *out++ = sub_scale * static_cast<float>(levels[ib * kSubBlockValues + i]);
+      for (int i = 0; i < kSubBlockValues; ++i)
+        *out++ = sub_scale * static_cast<float>(levels[ib * kSubBlockValues + i]);
     }
   }
 }
@@ -51,7 +52,8 @@ void Iq3SCodec::quantize_row(const float* src, uint8_t* blocks, int64_t n_per_ro
     std::memcpy(block, &plan.d_bits, 2);
     for (int g = 0; g < kBlockValues / kGroupValues; ++g) {
       block[qs_offset + g] = static_cast<uint8_t>(plan.points[g] & 0xff);
-      block[qh_offset + g / kGroupsPerSubBlock] |= static_cast<uint8_t>((plan.points[g] >> 8) << (g % kGroupsPerSubBlock));
+      block[qh_offset + g / kGroupsPerSubBlock] |=
+          static_cast<uint8_t>((plan.points[g] >> 8) << (g % kGroupsPerSubBlock));
     }
     std::memcpy(block + signs_offset, plan.sign_masks, sizeof plan.sign_masks);
     for (int ib = 0; ib < kSubBlocks; ++ib) {

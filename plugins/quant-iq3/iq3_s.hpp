@@ -28,7 +28,9 @@ struct Iq3SCodec {
   static int grid_index(const uint8_t* block, int group) {
     return block[qs_offset + group] | (((block[qh_offset + group / 8] >> (group % 8)) & 1) << 8);
   }
-  static int group_signs(const uint8_t* block, int group) { return (block[signs_offset + group / 2] >> (4 * (group % 2))) & 0xf; }
+  static int group_signs(const uint8_t* block, int group) {
+    return (block[signs_offset + group / 2] >> (4 * (group % 2))) & 0xf;
+  }
   static int scale_nibble(const uint8_t* block, int sub_block) {
     return (block[scales_offset + sub_block / 2] >> (4 * (sub_block % 2))) & 0xf;
   }

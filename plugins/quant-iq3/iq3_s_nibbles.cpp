@@ -46,7 +46,8 @@ void repack_iq3_s(const uint8_t* blocks, uint8_t* out, int64_t n_blocks) {
     const uint8_t* from = blocks + b * Iq3SCodec::block_bytes;
     uint8_t* to = out + b * Iq3SNibblesCodec::block_bytes;
     uint32_t scales = 0;
-    for (int ib = 0; ib < kSubBlocks; ++ib) scales |= static_cast<uint32_t>(Iq3SCodec::scale_nibble(from, ib)) << (4 * ib);
+    for (int ib = 0; ib < kSubBlocks; ++ib)
+      scales |= static_cast<uint32_t>(Iq3SCodec::scale_nibble(from, ib)) << (4 * ib);
     std::memcpy(to, from, 2);  // d
     std::memset(to + 2, 0, 2);
     std::memcpy(to + kScalesOffset, &scales, 4);

@@ -50,7 +50,8 @@ void refine_sub_block(const float* x, const float* w, int nmax, float d, float d
       const float scale = d * static_cast<float>(sc);
       const float min = dmin * static_cast<float>(mc);
       const float inverse = scale > 0.0f ? 1.0f / scale : 0.0f;
-      for (int i = 0; i < kScaleMinSubBlockSize; ++i) trial[i] = static_cast<uint8_t>(round_clamp((x[i] + min) * inverse, 0, nmax));
+      for (int i = 0; i < kScaleMinSubBlockSize; ++i)
+        trial[i] = static_cast<uint8_t>(round_clamp((x[i] + min) * inverse, 0, nmax));
       const float error = weighted_error(x, w, kScaleMinSubBlockSize, scale, min, trial);
       if (error < best_error) {
         best_error = error;
@@ -229,7 +230,8 @@ void encode_scale_min_block(const ScaleMinBlock& block, uint8_t* header, uint8_t
     const uint8_t* high = low + 32;
     for (int l = 0; l < 32; ++l) {
       qs[32 * chunk + l] = static_cast<uint8_t>((low[l] & 15) | ((high[l] & 15) << 4));
-      if (qh != nullptr) qh[l] |= static_cast<uint8_t>(((low[l] >> 4) << (2 * chunk)) | ((high[l] >> 4) << (2 * chunk + 1)));
+      if (qh != nullptr)
+        qh[l] |= static_cast<uint8_t>(((low[l] >> 4) << (2 * chunk)) | ((high[l] >> 4) << (2 * chunk + 1)));
     }
   }
 }

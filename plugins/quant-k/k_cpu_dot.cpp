@@ -152,8 +152,8 @@ STRATA_TARGET_AVX2 float scale_min_row_dot_avx2(int64_t n, const uint8_t* row, c
       const __m256i q8_first = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * chunk));
       const __m256i q8_second = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * chunk + 32));
       scaled = _mm256_add_epi32(scaled, sdk::scaled_dot_u8_s8(first, q8_first, _mm256_set1_epi16(scales[2 * chunk])));
-      scaled = _mm256_add_epi32(scaled,
-                                sdk::scaled_dot_u8_s8(second, q8_second, _mm256_set1_epi16(scales[2 * chunk + 1])));
+      scaled =
+          _mm256_add_epi32(scaled, sdk::scaled_dot_u8_s8(second, q8_second, _mm256_set1_epi16(scales[2 * chunk + 1])));
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d8 * _cvtsh_ss(load_u16(block))), _mm256_cvtepi32_ps(scaled), acc);
   }
@@ -184,8 +184,7 @@ STRATA_TARGET_AVX2 float q6_k_row_dot_avx2(int64_t n, const uint8_t* row, const 
       for (int k = 0; k < 4; ++k) {
         const __m256i nibbles = k < 2 ? packed_low[k & 1] : _mm256_srli_epi16(packed_low[k & 1], 4);
         const __m256i top = _mm256_and_si256(_mm256_srli_epi16(high, 2 * k), two_bits);
-        const __m256i levels =
-            _mm256_or_si256(_mm256_and_si256(nibbles, low_nibble), _mm256_slli_epi16(top, 4));
+        const __m256i levels = _mm256_or_si256(_mm256_and_si256(nibbles, low_nibble), _mm256_slli_epi16(top, 4));
         // 32 values span two 16-value sub-blocks: one scale per 128-bit lane.
         const int first = 8 * half + 2 * k;
         const __m256i lane_scales = _mm256_set_m128i(_mm_set1_epi16(scales[first + 1]), _mm_set1_epi16(scales[first]));
@@ -209,10 +208,10 @@ STRATA_TARGET_AVX512 float q6_k_row_dot_avx512(int64_t n, const uint8_t* row, co
   const __m512i low_nibble = _mm512_set1_epi8(0x0f), top_bits = _mm512_set1_epi8(0x30);
   const __m512i shift_first = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
   const __m512i shift_second = _mm512_add_epi16(shift_first, _mm512_set1_epi16(4));
-  const __m512i lane_index = _mm512_srli_epi16(
-      _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7,
-                       6, 5, 4, 3, 2, 1, 0),
-      3);
+  const __m512i lane_index =
+      _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12,
+                                         11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                        3);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < n / kSuperBlock; ++b) {
     const uint8_t* block = row + b * kQ6KBytes;
@@ -236,9 +235,8 @@ STRATA_TARGET_AVX512 float q6_k_row_dot_avx512(int64_t n, const uint8_t* row, co
       for (int k = 0; k < 2; ++k) {
         // 64 values span four 16-value sub-blocks: int16 lane j takes scale 8 * half + 4 * k + j / 8.
         const int first = 8 * half + 4 * k;
-        const __m512i lane_scales =
-            _mm512_permutexvar_epi16(_mm512_add_epi16(lane_index, _mm512_set1_epi16(static_cast<int16_t>(first))),
-                                     all_scales);
+        const __m512i lane_scales = _mm512_permutexvar_epi16(
+            _mm512_add_epi16(lane_index, _mm512_set1_epi16(static_cast<int16_t>(first))), all_scales);
         const __m512i q8v = _mm512_loadu_si512(q8 + 128 * half + 64 * k);
         scaled = _mm512_add_epi32(scaled, _mm512_madd_epi16(_mm512_maddubs_epi16(levels[k], q8v), lane_scales));
       }

@@ -1,8 +1,8 @@
 // The k-quant block codecs Q4_K, Q5_K and Q6_K as a quant plugin.
+#include "strata/plugin.hpp"
 #include "q4_k.hpp"
 #include "q5_k.hpp"
 #include "q6_k.hpp"
-#include "strata/plugin.hpp"
 
 using strata::quant_k::Q4KCodec;
 using strata::quant_k::Q5KCodec;

@@ -38,7 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t split = input.find('\0');
   try {
     using strata::jinja::parse_chat_request;
-    const auto request = split == std::string_view::npos ? default_request() : parse_chat_request(input.substr(split + 1));
+    const auto request =
+        split == std::string_view::npos ? default_request() : parse_chat_request(input.substr(split + 1));
     strata::jinja::RenderOptions options;
     options.now = std::tm{};
     options.max_evaluations = 100'000;

@@ -22,4 +22,5 @@ const strata_quant_table kTable = {.struct_size = sizeof(strata_quant_table), .t
 
 }  // namespace
 
-STRATA_PLUGIN_QUERY(strata::sdk::make_descriptor(STRATA_PLUGIN_KIND_QUANT, "test-bad-repacked-layout", "0.1-test", &kTable))
+STRATA_PLUGIN_QUERY(strata::sdk::make_descriptor(STRATA_PLUGIN_KIND_QUANT, "test-bad-repacked-layout", "0.1-test",
+                                                 &kTable))

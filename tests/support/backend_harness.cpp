@@ -107,8 +107,9 @@ strata_buffer* TestBackend::alloc(size_t bytes) {
 }
 
 strata_status TestBackend::try_load(const HostWeight& weight, strata_weight** out) {
-  const strata_weight_desc desc{sizeof(strata_weight_desc), "blk.0.test.weight", weight.type, weight.ne0,
-                                weight.ne1, weight.ne2, weight.bytes.data()};
+  const strata_weight_desc desc{
+      sizeof(strata_weight_desc), "blk.0.test.weight", weight.type, weight.ne0, weight.ne1, weight.ne2,
+      weight.bytes.data()};
   const strata_status status = table_.weight_load(backend_, &desc, out, error());
   if (status == STRATA_OK) weights_.push_back(*out);
   return status;

@@ -16,8 +16,8 @@
 
 namespace strata::test {
 
-inline constexpr uint32_t kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kIQ3_XXS = 18,
-                          kIQ3_S = 21, kBF16 = 30;
+inline constexpr uint32_t kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kIQ3_XXS = 18, kIQ3_S = 21,
+                          kBF16 = 30;
 
 // n normal floats of standard deviation scale; the same seed gives the same floats.
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f);

@@ -34,7 +34,9 @@ LogitDistance logit_distance(std::span<const float> reference, std::span<const f
     double kl = 0.0;
     for (size_t i = 0; i < n_vocab; ++i) kl += std::exp(log_p[i]) * (log_p[i] - log_q[i]);
     distance.mean_kl += kl;
-    const auto argmax = [](std::span<const float> row) { return std::max_element(row.begin(), row.end()) - row.begin(); };
+    const auto argmax = [](std::span<const float> row) {
+      return std::max_element(row.begin(), row.end()) - row.begin();
+    };
     distance.top1 += argmax(p) == argmax(q) ? 1.0 : 0.0;
   }
   distance.mean_kl /= static_cast<double>(rows);

@@ -8,8 +8,8 @@
 namespace strata::test {
 
 struct LogitDistance {
-  double mean_kl = 0.0;     // mean over positions of KL(softmax(reference) || softmax(candidate))
-  double top1 = 0.0;        // fraction of positions whose argmax agrees
+  double mean_kl = 0.0;  // mean over positions of KL(softmax(reference) || softmax(candidate))
+  double top1 = 0.0;     // fraction of positions whose argmax agrees
 };
 
 LogitDistance logit_distance(std::span<const float> reference, std::span<const float> candidate, size_t n_vocab);

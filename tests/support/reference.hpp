@@ -25,6 +25,6 @@ std::filesystem::path default_manifest_path();
 }  // namespace strata::test
 
 // Fails the test (never skips it) when a reference file or folder is missing: a clone holds its reference data.
-#define ASSERT_REFERENCE(path)                                                                      \
-  ASSERT_TRUE(std::filesystem::exists(path)) << "reference data missing: " << (path)               \
-                                             << " (tests/reference; STRATA_REFERENCE_DIR overrides it)"
+#define ASSERT_REFERENCE(path)               \
+  ASSERT_TRUE(std::filesystem::exists(path)) \
+      << "reference data missing: " << (path) << " (tests/reference; STRATA_REFERENCE_DIR overrides it)"

@@ -6,10 +6,10 @@
 namespace strata::test {
 
 struct CommandResult {
-  int exit_code = -1;     // -1 when killed by a signal
-  int signal = 0;         // the signal that ended it, if any
-  std::string out;        // stdout
-  std::string err;        // stderr
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;      // the signal that ended it, if any
+  std::string out;     // stdout
+  std::string err;     // stderr
   double seconds = 0.0;
 };
 

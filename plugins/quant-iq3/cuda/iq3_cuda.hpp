@@ -1,4 +1,5 @@
-// The CUDA launchers of IQ3_XXS, IQ3_S and IQ3_S as 4-bit levels (strata_quant_type's cuda_* fields); built only with CUDA.
+// The CUDA launchers of IQ3_XXS, IQ3_S and IQ3_S as 4-bit levels (strata_quant_type's cuda_* fields); built only with
+// CUDA.
 #pragma once
 
 #include "strata/cuda/launchers.hpp"

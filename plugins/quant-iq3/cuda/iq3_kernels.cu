@@ -1,5 +1,5 @@
-// IQ3_XXS, IQ3_S and IQ3_S-as-4-bit-levels block decoders for the SDK's CUDA kernels. Each decodes exactly as the CPU dequantizer
-// (iq3_xxs.cpp, iq3_s.cpp): the same grid and sign tables, the same float products in the same order.
+// IQ3_XXS, IQ3_S and IQ3_S-as-4-bit-levels block decoders for the SDK's CUDA kernels. Each decodes exactly as the CPU
+// dequantizer (iq3_xxs.cpp, iq3_s.cpp): the same grid and sign tables, the same float products in the same order.
 #include <mutex>
 
 #include "cuda/iq3_cuda.hpp"
@@ -75,8 +75,7 @@ struct Iq3XxsDecoder {
   // Grid magnitudes are at most 62, multipliers (2s + 1) / 4 at most 31 / 4: products below 2048 / 4.
   __device__ static sdk::cuda::F16Scale f16_scale(const uint8_t* block, int group) {
     const uint32_t packed = load_u32(block + 66 + 4 * group);
-    return {sdk::cuda::load_half(block),
-            __float2half_rn(0.25f * static_cast<float>(1 + 2 * (packed >> 28)))};
+    return {sdk::cuda::load_half(block), __float2half_rn(0.25f * static_cast<float>(1 + 2 * (packed >> 28)))};
   }
   __device__ static void unpack32(const uint8_t* block, int group, int32_t* levels, float* d, float&) {
     const uint32_t packed = load_u32(block + 66 + 4 * group);
@@ -127,7 +126,8 @@ struct Iq3SDecoder {
 #pragma unroll
     for (int point = 0; point < 8; ++point) {
       // Byte point % 4 of the low bits with bit point of high_bits above it: two instructions.
-      const uint32_t index = __byte_perm(low_bits[point / 4], 0, 0x4440 + point % 4) | ((high_bits << (8 - point)) & 0x100u);
+      const uint32_t index =
+          __byte_perm(low_bits[point / 4], 0, 0x4440 + point % 4) | ((high_bits << (8 - point)) & 0x100u);
       levels[point] = signed_bytes(shared_s_grid[index], signs >> (4 * point));
     }
   }
@@ -166,7 +166,8 @@ struct Iq3SNibblesDecoder {
   // As IQ3_S: levels of magnitude at most 15, multipliers at most 31.
   __device__ static sdk::cuda::F16Scale f16_scale(const uint8_t* block, int group) {
     const uint2 header = *reinterpret_cast<const uint2*>(block);
-    return {__ushort_as_half(static_cast<unsigned short>(header.x)), __int2half_rn(1 + 2 * ((header.y >> (4 * group)) & 0xf))};
+    return {__ushort_as_half(static_cast<unsigned short>(header.x)),
+            __int2half_rn(1 + 2 * ((header.y >> (4 * group)) & 0xf))};
   }
   __device__ static void unpack32(const uint8_t* block, int group, int32_t* levels, float* d, float&) {
     d[0] = d[1] = sub_scale(block, group);

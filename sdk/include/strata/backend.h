@@ -22,7 +22,7 @@ typedef struct strata_backend strata_backend; /* one backend instance */
 typedef struct strata_buffer strata_buffer;   /* float32 activations (or int32 ids) in backend memory */
 typedef struct strata_weight strata_weight;   /* one weight tensor, quantized or not */
 typedef struct strata_kv_cache strata_kv_cache;
-typedef struct strata_graph strata_graph;     /* a recorded step (ABI 1.1) */
+typedef struct strata_graph strata_graph; /* a recorded step (ABI 1.1) */
 /* A backend's named optional function (get_proc_address, ABI 1.7), cast to its documented signature. */
 typedef void (*strata_proc)(void);
 
@@ -35,9 +35,9 @@ typedef void (*strata_proc)(void);
 /* What the host gives a backend instance. */
 typedef struct strata_backend_config {
   uint32_t struct_size;
-  int32_t n_threads;            /* CPU worker threads, at most STRATA_MAX_THREADS; <= 0: the backend's default
-                                 * (physical cores) */
-  const char* options_json;     /* backend-specific options as a JSON object text ("{}" when none) */
+  int32_t n_threads;        /* CPU worker threads, at most STRATA_MAX_THREADS; <= 0: the backend's default
+                             * (physical cores) */
+  const char* options_json; /* backend-specific options as a JSON object text ("{}" when none) */
   /* The quant types the host resolved (manifest preferences applied): the backend finds each weight
    * type's codec and kernels here. Returns NULL for a type nothing provides. */
   void* quant_context;
@@ -48,24 +48,24 @@ typedef struct strata_backend_config {
  * 1 for a dense weight). Rows are contiguous and whole blocks of its type. */
 typedef struct strata_weight_desc {
   uint32_t struct_size;
-  const char* name;             /* the GGUF tensor name, for messages */
-  uint32_t type;                /* GGUF type id */
+  const char* name; /* the GGUF tensor name, for messages */
+  uint32_t type;    /* GGUF type id */
   int64_t ne0, ne1, ne2;
-  const void* data;             /* host bytes; valid until weight_free */
+  const void* data; /* host bytes; valid until weight_free */
 } strata_weight_desc;
 
 enum {
-  STRATA_KV_F16 = 1,            /* keys and values stored as IEEE half */
-  STRATA_KV_INT8 = 2            /* int8 with one float scale per head per position */
+  STRATA_KV_F16 = 1, /* keys and values stored as IEEE half */
+  STRATA_KV_INT8 = 2 /* int8 with one float scale per head per position */
 };
 
 typedef struct strata_kv_config {
   uint32_t struct_size;
   int32_t n_layers;
-  int32_t n_ctx;                /* positions per sequence */
+  int32_t n_ctx; /* positions per sequence */
   int32_t n_head_kv;
   int32_t head_dim;
-  int32_t kv_type;              /* STRATA_KV_* */
+  int32_t kv_type; /* STRATA_KV_* */
 } strata_kv_config;
 
 /* Attention over one sequence's cache: the ops store this step's keys and values at their positions,
@@ -77,8 +77,8 @@ typedef struct strata_attention_params {
   int32_t n_head;
   int32_t n_head_kv;
   int32_t head_dim;
-  float scale;                  /* usually 1/sqrt(head_dim) */
-  const int32_t* positions;     /* host, n_tokens entries */
+  float scale;              /* usually 1/sqrt(head_dim) */
+  const int32_t* positions; /* host, n_tokens entries */
 } strata_attention_params;
 
 /* ABI 1.2: how attention_rope prepares q and k before attending: every head RMS-normalized with its norm
@@ -86,34 +86,31 @@ typedef struct strata_attention_params {
  * rope_neox with n_rot and rope_base). */
 typedef struct strata_qk_prepare {
   uint32_t struct_size;
-  const strata_weight* q_norm;  /* NULL or f32 [head_dim] */
-  const strata_weight* k_norm;  /* NULL or f32 [head_dim] */
+  const strata_weight* q_norm; /* NULL or f32 [head_dim] */
+  const strata_weight* k_norm; /* NULL or f32 [head_dim] */
   float norm_eps;
   int32_t n_rot;
   float rope_base;
 } strata_qk_prepare;
 
 enum {
-  STRATA_ROUTING_SOFTMAX_TOPK = 1,       /* softmax over all experts, then take the top k */
-  STRATA_ROUTING_SOFTMAX_TOPK_NORM = 2   /* as above, then the k weights renormalized to sum to 1 */
+  STRATA_ROUTING_SOFTMAX_TOPK = 1,     /* softmax over all experts, then take the top k */
+  STRATA_ROUTING_SOFTMAX_TOPK_NORM = 2 /* as above, then the k weights renormalized to sum to 1 */
 };
 
-enum {
-  STRATA_UNARY_SILU = 1,
-  STRATA_UNARY_SIGMOID = 2
-};
+enum { STRATA_UNARY_SILU = 1, STRATA_UNARY_SIGMOID = 2 };
 
 /* ABI 1.5: the input of an op that reads the residual stream through an RMS norm (matmul_normed,
  * route_experts_normed): rms_norm(x + y) over rows x width (x alone where y is NULL) with weight and eps,
  * as add_rms_norm computes it, width being the op's input width. */
 typedef struct strata_normed_input {
   uint32_t struct_size;
-  const strata_buffer* x;       /* the residual stream */
-  const strata_buffer* y;       /* NULL, or a block's output still to be added to x */
-  const strata_weight* weight;  /* F32 [width] */
+  const strata_buffer* x;      /* the residual stream */
+  const strata_buffer* y;      /* NULL, or a block's output still to be added to x */
+  const strata_weight* weight; /* F32 [width] */
   float eps;
-  strata_buffer* sum;           /* NULL, or where the op also writes x + y (x where y is NULL; neither x nor y) */
-  strata_buffer* normed;        /* NULL, or where the op also writes the norm's rows (neither x, y nor sum) */
+  strata_buffer* sum;    /* NULL, or where the op also writes x + y (x where y is NULL; neither x nor y) */
+  strata_buffer* normed; /* NULL, or where the op also writes the norm's rows (neither x, y nor sum) */
 } strata_normed_input;
 
 typedef struct strata_backend_table {
@@ -130,8 +127,8 @@ typedef struct strata_backend_table {
   void (*buffer_free)(strata_backend* backend, strata_buffer* buffer);
   strata_status (*buffer_write)(strata_backend* backend, strata_buffer* buffer, size_t offset, const void* src,
                                 size_t bytes, strata_error* error);
-  strata_status (*buffer_read)(strata_backend* backend, strata_buffer* buffer, size_t offset, void* dst,
-                               size_t bytes, strata_error* error);
+  strata_status (*buffer_read)(strata_backend* backend, strata_buffer* buffer, size_t offset, void* dst, size_t bytes,
+                               strata_error* error);
 
   strata_status (*weight_load)(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out,
                                strata_error* error);
@@ -147,8 +144,8 @@ typedef struct strata_backend_table {
   strata_status (*get_rows)(strata_backend* backend, const strata_weight* table, const int32_t* ids, int32_t n_ids,
                             strata_buffer* out, strata_error* error);
   /* out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight (an F32 vector of width values). out may be x. */
-  strata_status (*rms_norm)(strata_backend* backend, const strata_buffer* x, const strata_weight* weight,
-                            int32_t rows, int32_t width, float eps, strata_buffer* out, strata_error* error);
+  strata_status (*rms_norm)(strata_backend* backend, const strata_buffer* x, const strata_weight* weight, int32_t rows,
+                            int32_t width, float eps, strata_buffer* out, strata_error* error);
   /* out[t][o] = sum_i W[expert][o][i] * x[t][i] (+ bias[o] when bias is not NULL), o < ne1, i < ne0. */
   strata_status (*matmul)(strata_backend* backend, const strata_weight* w, int32_t expert, const strata_buffer* x,
                           int32_t n_tokens, const strata_weight* bias, strata_buffer* out, strata_error* error);
@@ -159,8 +156,8 @@ typedef struct strata_backend_table {
   /* q = [n_tokens][n_head][head_dim], k and v = [n_tokens][n_head_kv][head_dim];
    * out = [n_tokens][n_head][head_dim]. */
   strata_status (*attention)(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,
-                             const strata_buffer* q, const strata_buffer* k, const strata_buffer* v,
-                             strata_buffer* out, strata_error* error);
+                             const strata_buffer* q, const strata_buffer* k, const strata_buffer* v, strata_buffer* out,
+                             strata_error* error);
   /* Router: from logits [n_tokens][n_experts] picks n_used experts per token; ids (int32) and weights
    * (float) are [n_tokens][n_used], best first. */
   strata_status (*route)(strata_backend* backend, const strata_buffer* logits, int32_t n_tokens, int32_t n_experts,
@@ -171,8 +168,7 @@ typedef struct strata_backend_table {
    * down: ne0 = ffn, ne1 = width; ne2 = experts. */
   strata_status (*moe_ffn)(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, int32_t n_used,
                            const strata_buffer* ids, const strata_buffer* weights, const strata_weight* gate,
-                           const strata_weight* up, const strata_weight* down, strata_buffer* out,
-                           strata_error* error);
+                           const strata_weight* up, const strata_weight* down, strata_buffer* out, strata_error* error);
   /* out = a + b, elementwise over n values. out may be a or b. */
   strata_status (*add)(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n,
                        strata_buffer* out, strata_error* error);
@@ -253,8 +249,7 @@ typedef struct strata_backend_table {
    * instead of waiting for a norm kernel between the block that wrote y and it. Several such ops may read one
    * x and y inside a concurrent region, where at most one of them writes sum or normed. */
   strata_status (*matmul_normed)(strata_backend* backend, const strata_weight* w, const strata_normed_input* in,
-                                 int32_t n_tokens, const strata_weight* bias, strata_buffer* out,
-                                 strata_error* error);
+                                 int32_t n_tokens, const strata_weight* bias, strata_buffer* out, strata_error* error);
   strata_status (*route_experts_normed)(strata_backend* backend, const strata_normed_input* in,
                                         const strata_weight* router, int32_t n_tokens, int32_t n_experts,
                                         int32_t n_used, int32_t routing, strata_buffer* logits, strata_buffer* ids,

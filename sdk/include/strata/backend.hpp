@@ -76,63 +76,63 @@ constexpr strata_backend_table with_normed_inputs(strata_backend_table table) {
 // The C++ functions a backend namespace defines for STRATA_BACKEND_TABLE: every entry of the table,
 // throwing sdk::Failure instead of filling a strata_error; parameters mirror strata/backend.h. Expand it
 // inside the backend's namespace.
-#define STRATA_DECLARE_BACKEND_FUNCTIONS()                                                                       \
-  void create(const strata_backend_config* config, strata_backend** out);                                     \
-  void destroy(strata_backend* backend);                                                                       \
-  const char* describe(strata_backend* backend);                                                               \
-  void buffer_alloc(strata_backend* backend, size_t bytes, strata_buffer** out);                               \
-  void buffer_free(strata_backend* backend, strata_buffer* buffer);                                            \
-  void buffer_write(strata_backend* backend, strata_buffer* buffer, size_t offset, const void* src, size_t bytes); \
-  void buffer_read(strata_backend* backend, strata_buffer* buffer, size_t offset, void* dst, size_t bytes);     \
-  void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out);              \
-  void weight_free(strata_backend* backend, strata_weight* weight);                                            \
-  void kv_create(strata_backend* backend, const strata_kv_config* config, strata_kv_cache** out);              \
-  void kv_free(strata_backend* backend, strata_kv_cache* cache);                                               \
-  void get_rows(strata_backend* backend, const strata_weight* table, const int32_t* ids, int32_t n_ids,        \
-                strata_buffer* out);                                                                           \
-  void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weight* weight, int32_t rows,    \
-                int32_t width, float eps, strata_buffer* out);                                                 \
-  void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, const strata_buffer* x,         \
-              int32_t n_tokens, const strata_weight* bias, strata_buffer* out);                                \
-  void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens,        \
-                 int32_t n_heads, int32_t head_dim, int32_t n_rot, float base);                                \
-  void attention(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,       \
-                 const strata_buffer* q, const strata_buffer* k, const strata_buffer* v, strata_buffer* out);  \
-  void route(strata_backend* backend, const strata_buffer* logits, int32_t n_tokens, int32_t n_experts,        \
-             int32_t n_used, int32_t routing, strata_buffer* ids, strata_buffer* weights);                     \
-  void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, int32_t n_used,              \
-               const strata_buffer* ids, const strata_buffer* weights, const strata_weight* gate,              \
-               const strata_weight* up, const strata_weight* down, strata_buffer* out);                        \
+#define STRATA_DECLARE_BACKEND_FUNCTIONS()                                                                          \
+  void create(const strata_backend_config* config, strata_backend** out);                                           \
+  void destroy(strata_backend* backend);                                                                            \
+  const char* describe(strata_backend* backend);                                                                    \
+  void buffer_alloc(strata_backend* backend, size_t bytes, strata_buffer** out);                                    \
+  void buffer_free(strata_backend* backend, strata_buffer* buffer);                                                 \
+  void buffer_write(strata_backend* backend, strata_buffer* buffer, size_t offset, const void* src, size_t bytes);  \
+  void buffer_read(strata_backend* backend, strata_buffer* buffer, size_t offset, void* dst, size_t bytes);         \
+  void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out);                   \
+  void weight_free(strata_backend* backend, strata_weight* weight);                                                 \
+  void kv_create(strata_backend* backend, const strata_kv_config* config, strata_kv_cache** out);                   \
+  void kv_free(strata_backend* backend, strata_kv_cache* cache);                                                    \
+  void get_rows(strata_backend* backend, const strata_weight* table, const int32_t* ids, int32_t n_ids,             \
+                strata_buffer* out);                                                                                \
+  void rms_norm(strata_backend* backend, const strata_buffer* x, const strata_weight* weight, int32_t rows,         \
+                int32_t width, float eps, strata_buffer* out);                                                      \
+  void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, const strata_buffer* x,              \
+              int32_t n_tokens, const strata_weight* bias, strata_buffer* out);                                     \
+  void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positions, int32_t n_tokens,             \
+                 int32_t n_heads, int32_t head_dim, int32_t n_rot, float base);                                     \
+  void attention(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,            \
+                 const strata_buffer* q, const strata_buffer* k, const strata_buffer* v, strata_buffer* out);       \
+  void route(strata_backend* backend, const strata_buffer* logits, int32_t n_tokens, int32_t n_experts,             \
+             int32_t n_used, int32_t routing, strata_buffer* ids, strata_buffer* weights);                          \
+  void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, int32_t n_used,                   \
+               const strata_buffer* ids, const strata_buffer* weights, const strata_weight* gate,                   \
+               const strata_weight* up, const strata_weight* down, strata_buffer* out);                             \
   void add(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out); \
   void mul(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out); \
-  void unary(strata_backend* backend, int32_t op, const strata_buffer* x, int64_t n, strata_buffer* out);      \
+  void unary(strata_backend* backend, int32_t op, const strata_buffer* x, int64_t n, strata_buffer* out);           \
   void scale_rows(strata_backend* backend, strata_buffer* x, const strata_buffer* scale, int32_t rows, int32_t width)
 
 // The optional fused entries of ABI 1.2, for a backend namespace that has them (see with_fused_ops).
-#define STRATA_DECLARE_FUSED_BACKEND_FUNCTIONS()                                                               \
-  void attention_rope(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,  \
+#define STRATA_DECLARE_FUSED_BACKEND_FUNCTIONS()                                                                    \
+  void attention_rope(strata_backend* backend, strata_kv_cache* cache, const strata_attention_params* params,       \
                       const strata_qk_prepare* prepare, strata_buffer* q, strata_buffer* k, const strata_buffer* v, \
-                      strata_buffer* out);                                                                     \
+                      strata_buffer* out);                                                                          \
   void add_rms_norm(strata_backend* backend, strata_buffer* x, const strata_buffer* y, const strata_weight* weight, \
                     int32_t rows, int32_t width, float eps, strata_buffer* out)
 
 // The optional fused router of ABI 1.3, for a backend namespace that has it (see with_route_experts).
-#define STRATA_DECLARE_ROUTE_EXPERTS_FUNCTION()                                                                \
+#define STRATA_DECLARE_ROUTE_EXPERTS_FUNCTION()                                                                      \
   void route_experts(strata_backend* backend, const strata_buffer* x, const strata_weight* router, int32_t n_tokens, \
-                     int32_t n_experts, int32_t n_used, int32_t routing, strata_buffer* logits, strata_buffer* ids, \
+                     int32_t n_experts, int32_t n_used, int32_t routing, strata_buffer* logits, strata_buffer* ids,  \
                      strata_buffer* weights)
 
 // The optional host memory entries of ABI 1.4, for a backend namespace that has them (see with_host_memory).
-#define STRATA_DECLARE_HOST_MEMORY_FUNCTIONS()                                                                 \
-  void host_alloc(strata_backend* backend, size_t bytes, void** out);                                          \
+#define STRATA_DECLARE_HOST_MEMORY_FUNCTIONS()                        \
+  void host_alloc(strata_backend* backend, size_t bytes, void** out); \
   void host_free(strata_backend* backend, void* memory)
 
 // The optional normed-input ops of ABI 1.5, for a backend namespace that has them (see with_normed_inputs).
-#define STRATA_DECLARE_NORMED_INPUT_FUNCTIONS()                                                                \
-  void matmul_normed(strata_backend* backend, const strata_weight* w, const strata_normed_input* in,           \
-                     int32_t n_tokens, const strata_weight* bias, strata_buffer* out);                          \
-  void route_experts_normed(strata_backend* backend, const strata_normed_input* in, const strata_weight* router, \
-                            int32_t n_tokens, int32_t n_experts, int32_t n_used, int32_t routing,              \
+#define STRATA_DECLARE_NORMED_INPUT_FUNCTIONS()                                                                        \
+  void matmul_normed(strata_backend* backend, const strata_weight* w, const strata_normed_input* in, int32_t n_tokens, \
+                     const strata_weight* bias, strata_buffer* out);                                                   \
+  void route_experts_normed(strata_backend* backend, const strata_normed_input* in, const strata_weight* router,       \
+                            int32_t n_tokens, int32_t n_experts, int32_t n_used, int32_t routing,                      \
                             strata_buffer* logits, strata_buffer* ids, strata_buffer* weights)
 
 // A strata_backend_table from the functions of namespace NS: create, destroy, describe, buffer_alloc,
@@ -159,18 +159,16 @@ constexpr strata_backend_table with_normed_inputs(strata_backend_table table) {
     .rope_neox = &::strata::sdk::BackendEntry<NS::rope_neox>::call,                                                   \
     .attention = &::strata::sdk::BackendEntry<NS::attention>::call,                                                   \
     .route = &::strata::sdk::BackendEntry<NS::route>::call,                                                           \
-    .moe_ffn = &::strata::sdk::BackendEntry<NS::moe_ffn>::call,                                                       \
-    .add = &::strata::sdk::BackendEntry<NS::add>::call,                                                               \
-    .mul = &::strata::sdk::BackendEntry<NS::mul>::call,                                                               \
-    .unary = &::strata::sdk::BackendEntry<NS::unary>::call,                                                           \
-    .scale_rows = &::strata::sdk::BackendEntry<NS::scale_rows>::call,                                                 \
-    .graph_create = nullptr, .graph_free = nullptr, .graph_begin = nullptr, .graph_end = nullptr,                     \
-    .graph_discard = nullptr, .attention_rope = nullptr, .add_rms_norm = nullptr, .concurrent_begin = nullptr,        \
-    .concurrent_end = nullptr, .route_experts = nullptr, .host_alloc = nullptr, .host_free = nullptr,                 \
-    .matmul_normed = nullptr, .route_experts_normed = nullptr, .get_proc_address = nullptr                            \
+    .moe_ffn = &::strata::sdk::BackendEntry<NS::moe_ffn>::call, .add = &::strata::sdk::BackendEntry<NS::add>::call,   \
+    .mul = &::strata::sdk::BackendEntry<NS::mul>::call, .unary = &::strata::sdk::BackendEntry<NS::unary>::call,       \
+    .scale_rows = &::strata::sdk::BackendEntry<NS::scale_rows>::call, .graph_create = nullptr, .graph_free = nullptr, \
+    .graph_begin = nullptr, .graph_end = nullptr, .graph_discard = nullptr, .attention_rope = nullptr,                \
+    .add_rms_norm = nullptr, .concurrent_begin = nullptr, .concurrent_end = nullptr, .route_experts = nullptr,        \
+    .host_alloc = nullptr, .host_free = nullptr, .matmul_normed = nullptr, .route_experts_normed = nullptr,           \
+    .get_proc_address = nullptr                                                                                       \
   }
 
 // STRATA_BACKEND_TABLE(NS, NAME) with NS's step graph entries.
-#define STRATA_BACKEND_TABLE_WITH_GRAPHS(NS, NAME)                                                          \
-  ::strata::sdk::with_graphs<&NS::graph_create, &NS::graph_free, &NS::graph_begin, &NS::graph_end,          \
+#define STRATA_BACKEND_TABLE_WITH_GRAPHS(NS, NAME)                                                 \
+  ::strata::sdk::with_graphs<&NS::graph_create, &NS::graph_free, &NS::graph_begin, &NS::graph_end, \
                              &NS::graph_discard>(STRATA_BACKEND_TABLE(NS, NAME))

@@ -1,8 +1,8 @@
 // Argument checks every backend makes the same way (header-only, for backends written with
 // strata/backend.hpp). A backend's strata_buffer offers `bytes` and `base()` (its first byte), its
-// strata_weight `name`, `ne0`, `ne1` and `ne2`; the templates here work on either. The checks each throws sdk::Failure(STRATA_E_INVALID_ARGUMENT, or UNSUPPORTED for a type
-// nothing decodes) with a message naming the op and the values, so that all backends refuse bad calls
-// alike and the core's errors read the same whichever backend runs.
+// strata_weight `name`, `ne0`, `ne1` and `ne2`; the templates here work on either. The checks each throws
+// sdk::Failure(STRATA_E_INVALID_ARGUMENT, or UNSUPPORTED for a type nothing decodes) with a message naming the op and
+// the values, so that all backends refuse bad calls alike and the core's errors read the same whichever backend runs.
 #pragma once
 
 #include <cstddef>
@@ -88,15 +88,16 @@ inline void check_kv_config(const strata_kv_config& config) {
 
 // Attention parameters against the cache they read: its layers, kv heads, head size and context.
 inline void check_attention_params(const strata_kv_config& config, const strata_attention_params& params) {
-  if (params.struct_size < sizeof(strata_attention_params)) invalid_argument("attention params: struct_size is too small");
+  if (params.struct_size < sizeof(strata_attention_params))
+    invalid_argument("attention params: struct_size is too small");
   if (params.layer < 0 || params.layer >= config.n_layers) {
     invalid_argument("attention: layer " + std::to_string(params.layer) + " is outside the cache's " +
                      std::to_string(config.n_layers) + " layers");
   }
   if (params.n_head_kv != config.n_head_kv || params.head_dim != config.head_dim) {
     invalid_argument("attention: " + std::to_string(params.n_head_kv) + " kv heads of " +
-                     std::to_string(params.head_dim) + " do not match the cache's " +
-                     std::to_string(config.n_head_kv) + " of " + std::to_string(config.head_dim));
+                     std::to_string(params.head_dim) + " do not match the cache's " + std::to_string(config.n_head_kv) +
+                     " of " + std::to_string(config.head_dim));
   }
   if (params.n_tokens < 0 || params.n_head <= 0 || params.n_head % params.n_head_kv != 0) {
     invalid_argument("attention: " + std::to_string(params.n_head) + " query heads are not a multiple of " +
@@ -193,7 +194,8 @@ struct NormedOperands {
 
 template <class Buffer>
 NormedOperands normed_operands(const strata_normed_input* in, int32_t rows, int32_t width, const std::string& what) {
-  if (in == nullptr || in->struct_size < sizeof(strata_normed_input)) invalid_argument(what + ": missing or short normed input");
+  if (in == nullptr || in->struct_size < sizeof(strata_normed_input))
+    invalid_argument(what + ": missing or short normed input");
   if (rows < 0 || width <= 0) invalid_argument(what + ": bad shape");
   if (in->weight == nullptr) invalid_argument(what + ": the normed input has no norm weight");
   const Buffer* outputs[] = {in->sum, in->normed};
@@ -202,9 +204,11 @@ NormedOperands normed_operands(const strata_normed_input* in, int32_t rows, int3
       invalid_argument(what + ": the normed input's sum and normed must be neither x nor y");
     }
   }
-  if (in->sum != nullptr && in->sum == in->normed) invalid_argument(what + ": the normed input's sum and normed are one buffer");
+  if (in->sum != nullptr && in->sum == in->normed)
+    invalid_argument(what + ": the normed input's sum and normed are one buffer");
   const int64_t n = int64_t{rows} * width;
-  const std::string x_name = what + " x", y_name = what + " y", sum_name = what + " sum", normed_name = what + " normed";
+  const std::string x_name = what + " x", y_name = what + " y", sum_name = what + " sum",
+                    normed_name = what + " normed";
   return {floats(static_cast<const Buffer*>(in->x), n, x_name.c_str()),
           in->y != nullptr ? floats(static_cast<const Buffer*>(in->y), n, y_name.c_str()) : nullptr,
           in->sum != nullptr ? floats(static_cast<Buffer*>(in->sum), n, sum_name.c_str()) : nullptr,
@@ -233,11 +237,11 @@ template <class Buffer>
 AttentionOperands attention_operands(const strata_kv_config& config, const strata_attention_params& params,
                                      const Buffer* q, const Buffer* k, const Buffer* v, Buffer* out) {
   check_attention_params(config, params);
-  const int64_t q_width = int64_t{params.n_head} * params.head_dim, kv_width = int64_t{params.n_head_kv} * params.head_dim;
-  const AttentionOperands operands{floats(q, params.n_tokens * q_width, "attention q"),
-                                   floats(k, params.n_tokens * kv_width, "attention k"),
-                                   floats(v, params.n_tokens * kv_width, "attention v"),
-                                   floats(out, params.n_tokens * q_width, "attention out")};
+  const int64_t q_width = int64_t{params.n_head} * params.head_dim,
+                kv_width = int64_t{params.n_head_kv} * params.head_dim;
+  const AttentionOperands operands{
+      floats(q, params.n_tokens * q_width, "attention q"), floats(k, params.n_tokens * kv_width, "attention k"),
+      floats(v, params.n_tokens * kv_width, "attention v"), floats(out, params.n_tokens * q_width, "attention out")};
   if (out == q || out == k || out == v) invalid_argument("attention: out must not be an input");
   return operands;
 }
@@ -281,8 +285,8 @@ struct MoeOperands {
 template <class Weight, class Buffer>
 MoeOperands moe_operands(const Weight& gate, const Weight& up, const Weight& down, const Buffer* x, int32_t n_tokens,
                          int32_t n_used, const Buffer* ids, const Buffer* weights, Buffer* out) {
-  if (up.ne0 != gate.ne0 || up.ne1 != gate.ne1 || up.ne2 != gate.ne2 || down.ne0 != gate.ne1 ||
-      down.ne1 != gate.ne0 || down.ne2 != gate.ne2) {
+  if (up.ne0 != gate.ne0 || up.ne1 != gate.ne1 || up.ne2 != gate.ne2 || down.ne0 != gate.ne1 || down.ne1 != gate.ne0 ||
+      down.ne2 != gate.ne2) {
     invalid_argument("moe_ffn: expert shapes do not fit: gate " + shape_text(gate) + ", up " + shape_text(up) +
                      ", down " + shape_text(down));
   }
@@ -305,7 +309,8 @@ inline std::string check_weight_desc(const strata_weight_desc& desc, const strat
   if (desc.struct_size < sizeof(strata_weight_desc)) invalid_argument("weight desc: struct_size is too small");
   const std::string name = desc.name != nullptr ? desc.name : "(unnamed)";
   if (type == nullptr || type->dequantize == nullptr) {
-    throw Failure(STRATA_E_UNSUPPORTED, "weight " + name + ": no quant plugin provides type " + std::to_string(desc.type));
+    throw Failure(STRATA_E_UNSUPPORTED,
+                  "weight " + name + ": no quant plugin provides type " + std::to_string(desc.type));
   }
   if (desc.ne0 <= 0 || desc.ne1 <= 0 || desc.ne2 <= 0 || desc.ne0 % type->block_elements != 0) {
     invalid_argument("weight " + name + ": shape " + std::to_string(desc.ne0) + " x " + std::to_string(desc.ne1) +

@@ -25,8 +25,8 @@
 namespace strata::sdk {
 
 // strata_quant_type::cpu_dot_rows.
-using CpuDotRowsFn = void (*)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
-                              const void* activation, float* out);
+using CpuDotRowsFn = void (*)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, const void* activation,
+                              float* out);
 
 // strata_quant_type::cpu_dot_rows_multi.
 using CpuDotRowsMultiFn = void (*)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
@@ -51,9 +51,8 @@ using RowDotTokensFn = void (*)(int64_t n, const uint8_t* row, const uint8_t* ac
                                 int n_tokens, float* sums);
 
 template <RowDotTokensFn RowDotTokens>
-void dot_rows_multi_by_tokens(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
-                              const void* activations, size_t activation_stride, int64_t n_tokens, float* out,
-                              size_t out_stride) {
+void dot_rows_multi_by_tokens(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, const void* activations,
+                              size_t activation_stride, int64_t n_tokens, float* out, size_t out_stride) {
   const auto* rows = static_cast<const uint8_t*>(weight);
   const auto* acts = static_cast<const uint8_t*>(activations);
   for (int64_t r = 0; r < n_rows; ++r) {
@@ -83,7 +82,8 @@ struct CpuDotKernel {
 
 // Both forms from one row kernel.
 template <RowDotTokensFn RowDotTokens>
-inline constexpr CpuDotKernel kTokensDotKernel{dot_rows_by_tokens<RowDotTokens>, dot_rows_multi_by_tokens<RowDotTokens>};
+inline constexpr CpuDotKernel kTokensDotKernel{dot_rows_by_tokens<RowDotTokens>,
+                                               dot_rows_multi_by_tokens<RowDotTokens>};
 
 // A type's kernels per level; a level without its own (null rows) uses the best one below it.
 struct CpuDotVariants {
@@ -111,9 +111,8 @@ void dispatched_dot_rows(int64_t n, int64_t n_rows, const void* weight, size_t r
 
 // A codec's cpu_dot_rows_multi, for variants whose every level has one.
 template <const CpuDotVariants& Variants>
-void dispatched_dot_rows_multi(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
-                               const void* activations, size_t activation_stride, int64_t n_tokens, float* out,
-                               size_t out_stride) {
+void dispatched_dot_rows_multi(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, const void* activations,
+                               size_t activation_stride, int64_t n_tokens, float* out, size_t out_stride) {
   static const CpuDotRowsMultiFn chosen = Variants.pick_multi(cpu_isa());
   chosen(n, n_rows, weight, row_bytes, activations, activation_stride, n_tokens, out, out_stride);
 }

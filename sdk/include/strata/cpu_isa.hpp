@@ -15,8 +15,7 @@
 #define STRATA_X86 1
 // F16C comes with every AVX2 CPU (Haswell, Zen and later), so it is part of the level, not checked alone.
 #define STRATA_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define STRATA_TARGET_AVX512 \
-  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define STRATA_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #else
 #define STRATA_X86 0
 #endif
@@ -30,9 +29,12 @@ inline constexpr CpuIsa kAllCpuIsas[] = {CpuIsa::scalar, CpuIsa::avx2, CpuIsa::a
 
 inline const char* cpu_isa_name(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::avx512: return "avx512";
-    case CpuIsa::avx2: return "avx2";
-    case CpuIsa::scalar: break;
+    case CpuIsa::avx512:
+      return "avx512";
+    case CpuIsa::avx2:
+      return "avx2";
+    case CpuIsa::scalar:
+      break;
   }
   return "scalar";
 }

@@ -34,13 +34,13 @@ inline uint16_t fp32_to_fp16(float f) noexcept {
   const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;           // nan
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;          // rounds to >= 65520: inf
-  if (abs < 0x38800000u) {                                // below the smallest normal half
-    if (abs < 0x33000000u) return sign;                   // rounds to zero
+  if (abs > 0x7f800000u) return sign | 0x7e00u;   // nan
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: inf
+  if (abs < 0x38800000u) {                        // below the smallest normal half
+    if (abs < 0x33000000u) return sign;           // rounds to zero
     const uint32_t exponent = abs >> 23;
     const uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - exponent;                // 14..24
+    const uint32_t shift = 126 - exponent;  // 14..24
     uint32_t half = mantissa >> shift;
     const uint32_t rest = mantissa & ((1u << shift) - 1);
     const uint32_t halfway = 1u << (shift - 1);

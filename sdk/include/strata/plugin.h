@@ -47,7 +47,7 @@ enum {
   STRATA_E_UNSUPPORTED = 2,      /* cannot run here (missing CPU feature, no GPU) or not implemented */
   STRATA_E_OUT_OF_MEMORY = 3,
   STRATA_E_IO = 4,
-  STRATA_E_INTERNAL = 5          /* a bug in the plugin */
+  STRATA_E_INTERNAL = 5 /* a bug in the plugin */
 };
 
 /* A message buffer owned by the caller. The callee writes a NUL-terminated message of at most
@@ -65,12 +65,7 @@ enum {
   STRATA_PLUGIN_KIND_VISION = 4   /* reserved */
 };
 
-enum {
-  STRATA_LOG_DEBUG = 0,
-  STRATA_LOG_INFO = 1,
-  STRATA_LOG_WARN = 2,
-  STRATA_LOG_ERROR = 3
-};
+enum { STRATA_LOG_DEBUG = 0, STRATA_LOG_INFO = 1, STRATA_LOG_WARN = 2, STRATA_LOG_ERROR = 3 };
 
 /* Services the host offers a plugin; valid from init until shutdown. */
 typedef struct strata_host_services {
@@ -91,10 +86,10 @@ typedef struct strata_plugin_descriptor {
   uint16_t abi_major;
   uint16_t abi_minor;
   /* ABI 1.0: */
-  uint32_t kind;           /* STRATA_PLUGIN_KIND_* */
-  const char* name;        /* unique among the loaded plugins, e.g. "quant-iq3" */
-  const char* version;     /* the plugin's own version, free text */
-  const void* table;       /* the kind's function table */
+  uint32_t kind;       /* STRATA_PLUGIN_KIND_* */
+  const char* name;    /* unique among the loaded plugins, e.g. "quant-iq3" */
+  const char* version; /* the plugin's own version, free text */
+  const void* table;   /* the kind's function table */
   /* Can this plugin run on this machine? On success sets *score (> 0): how well it runs here (a GPU
    * backend with a device scores above the CPU backend); among backends the manifest does not rank, the
    * highest score is the default. A plugin that cannot run here returns STRATA_E_UNSUPPORTED with the

@@ -70,8 +70,8 @@ struct QuantTypeAdapter {
                                 const float* importance, strata_error* error) {
     return guarded(error, [&] {
       if (n_rows < 0 || n_per_row <= 0 || n_per_row % Codec::block_elements != 0) {
-        throw Failure(STRATA_E_INVALID_ARGUMENT, std::string(Codec::name) + ": a row of " +
-                                                     std::to_string(n_per_row) + " values is not a multiple of " +
+        throw Failure(STRATA_E_INVALID_ARGUMENT, std::string(Codec::name) + ": a row of " + std::to_string(n_per_row) +
+                                                     " values is not a multiple of " +
                                                      std::to_string(Codec::block_elements));
       }
       auto* out = static_cast<uint8_t*>(blocks);
@@ -88,51 +88,71 @@ struct QuantTypeAdapter {
 //   static void cpu_dot_rows(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
 //                            const void* activation, float* out);
 template <class Codec>
-concept HasCpuDot = requires { Codec::cpu_activation_type; &Codec::cpu_dot_rows; };
+concept HasCpuDot = requires {
+  Codec::cpu_activation_type;
+  &Codec::cpu_dot_rows;
+};
 
 // And, optionally, the multi-token form (strata_quant_type::cpu_dot_rows_multi):
 //   static void cpu_dot_rows_multi(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
 //                                  const void* activations, size_t activation_stride, int64_t n_tokens,
 //                                  float* out, size_t out_stride);
 template <class Codec>
-concept HasCpuDotMulti = HasCpuDot<Codec> && requires { &Codec::cpu_dot_rows_multi; };
+concept HasCpuDotMulti = HasCpuDot<Codec> && requires {
+  &Codec::cpu_dot_rows_multi;
+};
 
 // And CUDA launchers (see quant.h), when the plugin is built with CUDA:
 //   static strata_status cuda_dequantize_f16(const void*, uint16_t*, int64_t, void*, strata_error*);
 //   static strata_status cuda_matvec(const void*, int64_t, int64_t, size_t, const float*, int64_t, float*,
 //                                    void*, strata_error*);
 template <class Codec>
-concept HasCudaKernels = requires { &Codec::cuda_dequantize_f16; &Codec::cuda_matvec; };
+concept HasCudaKernels = requires {
+  &Codec::cuda_dequantize_f16;
+  &Codec::cuda_matvec;
+};
 
 // And the grouped launchers (ABI 1.1):
 //   static strata_status cuda_expert_matvec(const strata_cuda_expert_matvec*, void*, strata_error*);
 //   static strata_status cuda_grouped_gemm(const strata_cuda_grouped_gemm*, void*, strata_error*);
 template <class Codec>
-concept HasCudaExpertKernels = HasCudaKernels<Codec> && requires { &Codec::cuda_expert_matvec; };
+concept HasCudaExpertKernels = HasCudaKernels<Codec> && requires {
+  &Codec::cuda_expert_matvec;
+};
 template <class Codec>
-concept HasCudaGroupedGemm = HasCudaKernels<Codec> && requires { &Codec::cuda_grouped_gemm; };
+concept HasCudaGroupedGemm = HasCudaKernels<Codec> && requires {
+  &Codec::cuda_grouped_gemm;
+};
 // And the matvec on activations rounded to 8 bits (ABI 1.2):
 //   static strata_status cuda_matvec_q8(const void*, int64_t, int64_t, size_t, const int8_t*, const float*,
 //                                       int64_t, float*, void*, strata_error*);
 template <class Codec>
-concept HasCudaMatvecQ8 = HasCudaKernels<Codec> && requires { &Codec::cuda_matvec_q8; };
+concept HasCudaMatvecQ8 = HasCudaKernels<Codec> && requires {
+  &Codec::cuda_matvec_q8;
+};
 // And the matvec that normalizes its activations itself (ABI 1.5):
 //   static strata_status cuda_matvec_normed(const void*, int64_t, int64_t, size_t, const strata_cuda_normed_rows*,
 //                                           int64_t, float*, void*, strata_error*);
 template <class Codec>
-concept HasCudaMatvecNormed = HasCudaKernels<Codec> && requires { &Codec::cuda_matvec_normed; };
+concept HasCudaMatvecNormed = HasCudaKernels<Codec> && requires {
+  &Codec::cuda_matvec_normed;
+};
 
 // And a repacked layout for its CUDA kernels (ABI 1.6): a Codec of its own with CUDA launchers, and the
 // exact conversion into it:
 //   using CudaRepacked = OtherCodec;   // type_id = Codec::type_id | STRATA_REPACKED_TYPE_BIT
 //   static void cuda_repack(const uint8_t* blocks, uint8_t* out, int64_t n_blocks);
 template <class Codec>
-concept HasCudaRepacked = requires { typename Codec::CudaRepacked; &Codec::cuda_repack; } &&
-                          HasCudaKernels<typename Codec::CudaRepacked>;
+concept HasCudaRepacked = requires {
+  typename Codec::CudaRepacked;
+  &Codec::cuda_repack;
+}
+&&HasCudaKernels<typename Codec::CudaRepacked>;
 
 template <class Codec>
 strata_status repack_adapter(const void* blocks, void* out, int64_t n_blocks, strata_error* error) {
-  return guarded(error, [&] { Codec::cuda_repack(static_cast<const uint8_t*>(blocks), static_cast<uint8_t*>(out), n_blocks); });
+  return guarded(
+      error, [&] { Codec::cuda_repack(static_cast<const uint8_t*>(blocks), static_cast<uint8_t*>(out), n_blocks); });
 }
 
 template <class Codec>
@@ -229,13 +249,13 @@ constexpr strata_plugin_descriptor make_descriptor(uint32_t kind, const char* na
 }  // namespace strata::sdk
 
 // Defines the one exported symbol of a plugin from a descriptor expression.
-#define STRATA_PLUGIN_QUERY(descriptor_expression)                                                \
-  extern "C" STRATA_PLUGIN_EXPORT const strata_plugin_descriptor* strata_plugin_query(void) {     \
-    static const strata_plugin_descriptor descriptor = descriptor_expression;                     \
-    return &descriptor;                                                                           \
+#define STRATA_PLUGIN_QUERY(descriptor_expression)                                            \
+  extern "C" STRATA_PLUGIN_EXPORT const strata_plugin_descriptor* strata_plugin_query(void) { \
+    static const strata_plugin_descriptor descriptor = descriptor_expression;                 \
+    return &descriptor;                                                                       \
   }
 
 // A whole quant plugin in one line: STRATA_QUANT_PLUGIN("quant-x", "1.0.0", CodecA, CodecB).
-#define STRATA_QUANT_PLUGIN(plugin_name, plugin_version, ...)                                      \
+#define STRATA_QUANT_PLUGIN(plugin_name, plugin_version, ...)                                               \
   STRATA_PLUGIN_QUERY(::strata::sdk::make_descriptor(STRATA_PLUGIN_KIND_QUANT, plugin_name, plugin_version, \
                                                      &::strata::sdk::QuantTable<__VA_ARGS__>::table))

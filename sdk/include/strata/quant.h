@@ -28,16 +28,16 @@ enum {
 
 typedef struct strata_cuda_expert_matvec {
   uint32_t struct_size;
-  int32_t mode;                 /* STRATA_EXPERT_MATVEC_* */
-  const void* weight;           /* n_experts matrices of n_rows rows of n values */
-  const void* weight2;          /* SWIGLU: the up matrices; otherwise NULL */
+  int32_t mode;        /* STRATA_EXPERT_MATVEC_* */
+  const void* weight;  /* n_experts matrices of n_rows rows of n values */
+  const void* weight2; /* SWIGLU: the up matrices; otherwise NULL */
   int64_t n, n_rows;
   size_t row_bytes, expert_bytes;
   int32_t n_experts;
   int32_t n_slots;
   int32_t slots_per_token;
-  const int32_t* expert_ids;    /* [n_slots] */
-  const float* slot_weights;    /* WEIGHTED_SUM: [n_slots]; otherwise NULL */
+  const int32_t* expert_ids; /* [n_slots] */
+  const float* slot_weights; /* WEIGHTED_SUM: [n_slots]; otherwise NULL */
   const float* x;
   float* out;
   /* ABI 1.2 (read where struct_size covers them): x already rounded to 8 bits as for cuda_matvec_q8, rows
@@ -59,7 +59,7 @@ typedef struct strata_cuda_grouped_gemm {
   int64_t n, n_rows;
   size_t row_bytes, expert_bytes;
   int32_t n_experts;
-  int32_t max_tiles;            /* the launch covers this many tiles; those past *tile_count do nothing */
+  int32_t max_tiles; /* the launch covers this many tiles; those past *tile_count do nothing */
   const int32_t* tiles;
   const int32_t* tile_count;
   const uint16_t* x;
@@ -71,27 +71,27 @@ typedef struct strata_cuda_grouped_gemm {
  * (x[t] + y[t]) / sqrt(mean((x[t] + y[t])^2) + eps) * gain, with y = 0 where y is NULL. All device memory. */
 typedef struct strata_cuda_normed_rows {
   uint32_t struct_size;
-  const float* x;               /* [n_tokens][n] */
-  const float* y;               /* NULL, or [n_tokens][n] added to x first */
-  const float* gain;            /* the norm's n weights */
+  const float* x;    /* [n_tokens][n] */
+  const float* y;    /* NULL, or [n_tokens][n] added to x first */
+  const float* gain; /* the norm's n weights */
   float eps;
-  float* sum;                   /* NULL, or where the launch writes x + y (x where y is NULL; neither x nor y) */
+  float* sum; /* NULL, or where the launch writes x + y (x where y is NULL; neither x nor y) */
 } strata_cuda_normed_rows;
 
 typedef struct strata_quant_type {
   uint32_t struct_size;
-  uint32_t type_id;         /* GGUF type id, e.g. 21 for IQ3_S */
-  const char* name;         /* GGUF name, e.g. "IQ3_S" */
-  uint32_t block_elements;  /* values per block */
-  uint32_t block_bytes;     /* bytes per block */
+  uint32_t type_id;        /* GGUF type id, e.g. 21 for IQ3_S */
+  const char* name;        /* GGUF name, e.g. "IQ3_S" */
+  uint32_t block_elements; /* values per block */
+  uint32_t block_bytes;    /* bytes per block */
   /* Exact reference dequantization of n_blocks consecutive blocks into n_blocks*block_elements floats. */
   strata_status (*dequantize)(const void* blocks, float* out, int64_t n_blocks, strata_error* error);
   /* Quantizes n_rows rows of n_per_row values (n_per_row a multiple of block_elements) into
    * n_rows * n_per_row / block_elements blocks. importance is NULL or n_per_row non-negative weights
    * saying how much each column's error matters (an importance matrix); the quantizer minimizes the
    * weighted squared error. May be NULL when the type cannot be produced. */
-  strata_status (*quantize)(const float* src, void* blocks, int64_t n_rows, int64_t n_per_row,
-                            const float* importance, strata_error* error);
+  strata_status (*quantize)(const float* src, void* blocks, int64_t n_rows, int64_t n_per_row, const float* importance,
+                            strata_error* error);
 
   /* CPU kernels; optional (zero / NULL when absent: the CPU backend then dequantizes weight rows and
    * multiplies in float32). */
@@ -120,9 +120,8 @@ typedef struct strata_quant_type {
    * for several tokens in one pass over the weight rows, so that a kernel decodes each block once for all
    * of them: out[t * out_stride + r] = dot(weight row r, activation row t) for r < n_rows, t < n_tokens;
    * activation row t starts activation_stride bytes after row t - 1. Thread-safe as cpu_dot_rows. */
-  void (*cpu_dot_rows_multi)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
-                             const void* activations, size_t activation_stride, int64_t n_tokens, float* out,
-                             size_t out_stride);
+  void (*cpu_dot_rows_multi)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, const void* activations,
+                             size_t activation_stride, int64_t n_tokens, float* out, size_t out_stride);
 
   /* ABI 1.1. Optional (NULL: a CUDA backend multiplies expert by expert). See strata_cuda_expert_matvec;
    * meant for the decode path (a few slots): each slot reads its expert's rows once. */
@@ -136,9 +135,8 @@ typedef struct strata_quant_type {
    * scale = max |x| / 127 over the 32). The kernel producing the activations rounds them once, instead of
    * every block of every matvec reading them. STRATA_E_UNSUPPORTED declines a call (say, rows longer than
    * the kernel holds); the backend then passes the floats to cuda_matvec. */
-  strata_status (*cuda_matvec_q8)(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes,
-                                  const int8_t* levels, const float* scales, int64_t n_tokens, float* out,
-                                  void* stream, strata_error* error);
+  strata_status (*cuda_matvec_q8)(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes, const int8_t* levels,
+                                  const float* scales, int64_t n_tokens, float* out, void* stream, strata_error* error);
   /* ABI 1.5. Optional (NULL: the backend normalizes into a buffer first and calls cuda_matvec_q8). The decode
    * matvec on activations given as the norm of strata_cuda_normed_rows: every block of the kernel computes
    * the norm of the few rows itself while the kernel before it is the only one between the residual

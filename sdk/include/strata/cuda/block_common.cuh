@@ -21,7 +21,9 @@ inline constexpr int kWarp = 32;
 // Blocks are packed back to back (34, 98, 110 bytes...), so multi-byte fields are read a byte at a time.
 __device__ inline uint32_t load_u16(const uint8_t* p) { return p[0] | (uint32_t{p[1]} << 8); }
 __device__ inline uint32_t load_u32(const uint8_t* p) { return load_u16(p) | (load_u16(p + 2) << 16); }
-__device__ inline __half load_half(const uint8_t* p) { return __ushort_as_half(static_cast<unsigned short>(load_u16(p))); }
+__device__ inline __half load_half(const uint8_t* p) {
+  return __ushort_as_half(static_cast<unsigned short>(load_u16(p)));
+}
 __device__ inline float load_f16(const uint8_t* p) { return __half2float(load_half(p)); }
 
 // Where fields are known to be 2-byte aligned (every block size here is even, rows start on block
@@ -30,7 +32,9 @@ __device__ inline uint32_t load_u32_aligned2(const uint8_t* p) {
   const auto* halves = reinterpret_cast<const uint16_t*>(p);
   return halves[0] | (uint32_t{halves[1]} << 16);
 }
-__device__ inline float load_f16_aligned2(const uint8_t* p) { return __half2float(*reinterpret_cast<const __half*>(p)); }
+__device__ inline float load_f16_aligned2(const uint8_t* p) {
+  return __half2float(*reinterpret_cast<const __half*>(p));
+}
 
 // kWords consecutive words from a 2-byte aligned address: kWords + 1 aligned 4-byte loads, each word
 // funnel-shifted out of two (where the address is 4-byte aligned the last load repeats one). What is read
@@ -70,7 +74,8 @@ __device__ inline void copy16_async(void* shared_destination, const void* global
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if (bytes == 0 || bytes == 16) {
     const auto destination = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(destination), "l"(global_source), "r"(bytes) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(destination), "l"(global_source), "r"(bytes)
+                 : "memory");
     return;
   }
 #else
@@ -134,7 +139,8 @@ __device__ inline float warp_sum(float value) {
 
 __device__ inline float warp_max(float value) {
 #pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
   return value;
 }
 

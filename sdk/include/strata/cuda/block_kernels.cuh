@@ -60,7 +60,8 @@ __global__ void __launch_bounds__(kWarp* kMatvecRowsPerBlock)
   for (int64_t base = lane; base < n_chunks; base += kChunksInFlight * kWarp) {
     float w[kChunksInFlight][kChunkValues];
 #pragma unroll
-    for (int u = 0; u < kChunksInFlight; ++u) decode_chunk<Decoder>(weight_row, min(base + u * kWarp, n_chunks - 1), w[u]);
+    for (int u = 0; u < kChunksInFlight; ++u)
+      decode_chunk<Decoder>(weight_row, min(base + u * kWarp, n_chunks - 1), w[u]);
 #pragma unroll
     for (int u = 0; u < kChunksInFlight; ++u) {
       const int64_t chunk = base + u * kWarp;
@@ -134,18 +135,21 @@ __global__ void __launch_bounds__(kWarp* kMatvecRowsPerBlock) expert_matvec_kern
           const int j = flat / n_chunks;
           slot_of[u] = token * k + j;
           chunk_of[u] = flat - j * n_chunks;
-          decode_chunk<Decoder>(weight + static_cast<size_t>(ids[j]) * args.expert_bytes + row_offset, chunk_of[u], w[u]);
+          decode_chunk<Decoder>(weight + static_cast<size_t>(ids[j]) * args.expert_bytes + row_offset, chunk_of[u],
+                                w[u]);
         }
 #pragma unroll
         for (int u = 0; u < kChunksInFlight; ++u) {
           if (base + u * kWarp >= total) break;
-          result += args.slot_weights[slot_of[u]] * dot8(w[u], args.x + static_cast<int64_t>(slot_of[u]) * args.n, chunk_of[u]);
+          result += args.slot_weights[slot_of[u]] *
+                    dot8(w[u], args.x + static_cast<int64_t>(slot_of[u]) * args.n, chunk_of[u]);
         }
       }
       result = warp_sum(result);
     }
   }
-  if (lane == 0) args.out[static_cast<int64_t>(blockIdx.y) * args.n_rows + row] = bad_id ? __int_as_float(0x7fc00000) : result;
+  if (lane == 0)
+    args.out[static_cast<int64_t>(blockIdx.y) * args.n_rows + row] = bad_id ? __int_as_float(0x7fc00000) : result;
 }
 
 inline strata_status fail(strata_error* error, strata_status status, const std::string& message) {
@@ -215,7 +219,8 @@ int q8_rows_per_warp(int64_t n_rows, int64_t n, int64_t n_tokens, int matrices, 
            2 * blocks(rows) >= sms;
   };
   int rows = max_rows;
-  while (rows > 1 && (n_rows % rows != 0 || rows * groups_per_lane > 8 || rows * n_tokens > kMaxMatvecTokens || !fits(rows))) {
+  while (rows > 1 &&
+         (n_rows % rows != 0 || rows * groups_per_lane > 8 || rows * n_tokens > kMaxMatvecTokens || !fits(rows))) {
     rows /= 2;
   }
   return rows;
@@ -234,7 +239,8 @@ auto matvec_q8_kernel_of(int rows) {
 // The instance above for a step of n_tokens.
 template <class Decoder, bool kNormed>
 auto matvec_q8_kernel_for(int64_t n_tokens, int rows) {
-  return n_tokens == 1 ? matvec_q8_kernel_of<Decoder, true, kNormed>(rows) : matvec_q8_kernel_of<Decoder, false, kNormed>(rows);
+  return n_tokens == 1 ? matvec_q8_kernel_of<Decoder, true, kNormed>(rows)
+                       : matvec_q8_kernel_of<Decoder, false, kNormed>(rows);
 }
 
 // matvec_q8_kernel with the rows per warp above, on float activations, on rounded ones (levels, scales) or on
@@ -245,7 +251,8 @@ void launch_matvec_q8_rows(const uint8_t* weight, int64_t n, int64_t n_rows, siz
                            float* out, size_t shared_bytes, cudaStream_t stream) {
   const bool normed = norm.gain != nullptr;
   const auto kernel_of = [n_tokens, normed](int rows) {
-    return normed ? matvec_q8_kernel_for<Decoder, true>(n_tokens, rows) : matvec_q8_kernel_for<Decoder, false>(n_tokens, rows);
+    return normed ? matvec_q8_kernel_for<Decoder, true>(n_tokens, rows)
+                  : matvec_q8_kernel_for<Decoder, false>(n_tokens, rows);
   };
   const int rows = q8_rows_per_warp(n_rows, n, n_tokens, 1, 1, kMaxRowsPerWarp, shared_bytes, kernel_of);
   const auto kernel = kernel_of(rows);
@@ -334,11 +341,12 @@ strata_status launch_matvec_normed(const void* weight, int64_t n, int64_t n_rows
     }
     const size_t shared = q8_shared_bytes(n_tokens, n);
     const bool aligned = is_16_byte_aligned(x->x) && is_16_byte_aligned(x->gain) &&
-                         (x->y == nullptr || is_16_byte_aligned(x->y)) && (x->sum == nullptr || is_16_byte_aligned(x->sum));
+                         (x->y == nullptr || is_16_byte_aligned(x->y)) &&
+                         (x->sum == nullptr || is_16_byte_aligned(x->sum));
     if (!aligned || !fits_normalize_rows(n, kWarp * kQ8Warps) ||
         !fits_shared_memory(reinterpret_cast<const void*>(matvec_q8_kernel<Decoder, 1>), shared)) {
-      return fail(error, STRATA_E_UNSUPPORTED, "matvec_normed: rows of " + std::to_string(n) +
-                                                   " values are not normalized in the kernel");
+      return fail(error, STRATA_E_UNSUPPORTED,
+                  "matvec_normed: rows of " + std::to_string(n) + " values are not normalized in the kernel");
     }
     if (n_rows <= 0) return STRATA_OK;
     if (const strata_status status = prepare<Decoder>(error); status != STRATA_OK) return status;
@@ -430,33 +438,30 @@ strata_status launch_grouped_gemm(const strata_cuda_grouped_gemm* args, void* st
 
 // Defines NAME_dequantize_f16, NAME_matvec, NAME_expert_matvec, NAME_grouped_gemm, NAME_matvec_q8 and
 // NAME_matvec_normed (strata/cuda/launchers.hpp) from a Decoder.
-#define STRATA_DEFINE_CUDA_LAUNCHERS(NAME, DECODER)                                                            \
-  strata_status NAME##_dequantize_f16(const void* blocks, uint16_t* out, int64_t n_blocks, void* stream,       \
-                                      strata_error* error) {                                                  \
-    return ::strata::sdk::cuda::launch_dequantize_f16<DECODER>(blocks, out, n_blocks, stream, error);         \
-  }                                                                                                            \
-  strata_status NAME##_matvec(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes, const float* x, \
-                              int64_t n_tokens, float* out, void* stream, strata_error* error) {              \
-    return ::strata::sdk::cuda::launch_matvec<DECODER>(weight, n, n_rows, row_bytes, x, n_tokens, out, stream, \
-                                                       error);                                                \
-  }                                                                                                            \
-  strata_status NAME##_expert_matvec(const strata_cuda_expert_matvec* args, void* stream, strata_error* error) { \
-    return ::strata::sdk::cuda::launch_expert_matvec<DECODER>(args, stream, error);                           \
-  }                                                                                                            \
-  strata_status NAME##_grouped_gemm(const strata_cuda_grouped_gemm* args, void* stream, strata_error* error) {   \
-    return ::strata::sdk::cuda::launch_grouped_gemm<DECODER>(args, stream, error);                            \
-  }                                                                                                            \
-  [[maybe_unused]] strata_status NAME##_matvec_q8(const void* weight, int64_t n, int64_t n_rows,              \
-                                                  size_t row_bytes, const int8_t* levels, const float* scales, \
-                                                  int64_t n_tokens, float* out, void* stream,                  \
-                                                  strata_error* error) {                                       \
-    return ::strata::sdk::cuda::launch_matvec_q8<DECODER>(weight, n, n_rows, row_bytes, levels, scales,        \
-                                                         n_tokens, out, stream, error);                       \
-  }                                                                                                            \
-  [[maybe_unused]] strata_status NAME##_matvec_normed(const void* weight, int64_t n, int64_t n_rows,          \
-                                                      size_t row_bytes, const strata_cuda_normed_rows* x,     \
-                                                      int64_t n_tokens, float* out, void* stream,              \
-                                                      strata_error* error) {                                   \
-    return ::strata::sdk::cuda::launch_matvec_normed<DECODER>(weight, n, n_rows, row_bytes, x, n_tokens, out,  \
-                                                             stream, error);                                  \
+#define STRATA_DEFINE_CUDA_LAUNCHERS(NAME, DECODER)                                                                    \
+  strata_status NAME##_dequantize_f16(const void* blocks, uint16_t* out, int64_t n_blocks, void* stream,               \
+                                      strata_error* error) {                                                           \
+    return ::strata::sdk::cuda::launch_dequantize_f16<DECODER>(blocks, out, n_blocks, stream, error);                  \
+  }                                                                                                                    \
+  strata_status NAME##_matvec(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes, const float* x,         \
+                              int64_t n_tokens, float* out, void* stream, strata_error* error) {                       \
+    return ::strata::sdk::cuda::launch_matvec<DECODER>(weight, n, n_rows, row_bytes, x, n_tokens, out, stream, error); \
+  }                                                                                                                    \
+  strata_status NAME##_expert_matvec(const strata_cuda_expert_matvec* args, void* stream, strata_error* error) {       \
+    return ::strata::sdk::cuda::launch_expert_matvec<DECODER>(args, stream, error);                                    \
+  }                                                                                                                    \
+  strata_status NAME##_grouped_gemm(const strata_cuda_grouped_gemm* args, void* stream, strata_error* error) {         \
+    return ::strata::sdk::cuda::launch_grouped_gemm<DECODER>(args, stream, error);                                     \
+  }                                                                                                                    \
+  [[maybe_unused]] strata_status NAME##_matvec_q8(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes,     \
+                                                  const int8_t* levels, const float* scales, int64_t n_tokens,         \
+                                                  float* out, void* stream, strata_error* error) {                     \
+    return ::strata::sdk::cuda::launch_matvec_q8<DECODER>(weight, n, n_rows, row_bytes, levels, scales, n_tokens, out, \
+                                                          stream, error);                                              \
+  }                                                                                                                    \
+  [[maybe_unused]] strata_status NAME##_matvec_normed(const void* weight, int64_t n, int64_t n_rows, size_t row_bytes, \
+                                                      const strata_cuda_normed_rows* x, int64_t n_tokens, float* out,  \
+                                                      void* stream, strata_error* error) {                             \
+    return ::strata::sdk::cuda::launch_matvec_normed<DECODER>(weight, n, n_rows, row_bytes, x, n_tokens, out, stream,  \
+                                                              error);                                                  \
   }

@@ -68,8 +68,8 @@ __device__ inline void unpack_group_f16(const uint8_t* row, int g, __half* out) 
   for (int word = 0; word < 8; ++word) {
     const __half2 low = __floats2half2_rn(value(word, 0), value(word, 1));
     const __half2 high = __floats2half2_rn(value(word, 2), value(word, 3));
-    *reinterpret_cast<uint2*>(out + 4 * word) = make_uint2(*reinterpret_cast<const uint32_t*>(&low),
-                                                          *reinterpret_cast<const uint32_t*>(&high));
+    *reinterpret_cast<uint2*>(out + 4 * word) =
+        make_uint2(*reinterpret_cast<const uint32_t*>(&low), *reinterpret_cast<const uint32_t*>(&high));
   }
 }
 
@@ -80,9 +80,10 @@ __device__ inline void unpack_group_f16(const uint8_t* row, int g, __half* out) 
 // before it). The slot is an odd number of 16-byte pieces, so that the 16 rows a warp reads at once fall in
 // different banks (an even number, 128 bytes for IQ3_S, made that a 16-way conflict).
 template <class Decoder>
-inline constexpr int kStagedUnitValues = Decoder::block_elements > 4 * kQ8Group ? Decoder::block_elements : 4 * kQ8Group;
+inline constexpr int kStagedUnitValues =
+    Decoder::block_elements > 4 * kQ8Group ? Decoder::block_elements : 4 * kQ8Group;
 template <class Decoder>
-inline constexpr int kStagedUnitBytes = kStagedUnitValues<Decoder> / Decoder::block_elements * Decoder::block_bytes;
+inline constexpr int kStagedUnitBytes = kStagedUnitValues<Decoder> / Decoder::block_elements* Decoder::block_bytes;
 template <class Decoder>
 inline constexpr int kStagedSlotBytes = ((kStagedUnitBytes<Decoder> + 14 + 15) / 16 | 1) * 16;
 
@@ -98,7 +99,8 @@ struct GemmTile {
     expert = tile[0], first = tile[1], count = tile[2];
     row0 = int64_t{blockIdx.x} * kGemmRows;
     bad_expert = expert < 0 || expert >= args.n_experts;
-    matrix = static_cast<const uint8_t*>(args.weight) + (bad_expert ? 0 : static_cast<size_t>(expert) * args.expert_bytes);
+    matrix =
+        static_cast<const uint8_t*>(args.weight) + (bad_expert ? 0 : static_cast<size_t>(expert) * args.expert_bytes);
   }
 };
 
@@ -135,7 +137,7 @@ inline constexpr size_t kGemmResultBytes = sizeof(float) * kGemmTokens * (kGemmR
 __device__ inline void write_tile(const strata_cuda_grouped_gemm& args, const GemmTile& tile, GemmAccumulators& acc,
                                   unsigned char* results) {
   using namespace nvcuda;
-  auto& staged = *reinterpret_cast<float (*)[kGemmTokens][kGemmRows + 4]>(results);
+  auto& staged = *reinterpret_cast<float(*)[kGemmTokens][kGemmRows + 4]>(results);
   const int warp = threadIdx.x / kWarp;
 #pragma unroll
   for (int j = 0; j < kGemmRows / 16; ++j) {
@@ -145,7 +147,8 @@ __device__ inline void write_tile(const strata_cuda_grouped_gemm& args, const Ge
   for (int item = threadIdx.x; item < tile.count * kGemmRows; item += kGemmThreads) {
     const int t = item / kGemmRows, r = item % kGemmRows;
     if (tile.row0 + r < args.n_rows) {
-      args.out[(tile.first + t) * args.n_rows + tile.row0 + r] = tile.bad_expert ? __int_as_float(0x7fc00000) : staged[t][r];
+      args.out[(tile.first + t) * args.n_rows + tile.row0 + r] =
+          tile.bad_expert ? __int_as_float(0x7fc00000) : staged[t][r];
     }
   }
 }
@@ -181,7 +184,8 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_kernel(strata_cuda_
     for (int item = threadIdx.x; item < kGemmTokens * kChunksPerRow; item += kGemmThreads) {
       const int t = item / kChunksPerRow, c = item % kChunksPerRow;
       uint4 token_values = make_uint4(0, 0, 0, 0);
-      if (t < tile.count) token_values = *reinterpret_cast<const uint4*>(x + (tile.first + t) * args.n + k0 + c * kChunkValues);
+      if (t < tile.count)
+        token_values = *reinterpret_cast<const uint4*>(x + (tile.first + t) * args.n + k0 + c * kChunkValues);
       *reinterpret_cast<uint4*>(&tokens[t][c * kChunkValues]) = token_values;
     }
     __syncthreads();
@@ -215,15 +219,16 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_staged_kernel(strat
   constexpr int kStepsPerUnit = kUnitValues / kStep;
   static_assert(kStepsPerUnit >= 2, "a unit's copy gets a whole step to land");
   extern __shared__ __align__(16) unsigned char shared[];
-  auto& weights = *reinterpret_cast<__half (*)[2][kGemmRows][kLd]>(shared);
-  auto& tokens = *reinterpret_cast<__half (*)[2][kGemmTokens][kLd]>(shared + Layout::kTokensOffset);
-  auto& raw = *reinterpret_cast<uint8_t (*)[2][kGemmRows][kSlot]>(shared + Layout::kRawOffset);
+  auto& weights = *reinterpret_cast<__half(*)[2][kGemmRows][kLd]>(shared);
+  auto& tokens = *reinterpret_cast<__half(*)[2][kGemmTokens][kLd]>(shared + Layout::kTokensOffset);
+  auto& raw = *reinterpret_cast<uint8_t(*)[2][kGemmRows][kSlot]>(shared + Layout::kRawOffset);
   let_next_kernel_launch();
   load_decoder_tables<Decoder>();
   wait_for_previous_kernel();
   if (static_cast<int>(blockIdx.y) >= *args.tile_count) return;
   const GemmTile tile(args);
-  const auto* matrix_end = static_cast<const uint8_t*>(args.weight) + static_cast<size_t>(args.n_experts) * args.expert_bytes;
+  const auto* matrix_end =
+      static_cast<const uint8_t*>(args.weight) + static_cast<size_t>(args.n_experts) * args.expert_bytes;
   const auto* x = reinterpret_cast<const __half*>(args.x);
   const int steps = static_cast<int>(args.n / kStep);
   // Where unit u of the block's row r starts in global memory (rows past the end repeat the last row).
@@ -234,7 +239,8 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_staged_kernel(strat
     constexpr int kPieces = kSlot / 16;
     for (int item = threadIdx.x; item < kGemmRows * kPieces; item += kGemmThreads) {
       const int r = item / kPieces, piece = item % kPieces;
-      const auto* aligned = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(unit_start(r, u)) & ~uintptr_t{15});
+      const auto* aligned =
+          reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(unit_start(r, u)) & ~uintptr_t{15});
       const uint8_t* source = aligned + 16 * piece;
       const auto bytes = static_cast<int>(max(int64_t{0}, min(int64_t{16}, static_cast<int64_t>(matrix_end - source))));
       copy16_async(&raw[u % 2][r][16 * piece], bytes > 0 ? source : aligned, bytes);
@@ -245,7 +251,8 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_staged_kernel(strat
   const auto stage_tokens = [&](int step) {
     for (int item = threadIdx.x; item < staged_tokens * kChunksPerRow; item += kGemmThreads) {
       const int t = item / kChunksPerRow, c = item % kChunksPerRow;
-      const __half* source = x + (tile.first + (t < tile.count ? t : 0)) * args.n + int64_t{step} * kStep + c * kChunkValues;
+      const __half* source =
+          x + (tile.first + (t < tile.count ? t : 0)) * args.n + int64_t{step} * kStep + c * kChunkValues;
       copy16_async(&tokens[step % 2][t][c * kChunkValues], source, t < tile.count ? 16 : 0);
     }
   };
@@ -253,7 +260,8 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_staged_kernel(strat
   const auto unpack_step = [&](int step) {
     const int r = threadIdx.x / 2, half = threadIdx.x % 2, u = step / kStepsPerUnit;
     const uint8_t* unit = &raw[u % 2][r][0] + (reinterpret_cast<uintptr_t>(unit_start(r, u)) & 15);
-    unpack_group_f16<Decoder>(unit, step % kStepsPerUnit * (kStep / kQ8Group) + half, &weights[step % 2][r][half * kQ8Group]);
+    unpack_group_f16<Decoder>(unit, step % kStepsPerUnit * (kStep / kQ8Group) + half,
+                              &weights[step % 2][r][half * kQ8Group]);
   };
 
   GemmAccumulators acc;
@@ -269,7 +277,8 @@ __global__ void __launch_bounds__(kGemmThreads) grouped_gemm_staged_kernel(strat
     wait_async_copies<0>();
     __syncthreads();
     if (step + 1 < steps) stage_tokens(step + 1);
-    if (const int u = step / kStepsPerUnit; step % kStepsPerUnit == 0 && (u + 1) * kUnitValues < args.n) stage_unit(u + 1);
+    if (const int u = step / kStepsPerUnit; step % kStepsPerUnit == 0 && (u + 1) * kUnitValues < args.n)
+      stage_unit(u + 1);
     commit_async_copies();
     multiply_step<kStep, kLd>(tokens[step % 2], weights[step % 2], tile.count, acc);
     if (step + 1 < steps) unpack_step(step + 1);

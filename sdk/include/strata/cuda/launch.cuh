@@ -47,7 +47,8 @@ __device__ inline void start_after_previous_kernel() {
 // at a time: a kernel's weight rows, fetched while the kernel still waits for its inputs.
 __device__ inline void prefetch_lines(const uint8_t* first, size_t bytes, int lane, int lanes) {
   constexpr size_t kLine = 128;
-  for (size_t offset = static_cast<size_t>(lane) * kLine; offset < bytes; offset += static_cast<size_t>(lanes) * kLine) {
+  for (size_t offset = static_cast<size_t>(lane) * kLine; offset < bytes;
+       offset += static_cast<size_t>(lanes) * kLine) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(first + offset));
   }
 }

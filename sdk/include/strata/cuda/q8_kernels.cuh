@@ -33,9 +33,9 @@ struct F16Scale {
 template <class Decoder>
 concept HasQ8Unpack = Decoder::block_elements % 32 == 0 &&
                       requires(const uint8_t* block, int32_t* levels, float* d, float& m) {
-                        Decoder::q8_has_min;
-                        Decoder::unpack32(block, 0, levels, d, m);
-                      };
+  Decoder::q8_has_min;
+  Decoder::unpack32(block, 0, levels, d, m);
+};
 
 inline constexpr int kQ8Group = 32;
 inline constexpr int kQ8Warps = 8;
@@ -77,9 +77,7 @@ __device__ inline float q8_scale(float amax) { return amax / 127.0f; }
 // What a group's values are multiplied by to give their levels, 127 / amax: one division per group, not one
 // per value (a float division is a sequence of ~10 instructions with a slow path; rounding spent most of its
 // time there). A group whose scale is below the normal floats rounds to zeros (its inverse would overflow).
-__device__ inline float q8_inverse_scale(float amax) {
-  return q8_scale(amax) >= FLT_MIN ? 127.0f / amax : 0.0f;
-}
+__device__ inline float q8_inverse_scale(float amax) { return q8_scale(amax) >= FLT_MIN ? 127.0f / amax : 0.0f; }
 
 // A value's level from its group's inverse scale (not the scale: see q8_inverse_scale); q8_round4: four
 // values as one word.
@@ -96,14 +94,15 @@ __device__ inline int32_t q8_round4(float4 v, float inverse_scale) {
 template <int kLanesPerGroup>
 __device__ inline float group_amax(float amax) {
 #pragma unroll
-  for (int offset = 1; offset < kLanesPerGroup; offset *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  for (int offset = 1; offset < kLanesPerGroup; offset *= 2)
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
   return amax;
 }
 
 // Values 8 * eight .. 8 * eight + 7 of a row of n (a, b) rounded with their group's amax into rows of levels
 // and scales (Q8Rows' layout); a group's first eight stores its scale.
-__device__ inline void store_rounded_eight(int8_t* levels, float* scales, int n, int row, int eight, float4 a,
-                                           float4 b, float amax) {
+__device__ inline void store_rounded_eight(int8_t* levels, float* scales, int n, int row, int eight, float4 a, float4 b,
+                                           float amax) {
   const float inverse_scale = q8_inverse_scale(amax);
   int32_t* out = reinterpret_cast<int32_t*>(levels + static_cast<int64_t>(row) * n + 8 * eight);
   out[0] = q8_round4(a, inverse_scale);
@@ -222,9 +221,9 @@ __device__ inline Q8Rows normed_activations_to_shared(const float* x, const Norm
   auto* levels = reinterpret_cast<int8_t*>(shared);
   auto* scales = reinterpret_cast<float*>(shared + static_cast<int64_t>(rows) * n);
   normalize_rows<kMaxRows>(x, norm, gains, rows, n, 0, blockIdx.x == 0 ? n / 8 : 0,
-                 [&](int row, int eight, float4 a, float4 b, float amax) {
-                   store_rounded_eight(levels, scales, n, row, eight, a, b, amax);
-                 });
+                           [&](int row, int eight, float4 a, float4 b, float amax) {
+                             store_rounded_eight(levels, scales, n, row, eight, a, b, amax);
+                           });
   return {levels, scales, n};
 }
 
@@ -272,11 +271,14 @@ __device__ inline Q8Rows activations_to_shared(const float* x, const int8_t* x_l
 __device__ inline Q8Rows activation_rows(const float* x, const int8_t* x_levels, const float* x_scales, int first_row,
                                          int rows, int n) {
   if (x_levels == nullptr) return activations_to_shared(x, nullptr, nullptr, first_row, rows, n);
-  return {x_levels + static_cast<int64_t>(first_row) * n, x_scales + static_cast<int64_t>(first_row) * (n / kQ8Group), n};
+  return {x_levels + static_cast<int64_t>(first_row) * n, x_scales + static_cast<int64_t>(first_row) * (n / kQ8Group),
+          n};
 }
 
 template <class Decoder>
-inline constexpr bool has_decoder_tables = requires { Decoder::load_shared_tables(); };
+inline constexpr bool has_decoder_tables = requires {
+  Decoder::load_shared_tables();
+};
 
 template <class Decoder>
 __device__ inline void load_decoder_tables() {
@@ -293,8 +295,12 @@ __device__ inline float group_dot(const int32_t levels[8], const float d[2], flo
   float sum = d[0] * static_cast<float>(low) + d[1] * static_cast<float>(high);
   if constexpr (Decoder::q8_has_min) {
     constexpr int kOnes = 0x01010101;
-    const int total = __dp4a(b.w, kOnes, __dp4a(b.z, kOnes, __dp4a(b.y, kOnes, __dp4a(b.x, kOnes,
-                      __dp4a(a.w, kOnes, __dp4a(a.z, kOnes, __dp4a(a.y, kOnes, __dp4a(a.x, kOnes, 0))))))));
+    const int total = __dp4a(
+        b.w, kOnes,
+        __dp4a(b.z, kOnes,
+               __dp4a(b.y, kOnes,
+                      __dp4a(b.x, kOnes,
+                             __dp4a(a.w, kOnes, __dp4a(a.z, kOnes, __dp4a(a.y, kOnes, __dp4a(a.x, kOnes, 0))))))));
     sum -= m * static_cast<float>(total);
   }
   return sum;
@@ -306,7 +312,8 @@ __device__ inline void unpack_group(const uint8_t* row, int g, int32_t levels[8]
   Decoder::unpack32(row + g / kGroupsPerBlock * Decoder::block_bytes, g % kGroupsPerBlock, levels, d, m);
 }
 
-// The decode matvec (1 to 8 tokens): kRows consecutive weight rows per warp (n_rows a multiple of kRows), lane l taking groups l, l + 32,
+// The decode matvec (1 to 8 tokens): kRows consecutive weight rows per warp (n_rows a multiple of kRows), lane l taking
+// groups l, l + 32,
 // ... of each. With one row per warp a lane of a 2048-value row has 2 groups, too few loads in flight to hide
 // their latency; the groups of several rows are independent loads. Each row count has its own register
 // budget (kMinBlocks) so that the grid stays within one wave of resident blocks: see q8_rows_per_warp().
@@ -319,7 +326,9 @@ __device__ inline void unpack_group(const uint8_t* row, int g, int32_t levels[8]
 // guarded paths of the others (the code of a kernel that runs once per layer is fetched afresh each time, and
 // each activation source is an instance of its own for the same reason).
 template <class Decoder, int kRows, int kTokens = kMaxMatvecTokens / kRows, bool kNormed = false>
-__global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 3 : kRows == 2 ? 2 : 1)
+__global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1   ? 3
+                                                   : kRows == 2 ? 2
+                                                                : 1)
     matvec_q8_kernel(const uint8_t* weight, int n, int64_t n_rows, size_t row_bytes, const float* x,
                      const int8_t* x_levels, const float* x_scales, NormedRows norm, int n_tokens, float* out,
                      bool weights_to_shared) {
@@ -331,7 +340,8 @@ __global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 3 : kRows == 2 ?
   extern __shared__ __align__(16) unsigned char shared[];
   uint8_t* staged_rows = shared + q8_staged_weights_offset(n_tokens, n);
   if (weights_to_shared) {
-    const int64_t block_rows = n_rows - block_first_row < kQ8Warps * kRows ? n_rows - block_first_row : kQ8Warps * kRows;
+    const int64_t block_rows =
+        n_rows - block_first_row < kQ8Warps * kRows ? n_rows - block_first_row : kQ8Warps * kRows;
     copy_to_shared_async(staged_rows, weight + block_first_row * row_bytes, block_rows * row_bytes);
   } else if (first_row < n_rows) {
     prefetch_lines(weight + first_row * row_bytes, kRows * row_bytes, lane, kWarp);
@@ -352,8 +362,8 @@ __global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 3 : kRows == 2 ?
     q = activation_rows(x, x_levels, x_scales, 0, n_tokens, n);
   }
   if (first_row >= n_rows) return;
-  const uint8_t* rows = weights_to_shared ? staged_rows + (first_row - block_first_row) * row_bytes
-                                          : weight + first_row * row_bytes;
+  const uint8_t* rows =
+      weights_to_shared ? staged_rows + (first_row - block_first_row) * row_bytes : weight + first_row * row_bytes;
   float sums[kRows][kTokens] = {};
 #pragma unroll 2
   for (int g = lane; g < n / kQ8Group; g += kWarp) {
@@ -379,7 +389,8 @@ __device__ inline float expert_result(bool bad_id, float value) { return bad_id 
 // are rounded), kRows consecutive rows of its expert's gate and up matrices per warp (n_rows a multiple of
 // kRows).
 template <class Decoder, int kRows>
-__global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 4 : 3) expert_swiglu_q8_kernel(strata_cuda_expert_matvec args) {
+__global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 4 : 3)
+    expert_swiglu_q8_kernel(strata_cuda_expert_matvec args) {
   let_next_kernel_launch();
   load_decoder_tables<Decoder>();
   if constexpr (has_decoder_tables<Decoder>) __syncthreads();  // activation_rows may not have a barrier
@@ -392,8 +403,8 @@ __global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 4 : 3) expert_sw
   const int expert = args.expert_ids[blockIdx.y];
   const bool bad_id = expert < 0 || expert >= args.n_experts;
   // A bad id reads expert 0 instead (the loop stays unconditional) and its results become NaN.
-  const size_t offset = static_cast<size_t>(bad_id ? 0 : expert) * args.expert_bytes +
-                        static_cast<size_t>(first_row) * args.row_bytes;
+  const size_t offset =
+      static_cast<size_t>(bad_id ? 0 : expert) * args.expert_bytes + static_cast<size_t>(first_row) * args.row_bytes;
   const auto* gate_rows = static_cast<const uint8_t*>(args.weight) + offset;
   const auto* up_rows = static_cast<const uint8_t*>(args.weight2) + offset;
   float gate[kRows] = {}, up[kRows] = {};
@@ -415,7 +426,8 @@ __global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 4 : 3) expert_sw
   for (int r = 0; r < kRows; ++r) {
     const float g = warp_sum(gate[r]), u = warp_sum(up[r]);
     if (lane == 0) {
-      args.out[static_cast<int64_t>(blockIdx.y) * args.n_rows + first_row + r] = expert_result(bad_id, g / (1.0f + expf(-g)) * u);
+      args.out[static_cast<int64_t>(blockIdx.y) * args.n_rows + first_row + r] =
+          expert_result(bad_id, g / (1.0f + expf(-g)) * u);
     }
   }
 }
@@ -429,7 +441,8 @@ inline constexpr int kWeightedSumWarps = kQ8Warps * kWeightedSumWarpsPerRow;  //
 // strata_cuda_expert_matvec WEIGHTED_SUM with 8-bit activations: blockIdx.y is the token (its k slots' rows
 // are rounded), kWeightedSumWarpsPerRow warps per output row, whose lanes' groups run over all k experts.
 template <class Decoder>
-__global__ void __launch_bounds__(kWarp* kWeightedSumWarps) expert_weighted_sum_q8_kernel(strata_cuda_expert_matvec args) {
+__global__ void __launch_bounds__(kWarp* kWeightedSumWarps)
+    expert_weighted_sum_q8_kernel(strata_cuda_expert_matvec args) {
   let_next_kernel_launch();
   load_decoder_tables<Decoder>();
   wait_for_previous_kernel();
