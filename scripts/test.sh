@@ -19,7 +19,9 @@ if [ "${CI:-}" = true ]; then export STRATA_CUDA_ARCHS=${STRATA_CUDA_ARCHS:-75};
 if [ "$sanitize" = 1 ]; then
   build=build-sanitize
   # -O1 with line tables only: less build time on CI's 2 cores than -O2 with full debug info; stacks still name lines.
-  STRATA_BUILD_DIR=$build scripts/build.sh -DSTRATA_SANITIZE=ON -DSTRATA_CUDA=OFF \
+  # Warnings are no errors here: with the sanitizers' instrumentation GCC 12 warns falsely (maybe-uninitialized
+  # inside libstdc++'s std::regex); the plain build holds the warnings gate.
+  STRATA_BUILD_DIR=$build scripts/build.sh -DSTRATA_SANITIZE=ON -DSTRATA_CUDA=OFF -DSTRATA_WERROR=OFF \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1"
   # Any report fails the test that caused it; leaks too.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}
