@@ -65,9 +65,13 @@ __device__ void store_row(const KvView& target, size_t row, const float* x) {
   for (int group = lane; group < target.groups_per_row; group += kWarp) {
     const int start = group * kInt8GroupSize, end = min(start + kInt8GroupSize, target.head_dim);
     float amax = 0.0f;
-    for (int i = start; i < end; ++i) amax = fmaxf(amax, fabsf(x[i]));
-    const float scale = amax / 127.0f;
-    const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+    bool has_nan = false;  // fmaxf drops a NaN: the group's scale carries it instead, so it reaches the logits
+    for (int i = start; i < end; ++i) {
+      amax = fmaxf(amax, fabsf(x[i]));
+      has_nan |= isnan(x[i]);
+    }
+    const float scale = has_nan ? nanf("") : amax / 127.0f;
+    const float inverse = scale > 0.0f ? 1.0f / scale : 0.0f;  // 0 for a NaN or infinite scale too
     for (int i = start; i < end; ++i)
       target.levels[row * target.head_dim + i] = static_cast<int8_t>(lroundf(x[i] * inverse));
     target.scales[row * target.groups_per_row + group] = scale;
