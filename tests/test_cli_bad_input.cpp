@@ -23,11 +23,12 @@ namespace fs = std::filesystem;
 using test::shell_quote;
 
 // A few seconds are plenty for a refusal; a command that blocks or reads forever is stopped by `timeout`
-// (exit 124) and, when it would read forever, by a 4 GiB memory limit. Log lines below log_level are left out
-// (the error line is the one line expected).
+// (exit 124) and, when it would read forever, by a 4 GiB memory limit (not in a sanitized build: see
+// memory_limit_prefix). Log lines below log_level are left out (the error line is the one line expected).
 test::CommandResult strata(const std::string& arguments, const std::string& log_level = "error") {
-  return test::run_command("ulimit -v 4194304; timeout 20 " + shell_quote(test::strata_executable().string()) +
-                           " --log-level " + log_level + " " + arguments);
+  return test::run_command(test::memory_limit_prefix(4194304) + "timeout 20 " +
+                           shell_quote(test::strata_executable().string()) + " --log-level " + log_level + " " +
+                           arguments);
 }
 
 void expect_one_line_error(const test::CommandResult& result, const std::string& expected) {

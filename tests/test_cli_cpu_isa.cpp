@@ -46,7 +46,7 @@ class CpuIsaCli : public ::testing::Test {
   }
 
   void SetUp() override {
-    if (!fs::exists(model_)) GTEST_SKIP() << "reference model missing: " << model_;
+    ASSERT_REFERENCE(model_);
   }
 
   const fs::path model_ = test::reference_dir() / "models" / "qwen2moe-tiny-q8_0.gguf";

@@ -15,7 +15,7 @@ namespace {
 class SamplingCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(model_)) GTEST_SKIP() << "reference model missing: " << model_;
+    ASSERT_REFERENCE(model_);
   }
   test::CommandResult run(const std::string& command, const std::string& flags) const {
     return test::run_command(test::shell_quote(test::strata_executable().string()) + " " + command +

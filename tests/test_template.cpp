@@ -510,7 +510,10 @@ TEST(TemplateLimits, ReferenceCyclesEndWithTheRender) {
       "{% for i in [1] %}{% set ns.loop = loop %}{{ loop.changed(loop) }}{% endfor %}");
   const int64_t before = resident_bytes();
   for (int i = 0; i < 100; ++i) EXPECT_EQ(cycles.render({}, pinned_clock()), "True");
-  EXPECT_LT(resident_bytes() - before, int64_t{100} << 20) << "100 renders of 4 MB each were not freed";
+  // Under AddressSanitizer freed memory stays resident (quarantine); LeakSanitizer then fails this test at exit.
+  if (!test::kAddressSanitizer) {
+    EXPECT_LT(resident_bytes() - before, int64_t{100} << 20) << "100 renders of 4 MB each were not freed";
+  }
 }
 
 // Files named on the command line: a directory or a missing file is an error naming it.
