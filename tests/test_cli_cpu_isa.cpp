@@ -45,9 +45,7 @@ class CpuIsaCli : public ::testing::Test {
            sdk::cpu_isa_name(sdk::choose_cpu_isa(name, sdk::detect_cpu_isa()).isa) + "\n";
   }
 
-  void SetUp() override {
-    ASSERT_REFERENCE(model_);
-  }
+  void SetUp() override { ASSERT_REFERENCE(model_); }
 
   const fs::path model_ = test::reference_dir() / "models" / "qwen2moe-tiny-q8_0.gguf";
   strata::testing::ScratchFolder folder_;

@@ -14,9 +14,7 @@ namespace {
 
 class SamplingCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_REFERENCE(model_);
-  }
+  void SetUp() override { ASSERT_REFERENCE(model_); }
   test::CommandResult run(const std::string& command, const std::string& flags) const {
     return test::run_command(test::shell_quote(test::strata_executable().string()) + " " + command +
                              " --log-level warn --backend cpu -t 2 --model " + test::shell_quote(model_.string()) +

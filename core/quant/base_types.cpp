@@ -8,6 +8,7 @@
 #include "core/gguf/ggml_types.hpp"
 #include "core/quant/base_cpu_kernels.hpp"
 #include "core/quant/quant_registry.hpp"
+#include "core/util/finite_values.hpp"
 #include "strata/half.hpp"
 #include "strata/plugin.hpp"
 
@@ -19,12 +20,9 @@ using sdk::fp16_to_fp32;
 using sdk::fp32_to_bf16;
 using sdk::fp32_to_fp16;
 
-// Whether n values are all finite. The 8-bit codecs below quantize activations for the CPU's dot kernels: a
-// block holding NaN or infinity gets a NaN scale, so that the dot products reading it are NaN, as a float
-// product would be, instead of the value rounding away to a level of 0 and the fault going unseen.
-bool all_finite(const float* x, int n) {
-  return std::all_of(x, x + n, [](float v) { return std::isfinite(v); });
-}
+// The 8-bit codecs below quantize activations for the CPU's dot kernels: a block holding NaN or infinity gets a
+// NaN scale, so that the dot products reading it are NaN, as a float product would be, instead of the value
+// rounding away to a level of 0 and the fault going unseen.
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 struct F32Codec {
@@ -87,7 +85,7 @@ struct Q8_0Codec {
       uint8_t* block = blocks + b * block_bytes;
       float amax = 0.0f;
       for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-      const bool finite = all_finite(x, 32);
+      const bool finite = all_finite({x, 32});
       const float d = finite ? amax / 127.0f : kNaN;
       const float inverse = finite && d != 0.0f ? 1.0f / d : 0.0f;
       const uint16_t d_bits = fp32_to_fp16(d);
@@ -127,7 +125,7 @@ struct Q8_KCodec {
       auto* q = reinterpret_cast<int8_t*>(block + 4);
       int16_t sums[16] = {};
       float d = 0.0f;
-      if (!all_finite(x, 256)) {
+      if (!all_finite({x, 256})) {
         std::memset(q, 0, 256);
         d = kNaN;
       } else if (amax > 0.0f) {
