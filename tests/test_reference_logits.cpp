@@ -1,5 +1,5 @@
 // The CPU forward against the reference logits: for every reference model, the distance to the exact
-// float64 forward stays within the bar of ../shared/reference/README.md (mean KL at most twice the peer
+// float64 forward stays within the bar of tests/reference/README.md (mean KL at most twice the peer
 // engine's own, or 1e-5; top-1 agreement at most 0.05 below the peer's), with one thread and with all,
 // f16 KV; int8 KV within four times the KL bar.
 #include <gtest/gtest.h>

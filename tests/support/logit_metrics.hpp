@@ -1,4 +1,4 @@
-// How far one set of logits is from another: the measure of ../shared/reference/README.md.
+// How far one set of logits is from another: the measure of tests/reference/README.md.
 #pragma once
 
 #include <filesystem>
