@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/gguf/gguf_file.hpp"
-#include "core/gguf/gguf_writer.hpp"
 #include "core/template/chat_template.hpp"
 #include "core/template/globals.hpp"
 #include "core/template/template.hpp"
 #include "core/util/error.hpp"
+#include "support/model_copy.hpp"
 #include "support/reference.hpp"
 #include "support/run_command.hpp"
 
@@ -558,16 +558,8 @@ TEST(TemplateCommand, RefusesDirectoriesMissingFilesAndInputNestedTooDeep) {
 // A copy of the model at `from` whose tokenizer.chat_template is `chat_template`.
 void write_with_chat_template(const std::filesystem::path& from, const std::filesystem::path& to,
                               const std::string& chat_template) {
-  const gguf::Model model(from);
-  gguf::Writer writer(model.first().alignment());
-  for (const auto& [key, value] : model.metadata()) {
-    if (key == "general.alignment") continue;
-    writer.set(key, key == "tokenizer.chat_template" ? gguf::Value{chat_template} : value);
-  }
-  for (const auto& tensor : model.tensors()) writer.add_tensor(tensor.name, tensor.type, tensor.shape);
-  writer.open(to);
-  for (const auto& tensor : model.tensors()) writer.write_tensor(tensor.data, tensor.bytes);
-  writer.finish();
+  test::write_model_copy(gguf::Model(from), to,
+                         {.metadata = {{"tokenizer.chat_template", gguf::Value{chat_template}}}});
 }
 
 // The template inside a model file is input too: `generate --chat` and `chat` end with an error naming the

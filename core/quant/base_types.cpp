@@ -8,7 +8,6 @@
 #include "core/gguf/ggml_types.hpp"
 #include "core/quant/base_cpu_kernels.hpp"
 #include "core/quant/quant_registry.hpp"
-#include "core/util/finite_values.hpp"
 #include "strata/half.hpp"
 #include "strata/plugin.hpp"
 
@@ -83,9 +82,12 @@ struct Q8_0Codec {
     for (int64_t b = 0; b < n / 32; ++b) {
       const float* x = src + b * 32;
       uint8_t* block = blocks + b * block_bytes;
-      float amax = 0.0f;
-      for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-      const bool finite = all_finite({x, 32});
+      float amax = 0.0f, non_finite = 0.0f;  // x * 0 is 0 for a finite x, NaN otherwise: the check rides this pass
+      for (int i = 0; i < 32; ++i) {
+        amax = std::fmax(amax, std::fabs(x[i]));
+        non_finite += x[i] * 0.0f;
+      }
+      const bool finite = non_finite == 0.0f;
       const float d = finite ? amax / 127.0f : kNaN;
       const float inverse = finite && d != 0.0f ? 1.0f / d : 0.0f;
       const uint16_t d_bits = fp32_to_fp16(d);
@@ -115,8 +117,9 @@ struct Q8_KCodec {
       const float* x = src + b * 256;
       uint8_t* block = blocks + b * block_bytes;
       // The value of largest magnitude maps to -128, so the full int8 range is used.
-      float max = 0.0f, amax = 0.0f;
+      float max = 0.0f, amax = 0.0f, non_finite = 0.0f;  // as in Q8_0
       for (int i = 0; i < 256; ++i) {
+        non_finite += x[i] * 0.0f;
         if (std::fabs(x[i]) > amax) {
           amax = std::fabs(x[i]);
           max = x[i];
@@ -125,7 +128,7 @@ struct Q8_KCodec {
       auto* q = reinterpret_cast<int8_t*>(block + 4);
       int16_t sums[16] = {};
       float d = 0.0f;
-      if (!all_finite({x, 256})) {
+      if (non_finite != 0.0f) {
         std::memset(q, 0, 256);
         d = kNaN;
       } else if (amax > 0.0f) {

@@ -136,8 +136,6 @@ Value join(const Value& input, const CallArgs& args) {
   return out;
 }
 
-[[noreturn]] void fail_integer_overflow() { throw RenderFailure("integer overflow (integers are 64-bit here)"); }
-
 // Jinja2's int: int(text, base), else int(float(text)), else the default.
 Value to_int(const Value& input, const CallArgs& args) {
   const Value fallback = args.get(0, "default", int64_t{0});
@@ -152,7 +150,7 @@ Value to_int(const Value& input, const CallArgs& args) {
     errno = 0;
     const long long value = std::strtoll(text.c_str(), &parsed, static_cast<int>(base));
     if (parsed == end) {
-      if (errno == ERANGE) fail_integer_overflow();
+      if (errno == ERANGE) fail_overflow();
       return static_cast<int64_t>(value);
     }
   }
@@ -186,7 +184,7 @@ int64_t round_integer(int64_t value, int64_t digits) {
   if (2 * remainder > unit || (2 * remainder == unit && (quotient & 1) != 0)) quotient += 1;
   const __int128 result = quotient * unit;
   if (result > std::numeric_limits<int64_t>::max() || result < std::numeric_limits<int64_t>::min()) {
-    fail_integer_overflow();
+    fail_overflow();
   }
   return static_cast<int64_t>(result);
 }

@@ -9,6 +9,9 @@
 #include "core/template/unicode.hpp"
 
 namespace strata::jinja {
+
+[[noreturn]] void fail_overflow() { throw RenderFailure("integer overflow (integers are 64-bit here)"); }
+
 namespace {
 
 void require_defined(const Value& value) {
@@ -41,8 +44,6 @@ Value repeat(const Value& sequence, int64_t times) {
   }
   return sequence.is_tuple() ? Value::tuple(std::move(items)) : Value::list(std::move(items));
 }
-
-[[noreturn]] void fail_overflow() { throw RenderFailure("integer overflow (integers are 64-bit here)"); }
 
 // Python's a // b for b != 0.
 int64_t floor_divide(int64_t a, int64_t b) {

@@ -25,6 +25,7 @@ bool contains(const Value& container, const Value& item);
 // would grow; and Python's int(float), which fails for NaN, infinities and values past 64 bits.
 int64_t checked_integer(std::string_view op, int64_t left, int64_t right);  // op: + - * // % **
 int64_t checked_negate(int64_t value);
+[[noreturn]] void fail_overflow();
 int64_t float_to_integer(double value);
 
 // What a for loop visits: list and tuple items, dict keys, string characters; nothing for undefined.

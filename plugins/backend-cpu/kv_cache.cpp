@@ -66,11 +66,14 @@ void KvTensor::store(size_t row, const float* x) {
   for (int32_t group = 0; group < groups_per_row_; ++group) {
     const int32_t start = group * kInt8GroupSize;
     const int32_t size = std::min(kInt8GroupSize, head_dim_ - start);
-    float amax = 0.0f;
-    for (int32_t i = 0; i < size; ++i) amax = std::max(amax, std::fabs(x[start + i]));
     // std::max passes over NaN: a group holding NaN or infinity gets a NaN scale, so that what attends to it
-    // is NaN too (as in the f16 cache) instead of silently reading levels of 0.
-    const bool finite = std::isfinite(amax) && std::all_of(x + start, x + start + size, [](float v) { return v == v; });
+    // is NaN too (as in the f16 cache) instead of silently reading levels of 0. x * 0 is NaN for those alone.
+    float amax = 0.0f, non_finite = 0.0f;
+    for (int32_t i = 0; i < size; ++i) {
+      amax = std::max(amax, std::fabs(x[start + i]));
+      non_finite += x[start + i] * 0.0f;
+    }
+    const bool finite = non_finite == 0.0f;
     const float scale = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
     const float inverse = finite && scale != 0.0f ? 1.0f / scale : 0.0f;
     for (int32_t i = 0; i < size; ++i)

@@ -71,7 +71,7 @@ __device__ void store_row(const KvView& target, size_t row, const float* x) {
       has_nan |= isnan(x[i]);
     }
     const float scale = has_nan ? nanf("") : amax / 127.0f;
-    const float inverse = scale > 0.0f ? 1.0f / scale : 0.0f;  // 0 for a NaN or infinite scale too
+    const float inverse = !has_nan && scale != 0.0f ? 1.0f / scale : 0.0f;  // finite values: as before
     for (int i = start; i < end; ++i)
       target.levels[row * target.head_dim + i] = static_cast<int8_t>(lroundf(x[i] * inverse));
     target.scales[row * target.groups_per_row + group] = scale;

@@ -11,24 +11,7 @@ namespace test_plugin {
 // A quant type that only decodes: no quantizer (the ABI allows that) and no kernels.
 constexpr strata_quant_type decode_only_type(uint32_t type_id, const char* name, uint32_t block_elements,
                                              uint32_t block_bytes, decltype(strata_quant_type::dequantize) dequantize) {
-  return {.struct_size = sizeof(strata_quant_type),
-          .type_id = type_id,
-          .name = name,
-          .block_elements = block_elements,
-          .block_bytes = block_bytes,
-          .dequantize = dequantize,
-          .quantize = nullptr,
-          .cpu_activation_type = 0,
-          .cpu_dot_rows = nullptr,
-          .cuda_dequantize_f16 = nullptr,
-          .cuda_matvec = nullptr,
-          .cpu_dot_rows_multi = nullptr,
-          .cuda_expert_matvec = nullptr,
-          .cuda_grouped_gemm = nullptr,
-          .cuda_matvec_q8 = nullptr,
-          .cuda_matvec_normed = nullptr,
-          .cuda_repacked = nullptr,
-          .cuda_repack = nullptr};
+  return strata::sdk::quant_type_without_kernels(type_id, name, block_elements, block_bytes, dequantize, nullptr);
 }
 
 inline const strata_quant_table kNoTypes = {

@@ -161,27 +161,38 @@ constexpr strata_quant_type make_quant_type();
 template <class Codec>
 inline constexpr strata_quant_type quant_type_v = make_quant_type<Codec>();
 
+// A quant type with its geometry and codec functions and no kernels (every field named: GCC 12 warns on a
+// designated initializer that leaves one out).
+constexpr strata_quant_type quant_type_without_kernels(uint32_t type_id, const char* name, uint32_t block_elements,
+                                                       uint32_t block_bytes,
+                                                       decltype(strata_quant_type::dequantize) dequantize,
+                                                       decltype(strata_quant_type::quantize) quantize) {
+  return {.struct_size = sizeof(strata_quant_type),
+          .type_id = type_id,
+          .name = name,
+          .block_elements = block_elements,
+          .block_bytes = block_bytes,
+          .dequantize = dequantize,
+          .quantize = quantize,
+          .cpu_activation_type = 0,
+          .cpu_dot_rows = nullptr,
+          .cuda_dequantize_f16 = nullptr,
+          .cuda_matvec = nullptr,
+          .cpu_dot_rows_multi = nullptr,
+          .cuda_expert_matvec = nullptr,
+          .cuda_grouped_gemm = nullptr,
+          .cuda_matvec_q8 = nullptr,
+          .cuda_matvec_normed = nullptr,
+          .cuda_repacked = nullptr,
+          .cuda_repack = nullptr};
+}
+
 template <class Codec>
 constexpr strata_quant_type make_quant_type() {
-  strata_quant_type type{.struct_size = sizeof(strata_quant_type),
-                         .type_id = Codec::type_id,
-                         .name = Codec::name,
-                         .block_elements = Codec::block_elements,
-                         .block_bytes = Codec::block_bytes,
-                         .dequantize = &QuantTypeAdapter<Codec>::dequantize,
-                         .quantize = &QuantTypeAdapter<Codec>::quantize,
-                         // The kernels, set below from what the codec offers.
-                         .cpu_activation_type = 0,
-                         .cpu_dot_rows = nullptr,
-                         .cuda_dequantize_f16 = nullptr,
-                         .cuda_matvec = nullptr,
-                         .cpu_dot_rows_multi = nullptr,
-                         .cuda_expert_matvec = nullptr,
-                         .cuda_grouped_gemm = nullptr,
-                         .cuda_matvec_q8 = nullptr,
-                         .cuda_matvec_normed = nullptr,
-                         .cuda_repacked = nullptr,
-                         .cuda_repack = nullptr};
+  // The kernels are set below from what the codec offers.
+  strata_quant_type type =
+      quant_type_without_kernels(Codec::type_id, Codec::name, Codec::block_elements, Codec::block_bytes,
+                                 &QuantTypeAdapter<Codec>::dequantize, &QuantTypeAdapter<Codec>::quantize);
   if constexpr (HasCpuDot<Codec>) {
     type.cpu_activation_type = Codec::cpu_activation_type;
     type.cpu_dot_rows = &Codec::cpu_dot_rows;
