@@ -558,8 +558,9 @@ TEST(TemplateCommand, RefusesDirectoriesMissingFilesAndInputNestedTooDeep) {
 // A copy of the model at `from` whose tokenizer.chat_template is `chat_template`.
 void write_with_chat_template(const std::filesystem::path& from, const std::filesystem::path& to,
                               const std::string& chat_template) {
-  test::write_model_copy(gguf::Model(from), to,
-                         {.metadata = {{"tokenizer.chat_template", gguf::Value{chat_template}}}});
+  test::ModelChanges changes;
+  changes.metadata["tokenizer.chat_template"] = gguf::Value{chat_template};
+  test::write_model_copy(gguf::Model(from), to, changes);
 }
 
 // The template inside a model file is input too: `generate --chat` and `chat` end with an error naming the
