@@ -214,7 +214,8 @@ void Session::run_layers(int32_t n, const std::vector<int32_t>& positions) {
     check_layer_ = -1;
     if (end == n_layer) add_pending_residual(n);
   };
-  if (!options_.execution.step_graphs || n > kMaxGraphTokens || !backend_.has_graphs()) return layers(0, n_layer);
+  const bool recordable = options_.execution.step_graphs && !options_.on_routing && backend_.has_graphs();
+  if (!recordable || n > kMaxGraphTokens) return layers(0, n_layer);
   auto& graphs = graphs_[n];
   const int32_t split = std::min(kLayersInFirstGraph, n_layer);
   run_as_graph(graphs[0], n, positions, [&] { layers(0, split); });
@@ -406,6 +407,11 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
   } else {
     residual_then_norm(layer.ffn_norm.get(), "ffn_norm.weight", n);
     route_normed(layer, n);
+  }
+  if (options_.on_routing) {
+    std::vector<int32_t> ids(static_cast<size_t>(n) * c.n_expert_used);
+    backend_.read(s.expert_ids, ids.data(), ids.size() * sizeof(int32_t));
+    options_.on_routing(check_layer_, ids);
   }
   backend_.run("moe_ffn", [&](strata_error* e) {
     return t.moe_ffn(b, s.normed.get(), n, c.n_expert_used, s.expert_ids.get(), s.expert_weights.get(),

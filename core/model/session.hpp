@@ -43,11 +43,17 @@ struct ExecutionOptions {
   bool concurrent_ops = true;  // independent ops (the q, k and v projections) at once where the backend can
 };
 
+// Called with a step's expert choices in one layer: ids is [n_tokens][n_used], best first.
+using RoutingObserver = std::function<void(int32_t layer, std::span<const int32_t> ids)>;
+
 struct SessionOptions {
   int32_t n_ctx = 4096;  // positions the KV cache holds
   int32_t kv_type = STRATA_KV_F16;
   int32_t max_batch = 256;  // tokens per forward step; longer inputs run in several steps
   ExecutionOptions execution;
+  // Sees every layer's routing (strata profile). The ids are read back to the host each layer, so step graphs
+  // are off while it is set.
+  RoutingObserver on_routing;
 };
 
 // One sequence: its KV cache, its position, and the scratch buffers of a forward step.

@@ -241,6 +241,17 @@ PIN(strata_backend_table, get_proc_address, 296, 8);
 PIN_MINOR_END(strata_backend_table, "1.7", get_proc_address, 304);
 PIN_SIZE(strata_backend_table, 304);
 
+/* Argument structs of named backend functions (get_proc_address; a name needs no minor) */
+PIN(strata_weight_write, struct_size, 0, 4);
+PIN(strata_weight_write, matrix, 8, 8);
+PIN(strata_weight_write, data, 16, 8);
+PIN(strata_weight_write, background, 24, 4);
+PIN_SIZE(strata_weight_write, 32);
+PIN(strata_memory_info, struct_size, 0, 4);
+PIN(strata_memory_info, limit_bytes, 8, 8);
+PIN(strata_memory_info, used_bytes, 16, 8);
+PIN_SIZE(strata_memory_info, 24);
+
 /* Constants */
 PIN_VALUE(STRATA_OK, 0);
 PIN_VALUE(STRATA_E_INVALID_ARGUMENT, 1);

@@ -165,7 +165,8 @@ typedef struct strata_backend_table {
                          strata_error* error);
   /* Mixture of experts with SwiGLU experts: out[t] = sum_j weights[t][j] *
    * down[e](silu(gate[e] x[t]) * up[e] x[t]), e = ids[t][j]. gate/up: ne0 = width, ne1 = ffn;
-   * down: ne0 = ffn, ne1 = width; ne2 = experts. */
+   * down: ne0 = ffn, ne1 = width; ne2 = experts. A pair whose weight is 0 adds nothing, and a backend need
+   * not compute it: the core hands a pair to another tier (docs/experts.md) by zeroing its weight here. */
   strata_status (*moe_ffn)(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, int32_t n_used,
                            const strata_buffer* ids, const strata_buffer* weights, const strata_weight* gate,
                            const strata_weight* up, const strata_weight* down, strata_buffer* out, strata_error* error);
@@ -268,8 +269,52 @@ enum { STRATA_GRAPH_RUN = 0, STRATA_GRAPH_RECORD = 1, STRATA_GRAPH_REPLAY = 2 };
 
 /* Named optional functions (get_proc_address): each is a #define STRATA_BACKEND_PROC_<NAME> "<name>" with a
  * typedef of its signature, strata_backend_<name>_fn, taking the instance first and a strata_error* last; its
- * arguments beyond a few scalars go in a struct that starts with struct_size, so that it can grow by appending.
- * None is defined yet. */
+ * arguments beyond a few scalars go in a struct that starts with struct_size, so that it can grow by appending. */
+
+/* Expert caches (hybrid expert placement, docs/experts.md). A backend that offers weight_alloc offers
+ * weight_write and weight_writes_done too; memory_info stands alone.
+ *
+ * "weight_alloc": a weight of desc's type and shape (desc->data is ignored and may be NULL) whose matrices the
+ * core fills with weight_write: the slots of an expert cache. Its matrices read as zeros until written. It
+ * takes the backend's memory (a GPU's VRAM) and is freed with weight_free. */
+#define STRATA_BACKEND_PROC_WEIGHT_ALLOC "weight_alloc"
+typedef strata_status (*strata_backend_weight_alloc_fn)(strata_backend* backend, const strata_weight_desc* desc,
+                                                        strata_weight** out, strata_error* error);
+
+/* "weight_write": copies one matrix in the file's layout (ne1 rows of the weight's type, as a GGUF tensor holds
+ * them; a backend converts them to its own layout) into matrix `matrix` of a weight from weight_alloc. */
+typedef struct strata_weight_write {
+  uint32_t struct_size;
+  int64_t matrix;   /* which matrix (expert slot), < ne2 */
+  const void* data; /* host bytes of one matrix */
+  /* 0: ordered like buffer_write: ops called after the call see the new bytes, and data may be reused once it
+   *    returns.
+   * 1: in the background (a GPU: on a copy stream): the copy starts after the ops called before it and runs
+   *    beside the ops called after it, which must not read the matrix until weight_writes_done answered 1
+   *    after the call; data must stay valid until then. */
+  int32_t background;
+} strata_weight_write;
+#define STRATA_BACKEND_PROC_WEIGHT_WRITE "weight_write"
+typedef strata_status (*strata_backend_weight_write_fn)(strata_backend* backend, strata_weight* weight,
+                                                        const strata_weight_write* write, strata_error* error);
+
+/* "weight_writes_done": *done = 1 when every background weight_write called so far has finished (its matrix
+ * may be read by the ops called from then on), else 0. Never waits. */
+#define STRATA_BACKEND_PROC_WEIGHT_WRITES_DONE "weight_writes_done"
+typedef strata_status (*strata_backend_weight_writes_done_fn)(strata_backend* backend, int32_t* done,
+                                                              strata_error* error);
+
+/* "memory_info": the memory of the instance's device that its allocations (weights, buffers, caches, scratch)
+ * count against: limit_bytes in all (a GPU: the VRAM free at start less the reserve, or less where the option
+ * memory_budget_mib caps it) and used_bytes now. */
+typedef struct strata_memory_info {
+  uint32_t struct_size;
+  uint64_t limit_bytes;
+  uint64_t used_bytes;
+} strata_memory_info;
+#define STRATA_BACKEND_PROC_MEMORY_INFO "memory_info"
+typedef strata_status (*strata_backend_memory_info_fn)(strata_backend* backend, strata_memory_info* info,
+                                                       strata_error* error);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,8 @@
 // functions of one namespace, catching exceptions at the boundary.
 #pragma once
 
+#include <string_view>
+
 #include "strata/backend.h"
 #include "strata/plugin.hpp"
 
@@ -71,6 +73,36 @@ constexpr strata_backend_table with_normed_inputs(strata_backend_table table) {
   return table;
 }
 
+// A table whose get_proc_address (ABI 1.7) is GetProcAddress: the backend's named optional functions.
+template <auto GetProcAddress>
+constexpr strata_backend_table with_named_functions(strata_backend_table table) {
+  table.get_proc_address = GetProcAddress;
+  return table;
+}
+
+// One named optional function: its STRATA_BACKEND_PROC_* name and its C entry.
+struct NamedFunction {
+  const char* name;
+  strata_proc entry;
+};
+
+// The C entry of a named function written as `void fn(strata_backend*, args...)` that throws on failure, for a
+// NamedFunction: its signature is the name's strata_backend_<name>_fn (the arguments, then strata_error*).
+template <auto Fn>
+strata_proc named_entry() {
+  return reinterpret_cast<strata_proc>(&BackendEntry<Fn>::call);
+}
+
+// The entry called name among functions, or NULL: what a backend's get_proc_address answers.
+template <class Functions>
+strata_proc find_named_function(const Functions& functions, const char* name) {
+  if (name == nullptr) return nullptr;
+  for (const NamedFunction& function : functions) {
+    if (std::string_view(function.name) == name) return function.entry;
+  }
+  return nullptr;
+}
+
 }  // namespace strata::sdk
 
 // The C++ functions a backend namespace defines for STRATA_BACKEND_TABLE: every entry of the table,
@@ -126,6 +158,14 @@ constexpr strata_backend_table with_normed_inputs(strata_backend_table table) {
 #define STRATA_DECLARE_HOST_MEMORY_FUNCTIONS()                        \
   void host_alloc(strata_backend* backend, size_t bytes, void** out); \
   void host_free(strata_backend* backend, void* memory)
+
+// The named functions of an expert cache (strata/backend.h: weight_alloc, weight_write, weight_writes_done) and
+// memory_info, for a backend namespace that has them (see named_entry).
+#define STRATA_DECLARE_EXPERT_CACHE_FUNCTIONS()                                                        \
+  void weight_alloc(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out);     \
+  void weight_write(strata_backend* backend, strata_weight* weight, const strata_weight_write* write); \
+  void weight_writes_done(strata_backend* backend, int32_t* done);                                     \
+  void memory_info(strata_backend* backend, strata_memory_info* info)
 
 // The optional normed-input ops of ABI 1.5, for a backend namespace that has them (see with_normed_inputs).
 #define STRATA_DECLARE_NORMED_INPUT_FUNCTIONS()                                                                        \
