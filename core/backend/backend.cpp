@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <utility>
 
+#include "core/util/error.hpp"
+
 namespace strata {
 namespace {
 
@@ -22,6 +24,38 @@ Backend::Backend(std::string name, const strata_backend_table& table, const Quan
   config.quant_context = const_cast<QuantRegistry*>(&quants);
   config.find_quant_type = &find_quant_type;
   call_plugin(name_ + ": create", [&](strata_error* error) { return table_.create(&config, &backend_, error); });
+  cache_functions_.alloc =
+      reinterpret_cast<strata_backend_weight_alloc_fn>(proc_address(STRATA_BACKEND_PROC_WEIGHT_ALLOC));
+  cache_functions_.write =
+      reinterpret_cast<strata_backend_weight_write_fn>(proc_address(STRATA_BACKEND_PROC_WEIGHT_WRITE));
+  cache_functions_.done =
+      reinterpret_cast<strata_backend_weight_writes_done_fn>(proc_address(STRATA_BACKEND_PROC_WEIGHT_WRITES_DONE));
+  cache_functions_.memory_info =
+      reinterpret_cast<strata_backend_memory_info_fn>(proc_address(STRATA_BACKEND_PROC_MEMORY_INFO));
+  // The three come together (strata/backend.h): a backend with only some has none for the core.
+  if (cache_functions_.write == nullptr || cache_functions_.done == nullptr) cache_functions_.alloc = nullptr;
+}
+
+void Backend::write_matrix(const Weight& weight, int64_t matrix, const void* data, bool background) {
+  if (!has_expert_cache()) throw Error(name_ + " has no expert cache (weight_write)");
+  const strata_weight_write write{sizeof(strata_weight_write), matrix, data, background ? 1 : 0};
+  run("weight write", [&](strata_error* e) {
+    return cache_functions_.write(backend_, const_cast<strata_weight*>(weight.get()), &write, e);
+  });
+}
+
+bool Backend::writes_done() {
+  if (!has_expert_cache()) return true;
+  int32_t done = 0;
+  run("weight writes done", [&](strata_error* e) { return cache_functions_.done(backend_, &done, e); });
+  return done != 0;
+}
+
+std::optional<strata_memory_info> Backend::memory_info() {
+  if (cache_functions_.memory_info == nullptr) return std::nullopt;
+  strata_memory_info info{sizeof(strata_memory_info), 0, 0};
+  run("memory info", [&](strata_error* e) { return cache_functions_.memory_info(backend_, &info, e); });
+  return info;
 }
 
 Backend::~Backend() {
@@ -78,6 +112,16 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 Weight::Weight(Backend& backend, const strata_weight_desc& desc) : backend_(&backend) {
   call_plugin(backend.name() + ": loading weight " + (desc.name ? desc.name : "?"),
               [&](strata_error* e) { return backend.table().weight_load(backend.get(), &desc, &weight_, e); });
+}
+
+Weight Weight::allocate(Backend& backend, const strata_weight_desc& desc) {
+  if (!backend.has_expert_cache()) throw Error(backend.name() + " has no expert cache (weight_alloc)");
+  Weight weight;
+  weight.backend_ = &backend;
+  call_plugin(backend.name() + ": allocating weight " + (desc.name ? desc.name : "?"), [&](strata_error* e) {
+    return backend.cache_functions_.alloc(backend.get(), &desc, &weight.weight_, e);
+  });
+  return weight;
 }
 
 Weight::~Weight() {

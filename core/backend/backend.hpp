@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -39,7 +40,11 @@ class Buffer {
 class Weight {
  public:
   Weight() = default;
+  // Loads desc (weight_load).
   Weight(Backend& backend, const strata_weight_desc& desc);
+  // Allocates desc's shape for Backend::write_matrix to fill (the named function weight_alloc, which the backend
+  // must offer: Backend::has_expert_cache).
+  static Weight allocate(Backend& backend, const strata_weight_desc& desc);
   ~Weight();
   Weight(Weight&& other) noexcept;
   Weight& operator=(Weight&& other) noexcept;
@@ -119,6 +124,16 @@ class Backend {
   // The backend's optional function called name (a STRATA_BACKEND_PROC_* of strata/backend.h; ABI 1.7), for the
   // caller to cast to that name's signature, or nullptr where the backend has none by that name.
   strata_proc proc_address(const char* name) const;
+  // Whether the backend offers the expert cache's named functions (weight_alloc, weight_write, weight_writes_done).
+  bool has_expert_cache() const { return cache_functions_.alloc != nullptr; }
+  // Writes one matrix of a Weight::allocate weight from host bytes in the file's layout (weight_write): ordered
+  // with the ops, or in the background (see strata/backend.h), then data must live until writes_done().
+  void write_matrix(const Weight& weight, int64_t matrix, const void* data, bool background);
+  // Whether every background write_matrix has finished (weight_writes_done); never waits.
+  bool writes_done();
+  // The device memory the instance counts against (memory_info), or nothing where it does not say.
+  std::optional<strata_memory_info> memory_info();
+
   // Calls ops(), which calls independent ops (see concurrent_begin in strata/backend.h), inside a concurrent
   // region where the backend has them and concurrent is set; else plainly.
   template <class Ops>
@@ -135,10 +150,18 @@ class Backend {
   void run(const char* what, Call&& call);
 
  private:
+  friend class Weight;  // Weight::allocate calls weight_alloc
+
   std::string name_;
   const strata_backend_table& table_;
   const QuantRegistry& quants_;
   strata_backend* backend_ = nullptr;
+  struct CacheFunctions {
+    strata_backend_weight_alloc_fn alloc = nullptr;
+    strata_backend_weight_write_fn write = nullptr;
+    strata_backend_weight_writes_done_fn done = nullptr;
+    strata_backend_memory_info_fn memory_info = nullptr;
+  } cache_functions_;  // asked once after create: the answers hold for the instance's life
 };
 
 }  // namespace strata

@@ -1,6 +1,9 @@
 #include "core/engine/engine.hpp"
 
+#include <charconv>
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/plugin/manifest.hpp"
 #include "core/util/error.hpp"
@@ -18,10 +21,43 @@ Engine::Engine(const EngineOptions& options) {
   nlohmann::json instance_options = nlohmann::json::object();
   if (options.vram_reserve_mib >= 0) instance_options["vram_reserve_mib"] = options.vram_reserve_mib;
   if (options.repacked_weights >= 0) instance_options["repacked_weights"] = options.repacked_weights;
+  const std::string pool_options = instance_options.dump();
+  if (options.vram_budget_gib > 0.0) {
+    instance_options["memory_budget_mib"] = static_cast<uint64_t>(std::ceil(options.vram_budget_gib * 1024.0));
+  }
   backend_ = std::make_unique<Backend>(chosen.name, *chosen.table, plugins_->quants(), options.threads,
                                        instance_options.dump());
   log().info("backend: {}", backend_->describe());
-  model_ = std::make_unique<Model>(*file_, *backend_);
+  const BackendPlugin& cpu = plugins_->choose_backend("cpu");
+  std::optional<ExpertCacheOptions> placement = expert_placement(options, chosen.name == cpu.name, *backend_);
+  if (!placement) {
+    model_ = std::make_unique<Model>(*file_, *backend_);
+    return;
+  }
+  expert_pool_ = std::make_unique<Backend>(cpu.name, *cpu.table, plugins_->quants(), options.threads, pool_options);
+  log().info("expert pool: {}", expert_pool_->describe());
+  model_ = std::make_unique<Model>(*file_, *backend_, *expert_pool_, std::move(*placement));
+}
+
+std::optional<ExpertCacheOptions> expert_placement(const EngineOptions& options, bool cpu_device,
+                                                   const Backend& device) {
+  const std::string& mode = options.expert_cache;
+  if (mode == "off") return std::nullopt;
+  if (mode.empty() && (!device.has_expert_cache() || (cpu_device && options.vram_budget_gib <= 0.0))) {
+    return std::nullopt;
+  }
+  ExpertCacheOptions placement = options.expert_options;
+  if (mode.empty() || mode == "auto") {
+    placement.slots.reset();
+    return placement;
+  }
+  int64_t slots = -1;
+  const auto [end, error] = std::from_chars(mode.data(), mode.data() + mode.size(), slots);
+  if (error != std::errc() || end != mode.data() + mode.size() || slots < 0) {
+    throw Error("--expert-cache takes auto, off or a number of expert slots (0 or more), not '" + mode + "'");
+  }
+  placement.slots = slots;
+  return placement;
 }
 
 int32_t parse_kv_type(const std::string& text) {

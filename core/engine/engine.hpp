@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/backend/backend.hpp"
@@ -22,6 +23,11 @@ struct EngineOptions {
   int64_t vram_reserve_mib = -1;   // VRAM a GPU backend leaves free; < 0: its default (manifest or 512 MiB)
   int repacked_weights = -1;       // 1: a GPU backend keeps weights in faster, larger layouts; 0: as in the file;
                                    // < 0: its default (manifest or off)
+  // Hybrid expert placement (docs/experts.md): "auto", "off" or a slot count; empty: auto on a backend that can
+  // hold an expert cache, off on the CPU backend unless vram_budget_gib makes it stand in for a GPU.
+  std::string expert_cache;
+  double vram_budget_gib = 0.0;       // > 0: the memory the backend may use in all (its option memory_budget_mib)
+  ExpertCacheOptions expert_options;  // slots come from expert_cache
 };
 
 class Engine {
@@ -31,6 +37,8 @@ class Engine {
   const PluginHost& plugins() const { return *plugins_; }
   const gguf::Model& file() const { return *file_; }
   Backend& backend() const { return *backend_; }
+  // The CPU backend serving the experts the device does not hold, or nullptr without a hybrid placement.
+  Backend* expert_pool() const { return expert_pool_.get(); }
   const Model& model() const { return *model_; }
 
  private:
@@ -39,8 +47,14 @@ class Engine {
   std::unique_ptr<PluginHost> plugins_;
   std::unique_ptr<gguf::Model> file_;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> expert_pool_;  // the CPU backend of a hybrid placement
   std::unique_ptr<Model> model_;
 };
+
+// The placement options asks for on device (cpu_device: the CPU backend), or nothing where the backend holds every
+// expert; throws strata::Error for a bad --expert-cache value.
+std::optional<ExpertCacheOptions> expert_placement(const EngineOptions& options, bool cpu_device,
+                                                   const Backend& device);
 
 // Parses "--kv" values: "f16" or "int8" to STRATA_KV_*; throws strata::Error naming the value.
 int32_t parse_kv_type(const std::string& text);

@@ -53,8 +53,9 @@ class WeightLoader {
 
 }  // namespace
 
-ModelWeights load_weights(Backend& backend, const gguf::Model& model, const ModelConfig& c) {
+ModelWeights load_weights(Backend& backend, const gguf::Model& model, const ModelConfig& c, Backend* expert_backend) {
   const WeightLoader loader(backend, model);
+  const WeightLoader expert_loader(expert_backend != nullptr ? *expert_backend : backend, model);
   const auto embd = static_cast<uint64_t>(c.n_embd);
   const auto q_width = static_cast<uint64_t>(c.n_head) * c.head_dim;
   const auto kv_width = static_cast<uint64_t>(c.n_head_kv) * c.head_dim;
@@ -90,9 +91,9 @@ ModelWeights load_weights(Backend& backend, const gguf::Model& model, const Mode
     }
     layer.ffn_norm = loader.load(p + "ffn_norm.weight", {embd});
     layer.router = loader.load(p + "ffn_gate_inp.weight", {embd, experts});
-    layer.gate_exps = loader.load(p + "ffn_gate_exps.weight", {embd, ffn, experts});
-    layer.up_exps = loader.load(p + "ffn_up_exps.weight", {embd, ffn, experts});
-    layer.down_exps = loader.load(p + "ffn_down_exps.weight", {ffn, embd, experts});
+    layer.gate_exps = expert_loader.load(p + "ffn_gate_exps.weight", {embd, ffn, experts});
+    layer.up_exps = expert_loader.load(p + "ffn_up_exps.weight", {embd, ffn, experts});
+    layer.down_exps = expert_loader.load(p + "ffn_down_exps.weight", {ffn, embd, experts});
     if (arch.shared_expert) {
       const auto shared = static_cast<uint64_t>(c.shared_ffn);
       layer.shared_gate_inp = loader.load(p + "ffn_gate_inp_shexp.weight", {embd});

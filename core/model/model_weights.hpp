@@ -16,7 +16,7 @@ struct LayerWeights {
   Weight attn_q_bias, attn_k_bias, attn_v_bias;  // qkv_bias architectures
   Weight attn_q_norm, attn_k_norm;               // qk_norm architectures
   Weight ffn_norm, router;
-  Weight gate_exps, up_exps, down_exps;
+  Weight gate_exps, up_exps, down_exps;                         // on the expert pool's backend in a hybrid placement
   Weight shared_gate_inp, shared_gate, shared_up, shared_down;  // shared_expert architectures
 };
 
@@ -26,6 +26,9 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
-ModelWeights load_weights(Backend& backend, const gguf::Model& model, const ModelConfig& config);
+// Every tensor on backend, but the routed experts (ffn_{gate,up,down}_exps) on expert_backend where one is given:
+// the CPU expert pool of a hybrid placement (core/model/hybrid_experts.hpp).
+ModelWeights load_weights(Backend& backend, const gguf::Model& model, const ModelConfig& config,
+                          Backend* expert_backend = nullptr);
 
 }  // namespace strata

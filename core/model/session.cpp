@@ -34,6 +34,12 @@ struct NonFiniteOutput {
 Model::Model(const gguf::Model& file, Backend& backend)
     : backend_(backend), config_(ModelConfig::from_gguf(file)), weights_(load_weights(backend, file, config_)) {}
 
+Model::Model(const gguf::Model& file, Backend& backend, Backend& expert_pool, ExpertCacheOptions cache)
+    : backend_(backend),
+      config_(ModelConfig::from_gguf(file)),
+      weights_(load_weights(backend, file, config_, &expert_pool)),
+      experts_(std::make_unique<HybridExperts>(backend, expert_pool, file, config_, weights_, std::move(cache))) {}
+
 struct Session::Scratch {
   Scratch(Backend& backend, const ModelConfig& c, int32_t batch)
       : x(backend, floats(batch, c.n_embd)),
@@ -67,6 +73,11 @@ Session::Session(const Model& model, const SessionOptions& options)
                                                model.config().n_head_kv, model.config().head_dim, options.kv_type}) {
   if (options.max_batch < 1) throw Error("max_batch must be at least 1");
   scratch_ = std::make_shared<Scratch>(backend_, model.config(), options.max_batch);
+  if (HybridExperts* experts = model.experts()) {
+    // The first session places the cache, after its own memory: an automatic size takes what is left.
+    expert_buffers_ = experts->make_buffers(options.max_batch);
+    experts->place(options.max_batch);
+  }
 }
 
 void Session::rewind(int32_t position) {
@@ -195,6 +206,7 @@ void Session::step(std::span<const int32_t> tokens, bool all_logits, float* logi
   run_layers(n, positions);
   if (logits != nullptr) output_logits(n, all_logits, logits);
   position_ += n;
+  if (HybridExperts* experts = model_.experts()) experts->end_step();
 }
 
 // The layers of one step, as two step graphs where the backend records them (layers [0, kLayersInFirstGraph)
@@ -214,7 +226,9 @@ void Session::run_layers(int32_t n, const std::vector<int32_t>& positions) {
     check_layer_ = -1;
     if (end == n_layer) add_pending_residual(n);
   };
-  const bool recordable = options_.execution.step_graphs && !options_.on_routing && backend_.has_graphs();
+  const bool split_experts = model_.experts() != nullptr && model_.experts()->splits_layers();
+  const bool recordable =
+      options_.execution.step_graphs && !options_.on_routing && !split_experts && backend_.has_graphs();
   if (!recordable || n > kMaxGraphTokens) return layers(0, n_layer);
   auto& graphs = graphs_[n];
   const int32_t split = std::min(kLayersInFirstGraph, n_layer);
@@ -408,15 +422,20 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
     residual_then_norm(layer.ffn_norm.get(), "ffn_norm.weight", n);
     route_normed(layer, n);
   }
-  if (options_.on_routing) {
-    std::vector<int32_t> ids(static_cast<size_t>(n) * c.n_expert_used);
-    backend_.read(s.expert_ids, ids.data(), ids.size() * sizeof(int32_t));
-    options_.on_routing(check_layer_, ids);
+  if (HybridExperts* experts = model_.experts()) {
+    experts->run(check_layer_, n, s.normed, s.expert_ids, s.expert_weights, s.projected, *expert_buffers_,
+                 options_.on_routing);
+  } else {
+    if (options_.on_routing) {
+      std::vector<int32_t> ids(static_cast<size_t>(n) * c.n_expert_used);
+      backend_.read(s.expert_ids, ids.data(), ids.size() * sizeof(int32_t));
+      options_.on_routing(check_layer_, ids);
+    }
+    backend_.run("moe_ffn", [&](strata_error* e) {
+      return t.moe_ffn(b, s.normed.get(), n, c.n_expert_used, s.expert_ids.get(), s.expert_weights.get(),
+                       layer.gate_exps.get(), layer.up_exps.get(), layer.down_exps.get(), s.projected.get(), e);
+    });
   }
-  backend_.run("moe_ffn", [&](strata_error* e) {
-    return t.moe_ffn(b, s.normed.get(), n, c.n_expert_used, s.expert_ids.get(), s.expert_weights.get(),
-                     layer.gate_exps.get(), layer.up_exps.get(), layer.down_exps.get(), s.projected.get(), e);
-  });
   check_output(s.projected, n, c.n_embd, "experts", "ffn_{gate,up,down}_exps.weight");
   residual_pending_ = true;
   if (!c.architecture->shared_expert) return;

@@ -11,6 +11,7 @@
 
 #include "core/backend/backend.hpp"
 #include "core/gguf/gguf_file.hpp"
+#include "core/model/hybrid_experts.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/model_weights.hpp"
 
@@ -21,15 +22,21 @@ namespace strata {
 class Model {
  public:
   Model(const gguf::Model& file, Backend& backend);
+  // A hybrid placement: the routed experts on expert_pool (a CPU backend) and in an expert cache on backend.
+  Model(const gguf::Model& file, Backend& backend, Backend& expert_pool, ExpertCacheOptions cache);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   Backend& backend() const { return backend_; }
+  // The hybrid placement, or nullptr when the backend holds every expert. Its cache changes as it runs (the
+  // adaptive tier), hence not const with the model.
+  HybridExperts* experts() const { return experts_.get(); }
 
  private:
   Backend& backend_;
   ModelConfig config_;
   ModelWeights weights_;
+  std::unique_ptr<HybridExperts> experts_;
 };
 
 // How a session drives the backend: by default the fastest way the backend offers. Turning these off
@@ -43,9 +50,6 @@ struct ExecutionOptions {
   bool concurrent_ops = true;  // independent ops (the q, k and v projections) at once where the backend can
 };
 
-// Called with a step's expert choices in one layer: ids is [n_tokens][n_used], best first.
-using RoutingObserver = std::function<void(int32_t layer, std::span<const int32_t> ids)>;
-
 struct SessionOptions {
   int32_t n_ctx = 4096;  // positions the KV cache holds
   int32_t kv_type = STRATA_KV_F16;
@@ -53,7 +57,7 @@ struct SessionOptions {
   ExecutionOptions execution;
   // Sees every layer's routing (strata profile). The ids are read back to the host each layer, so step graphs
   // are off while it is set.
-  RoutingObserver on_routing;
+  RoutingObserver on_routing = nullptr;
 };
 
 // One sequence: its KV cache, its position, and the scratch buffers of a forward step.
@@ -113,7 +117,8 @@ class Session {
   SessionOptions options_;
   KvCache cache_;
   std::shared_ptr<Scratch> scratch_;
-  HostMemory last_logits_;  // forward_last's row, allocated on its first call
+  HostMemory last_logits_;                                      // forward_last's row, allocated on its first call
+  std::shared_ptr<HybridExperts::StepBuffers> expert_buffers_;  // a hybrid placement's, for split layers
   // Two step graphs per decode step size (1..kMaxGraphTokens tokens; the first layers, the rest), made on
   // first use.
   std::map<int32_t, std::array<std::unique_ptr<StepGraph>, 2>> graphs_;

@@ -23,6 +23,7 @@ struct BenchOptions {
   std::string kv = "f16";
   int32_t batch = 512;
   bool json = false;
+  bool stats = false;
   std::vector<std::string> ops;
   int32_t op_calls = 200;
   int32_t op_tokens = 1;
@@ -66,7 +67,11 @@ void register_bench_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--kv", options->kv, "KV cache type: f16 or int8")->capture_default_str();
   command->add_option("--batch", options->batch, "Tokens per forward step for prompts")->capture_default_str();
-  command->add_flag("--json", options->json, "Print a JSON array, one object per configuration");
+  command->add_flag("--json", options->json,
+                    "Print a JSON array, one object per configuration (with a hybrid expert placement, its stats)");
+  command->add_flag("--stats", options->stats,
+                    "With a hybrid expert placement, a line of its stats under each test (hit rate, pairs per tier, "
+                    "pool and waiting ms per step, PCIe bytes, adaptive rounds)");
   command
       ->add_option("--ops", options->ops,
                    "Instead of pp/tg, time these ops of the model alone, each call on the next layer's weights: "
@@ -126,6 +131,8 @@ void register_bench_command(CLI::App& app) {
           if (n > 0) tests.push_back({.n_decode = n, .n_depth = d});
       }
       for (const BenchmarkTest& test : tests) {
+        const HybridExperts* experts = engine.model().experts();
+        const ExpertStats before = experts != nullptr ? experts->stats() : ExpertStats{};
         const auto result = run_benchmark(engine.model(), test, options->repetitions,
                                           {.kv_type = parse_kv_type(options->kv),
                                            .max_batch = options->batch,
@@ -155,6 +162,10 @@ void register_bench_command(CLI::App& app) {
             {"weight_bytes_per_token", bytes_per_token}};
         if (test.n_decode > 0)
           line["weight_gbps"] = result.tokens_per_second * static_cast<double>(bytes_per_token) / 1e9;
+        if (experts != nullptr) {
+          line["expert_cache"] = experts->describe();
+          line["experts"] = experts->stats().since(before).to_json();
+        }
         if (options->json) {
           results.push_back(line);
         } else {
@@ -165,6 +176,8 @@ void register_bench_command(CLI::App& app) {
             std::printf("  (%.1f MB weights/token, %.2f GB/s)", bytes_per_token / 1e6,
                         line["weight_gbps"].get<double>());
           std::printf("\n");
+          if (experts != nullptr && options->stats)
+            std::printf("  %s\n", experts->stats().since(before).text().c_str());
           std::fflush(stdout);
         }
       }

@@ -57,6 +57,38 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
           "levels: 23.6% more VRAM for those tensors, 8% faster decode); 0: as in the file (default: the manifest's "
           "repacked_weights, else 1; 0 saves the VRAM for a longer context or more experts)")
       ->check(CLI::Range(0, 1));
+  command->add_option("--expert-cache", options.expert_cache,
+                      "Hybrid expert placement (docs/experts.md): auto (the GPU's memory left after the other weights, "
+                      "the KV cache and --vram-reserve-mib holds the hottest experts; the rest run on the CPU expert "
+                      "pool), N (that many expert slots in all; 0: every expert on the pool) or off (every expert on "
+                      "the backend, as without placement). Default: auto on a GPU backend, off on the CPU backend "
+                      "unless --vram-budget-gib makes it stand in for a GPU");
+  command
+      ->add_option(
+          "--vram-budget-gib", options.vram_budget_gib,
+          "Memory the backend may use in all, in GiB: a smaller GPU than the one at hand (the CPU backend then "
+          "stands in for a GPU of that size, to try placements without one)")
+      ->check(CLI::PositiveNumber);
+  command
+      ->add_option("--pcie-frac", options.expert_options.pcie_fraction,
+                   "Share of a step's missed experts copied over PCIe into staging slots and run on the GPU instead "
+                   "of on the CPU pool, those with the most tokens first (0 to 1; default 0)")
+      ->check(CLI::Range(0.0, 1.0));
+  command
+      ->add_option("--adapt-every", options.expert_options.adapt.every,
+                   "Adaptive expert cache: re-plan every N steps from decayed routing counts, copying hot experts in "
+                   "beside the steps (default 0: off)")
+      ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--adapt-decay", options.expert_options.adapt.decay,
+                   "Adaptive expert cache: the factor each step applies to the routing counts seen so far (0 to 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  command
+      ->add_option("--adapt-swaps", options.expert_options.adapt.swaps,
+                   "Adaptive expert cache: experts copied in at most per round")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   command->add_flag("--no-graphs{false}", options.execution.step_graphs,
                     "Run every decode step op by op instead of replaying it as a recorded graph (CUDA graphs)");
   command->add_flag("--no-fused-ops{false}", options.execution.fused_ops,

@@ -22,6 +22,7 @@ struct GenerateCommandOptions {
   std::string prompt;
   std::string prompt_file;
   bool chat = false;
+  bool stats = false;
   std::vector<std::string> stop;
   int32_t max_tokens = 128;
   std::optional<int32_t> ctx;
@@ -47,6 +48,9 @@ void register_generate_command(CLI::App& app) {
   command->add_flag("--chat", options->chat,
                     "Wrap the prompt as one user message in the model's chat template (rendered within the limits "
                     "`strata template --help` lists)");
+  command->add_flag("--stats", options->stats,
+                    "With a hybrid expert placement, print its stats to stderr at the end (hit rate, pairs per tier, "
+                    "pool and waiting ms per step, PCIe bytes, adaptive rounds)");
   command->add_option("--stop", options->stop, "Stop when this text appears (repeatable); it is not printed");
   command
       ->add_option("-n,--max-tokens", options->max_tokens,
@@ -93,11 +97,17 @@ void register_generate_command(CLI::App& app) {
                                 ? checked_context_size(config, *options->ctx)
                                 : generation_context(prompt_tokens.size(), options->max_tokens, config.n_ctx_train);
     Session session(engine.model(), session_options);
+    const auto report_expert_stats = [&] {
+      if (options->stats && engine.model().experts() != nullptr) {
+        std::fprintf(stderr, "%s\n", engine.model().experts()->stats().text().c_str());
+      }
+    };
 
     if (!text_mode) {
       const auto generated = generate(session, prompt_tokens, generation, [](int32_t) { return true; });
       for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%d", i ? " " : "", generated[i]);
       std::printf("\n");
+      report_expert_stats();
       return;
     }
     tokenizer::StreamingDetokenizer detokenizer(*tokenizer, /*render_special=*/false);
@@ -109,6 +119,7 @@ void register_generate_command(CLI::App& app) {
     });
     if (!stops.stopped()) std::fputs(stops.push(detokenizer.finish()).c_str(), stdout);
     std::fputs((stops.finish() + "\n").c_str(), stdout);
+    report_expert_stats();
   });
 }
 

@@ -1,5 +1,6 @@
 // Creating a backend instance: its options (the manifest's, then its own), thread count and instruction set.
 #include <algorithm>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +28,16 @@ std::string isa_option(const nlohmann::json& options, const std::string& where) 
   return isa->get<std::string>();
 }
 
+// The option "memory_budget_mib" in bytes (0 when absent): the memory this instance stands in a GPU's place with.
+uint64_t memory_budget_option(const nlohmann::json& options) {
+  const auto budget = options.find("memory_budget_mib");
+  if (budget == options.end()) return 0;
+  if (!budget->is_number_unsigned() || budget->get<uint64_t>() == 0 || budget->get<uint64_t>() > (uint64_t{1} << 40)) {
+    invalid_argument("backend-cpu option \"memory_budget_mib\" must be a whole number of MiB from 1 to 2^40");
+  }
+  return budget->get<uint64_t>() << 20;
+}
+
 // The manifest's "isa" for this plugin (set at init); an instance's own option wins over it.
 std::string& manifest_isa() {
   static std::string isa;
@@ -52,11 +63,14 @@ void create(const strata_backend_config* config, strata_backend** out) {
     invalid_argument("config: n_threads is " + std::to_string(checked.n_threads) + ", more than STRATA_MAX_THREADS (" +
                      std::to_string(STRATA_MAX_THREADS) + ")");
   }
-  // Instances also get options meant for other backends (vram_reserve_mib): only "isa" is the CPU's.
+  // Instances also get options meant for other backends (vram_reserve_mib): "isa" and "memory_budget_mib" are
+  // the CPU's.
   const auto options = parse_options(checked.options_json, "backend-cpu options");
   const CpuIsa isa = select_isa(isa_option(options, "backend-cpu option"), manifest_isa());
   const int n_threads = checked.n_threads > 0 ? checked.n_threads : std::min(physical_core_count(), STRATA_MAX_THREADS);
-  *out = new strata_backend(n_threads, isa, checked);
+  auto instance = std::make_unique<strata_backend>(n_threads, isa, checked);
+  instance->memory.set_limit(memory_budget_option(options));
+  *out = instance.release();
 }
 
 void destroy(strata_backend* backend) { delete backend; }

@@ -13,6 +13,7 @@
 
 #include "float_kernels.hpp"
 #include "isa.hpp"
+#include "memory_ledger.hpp"
 #include "strata/backend.h"
 #include "strata/backend_checks.hpp"
 #include "strata/plugin.hpp"
@@ -46,9 +47,12 @@ struct strata_weight {
   const strata_quant_type* type = nullptr;
   int64_t ne0 = 0, ne1 = 0, ne2 = 0;
   size_t row_bytes = 0;
-  const std::byte* data = nullptr;  // the host's bytes, not copied
+  const std::byte* data = nullptr;  // the host's bytes, not copied (weight_load), or owned's (weight_alloc)
+  std::unique_ptr<std::byte[]> owned;
 
-  const std::byte* matrix(int64_t expert) const { return data + static_cast<size_t>(expert * ne1) * row_bytes; }
+  size_t matrix_bytes() const { return static_cast<size_t>(ne1) * row_bytes; }
+  size_t bytes() const { return static_cast<size_t>(ne2) * matrix_bytes(); }
+  const std::byte* matrix(int64_t expert) const { return data + static_cast<size_t>(expert) * matrix_bytes(); }
 };
 
 struct strata_backend {
@@ -60,6 +64,7 @@ struct strata_backend {
   void* quant_context;
   const strata_quant_type* (*find_quant_type)(void* quant_context, uint32_t type_id);
   std::string description;
+  strata::cpu::MemoryLedger memory;
 
   // Scratch kept between ops, so steady-state ops allocate nothing. thread_floats[worker] belongs to
   // that pool worker alone.

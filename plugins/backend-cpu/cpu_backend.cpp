@@ -1,16 +1,28 @@
 #include "cpu_backend.hpp"
 
+#include <array>
+
 #include "ops.hpp"
 #include "strata/backend.hpp"
 
 namespace strata::cpu {
 
+strata_proc get_proc_address(strata_backend*, const char* name) {
+  static const std::array<sdk::NamedFunction, 4> kFunctions{{
+      {STRATA_BACKEND_PROC_WEIGHT_ALLOC, sdk::named_entry<&weight_alloc>()},
+      {STRATA_BACKEND_PROC_WEIGHT_WRITE, sdk::named_entry<&weight_write>()},
+      {STRATA_BACKEND_PROC_WEIGHT_WRITES_DONE, sdk::named_entry<&weight_writes_done>()},
+      {STRATA_BACKEND_PROC_MEMORY_INFO, sdk::named_entry<&memory_info>()},
+  }};
+  return sdk::find_named_function(kFunctions, name);
+}
+
 const strata_backend_table& cpu_backend_table() {
-  static constexpr strata_backend_table kTable =
+  static constexpr strata_backend_table kTable = ::strata::sdk::with_named_functions<&get_proc_address>(
       ::strata::sdk::with_normed_inputs<&matmul_normed, &route_experts_normed>(
           ::strata::sdk::with_route_experts<&route_experts>(
               ::strata::sdk::with_fused_ops<&attention_rope, &add_rms_norm>(
-                  STRATA_BACKEND_TABLE(::strata::cpu, "cpu"))));
+                  STRATA_BACKEND_TABLE(::strata::cpu, "cpu")))));
   return kTable;
 }
 

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 #include <limits>
 #include <string>
 
@@ -16,24 +14,6 @@ namespace {
 
 size_t cache_rows(const strata_kv_config& config) {
   return static_cast<size_t>(config.n_layers) * config.n_head_kv * config.n_ctx;
-}
-
-// MemAvailable of /proc/meminfo: what can be allocated without swapping; the largest value when unknown.
-uint64_t available_memory_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  while (meminfo >> key >> kib) {
-    if (key == "MemAvailable:") return kib * 1024;
-    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  return std::numeric_limits<uint64_t>::max();
-}
-
-std::string gib_text(uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / (uint64_t{1} << 30));
-  return text;
 }
 
 }  // namespace
@@ -144,10 +124,17 @@ void kv_create(strata_backend* backend, const strata_kv_config* config, strata_k
                            (checked.kv_type == STRATA_KV_INT8 ? "int8" : "f16") + ") needs " + gib_text(bytes) +
                            ", more than the " + gib_text(available) + " of memory available");
   }
+  backend->memory.take(bytes, "the KV cache");
   *out = new strata_kv_cache(checked);
 }
 
-void kv_free(strata_backend*, strata_kv_cache* cache) { delete cache; }
+void kv_free(strata_backend* backend, strata_kv_cache* cache) {
+  if (backend != nullptr && cache != nullptr) {
+    backend->memory.give_back(
+        2 * KvTensor::bytes(cache->config.kv_type, cache_rows(cache->config), cache->config.head_dim));
+  }
+  delete cache;
+}
 
 }  // namespace strata::cpu
 

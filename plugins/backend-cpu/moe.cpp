@@ -77,7 +77,8 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   float* out_values = operands.out;
 
   // Group the slots by expert (a counting sort keeps each expert's slots in token order), so each
-  // expert's weights are read once for all its tokens.
+  // expert's weights are read once for all its tokens. A slot of weight 0 adds nothing and is left out: the
+  // core gives a pair to another tier (an expert cache) that way.
   std::vector<int64_t> first_of_expert(n_experts + 1, 0);
   for (int64_t slot = 0; slot < n_slots; ++slot) {
     const int32_t expert = id_values[slot];
@@ -85,25 +86,27 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
       invalid_argument("moe_ffn: expert id " + std::to_string(expert) + " is outside the " + std::to_string(n_experts) +
                        " experts of " + gate_weight.name);
     }
-    ++first_of_expert[expert + 1];
+    if (weight_values[slot] != 0.0f) ++first_of_expert[expert + 1];
   }
   std::partial_sum(first_of_expert.begin(), first_of_expert.end(), first_of_expert.begin());
-  instance.moe_slots.resize(n_slots);
+  const int64_t n_computed = first_of_expert[n_experts];
+  instance.moe_slots.resize(n_computed);
   std::vector<int64_t> next = first_of_expert;
-  std::vector<int64_t> position_of_slot(n_slots);
+  std::vector<int64_t> position_of_slot(n_slots, -1);
   for (int64_t slot = 0; slot < n_slots; ++slot) {
+    if (weight_values[slot] == 0.0f) continue;
     const int64_t position = next[id_values[slot]]++;
     instance.moe_slots[position] = static_cast<int32_t>(slot);
     position_of_slot[slot] = position;
   }
 
   // Scratch rows in grouped order: inputs, gate (then the SwiGLU product), up, down results.
-  instance.moe_floats.resize(static_cast<size_t>(n_slots * (2 * width + 2 * ffn)));
+  instance.moe_floats.resize(static_cast<size_t>(n_computed * (2 * width + 2 * ffn)));
   float* grouped_x = instance.moe_floats.data();
-  float* gate_out = grouped_x + n_slots * width;
-  float* up_out = gate_out + n_slots * ffn;
-  float* down_out = up_out + n_slots * ffn;
-  instance.pool.parallel_for(n_slots, [&](int64_t begin, int64_t end, int) {
+  float* gate_out = grouped_x + n_computed * width;
+  float* up_out = gate_out + n_computed * ffn;
+  float* down_out = up_out + n_computed * ffn;
+  instance.pool.parallel_for(n_computed, [&](int64_t begin, int64_t end, int) {
     for (int64_t position = begin; position < end; ++position) {
       const int64_t token = instance.moe_slots[position] / n_used;
       std::copy_n(x_values + token * width, width, grouped_x + position * width);
@@ -119,7 +122,7 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   }
   run_matmuls(instance, tasks);
 
-  instance.pool.parallel_for(n_slots, [&](int64_t begin, int64_t end, int) {
+  instance.pool.parallel_for(n_computed, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin * ffn; i < end * ffn; ++i) gate_out[i] = silu(gate_out[i]) * up_out[i];
   });
 
@@ -138,6 +141,7 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
       std::fill(row, row + width, 0.0f);
       for (int64_t j = 0; j < n_used; ++j) {
         const int64_t slot = t * n_used + j;
+        if (position_of_slot[slot] < 0) continue;
         instance.kernels.axpy(weight_values[slot], down_out + position_of_slot[slot] * width, row, width);
       }
     }

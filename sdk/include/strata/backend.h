@@ -287,8 +287,8 @@ typedef struct strata_weight_write {
   uint32_t struct_size;
   int64_t matrix;   /* which matrix (expert slot), < ne2 */
   const void* data; /* host bytes of one matrix */
-  /* 0: ordered like buffer_write: ops called after the call see the new bytes, and data may be reused once it
-   *    returns.
+  /* 0: ordered like buffer_write: after the ops called before the call (which still see the old bytes) and
+   *    before those called after it, and data may be reused once it returns.
    * 1: in the background (a GPU: on a copy stream): the copy starts after the ops called before it and runs
    *    beside the ops called after it, which must not read the matrix until weight_writes_done answered 1
    *    after the call; data must stay valid until then. */

@@ -1,0 +1,482 @@
+#include "core/model/hybrid_experts.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "core/util/error.hpp"
+#include "core/util/log.hpp"
+
+namespace strata {
+namespace {
+
+// A step's experts copied over PCIe share these many staging slots per set of types: a decode step misses at
+// most n_used experts a layer; a prompt step's other misses go to the pool.
+constexpr int32_t kStagingSlotsPerUsedExpert = 4;
+// A swap needs the newcomer's decayed count this much above the victim's: no thrashing between equals.
+constexpr double kSwapMargin = 1.1;
+constexpr auto kProgressInterval = std::chrono::seconds(3);
+
+const char* const kMatrixNames[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
+
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(uint64_t{1} << 30)); }
+std::string mib(double bytes) { return fmt::format("{:.0f} MiB", bytes / double(uint64_t{1} << 20)); }
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+size_t floats(int64_t rows, int64_t width) { return static_cast<size_t>(rows * width) * sizeof(float); }
+
+}  // namespace
+
+// A layer's slots on the device: the file's three tensors where the layer is whole, else ne2 = its slots.
+struct HybridExperts::LayerSlots {
+  Weight matrices[3];  // gate, up, down
+};
+
+// Slots for experts copied over PCIe, one set per combination of tensor types (layers may differ).
+struct HybridExperts::StagingSet {
+  std::vector<uint32_t> types;
+  Weight matrices[3];
+  int32_t slots = 0;
+};
+
+struct HybridExperts::StepBuffers {
+  StepBuffers(Backend& device, Backend& pool, const ModelConfig& c, int32_t max_batch)
+      : device_ids(device, floats(max_batch, c.n_expert_used)),
+        device_weights(device, floats(max_batch, c.n_expert_used)),
+        staged_ids(device, floats(max_batch, c.n_expert_used)),
+        staged_weights(device, floats(max_batch, c.n_expert_used)),
+        staged_out(device, floats(max_batch, c.n_embd)),
+        pool_result(device, floats(max_batch, c.n_embd)),
+        pool_x(pool, floats(max_batch, c.n_embd)),
+        pool_ids(pool, floats(max_batch, c.n_expert_used)),
+        pool_weights(pool, floats(max_batch, c.n_expert_used)),
+        pool_out(pool, floats(max_batch, c.n_embd)) {}
+  Buffer device_ids, device_weights, staged_ids, staged_weights, staged_out, pool_result;
+  Buffer pool_x, pool_ids, pool_weights, pool_out;
+  // Host copies: the router's choices, the experts' input, and each tier's share of the pairs.
+  std::vector<int32_t> ids, slot_ids, staged_slot_ids;
+  std::vector<float> weights, slot_weights, staged_weights_host, pool_weights_host, x, out;
+};
+
+HybridExperts::HybridExperts(Backend& device, Backend& pool, const gguf::Model& file, const ModelConfig& config,
+                             const ModelWeights& weights, ExpertCacheOptions options)
+    : device_(device),
+      pool_(pool),
+      file_(file),
+      config_(config),
+      weights_(weights),
+      options_(std::move(options)),
+      layers_(config.n_layer) {
+  if (!device.has_expert_cache()) {
+    throw Error(device.name() +
+                " cannot hold an expert cache (it offers no weight_alloc, weight_write and weight_writes_done): "
+                "use --expert-cache off");
+  }
+  if (!(options_.pcie_fraction >= 0.0 && options_.pcie_fraction <= 1.0)) {
+    throw Error("--pcie-frac must be in [0, 1], not " + std::to_string(options_.pcie_fraction));
+  }
+  if (options_.adapt.every < 0 || options_.adapt.swaps < 0 || !(options_.adapt.decay >= 0.0) ||
+      options_.adapt.decay > 1.0) {
+    throw Error("the adaptive tier needs --adapt-every >= 0, --adapt-swaps >= 0 and --adapt-decay in [0, 1]");
+  }
+  if (!options_.profile.empty() &&
+      (options_.profile.n_layer() != config.n_layer || options_.profile.n_expert() != config.n_expert)) {
+    throw Error("the expert profile counts " + std::to_string(options_.profile.n_layer()) + " layers of " +
+                std::to_string(options_.profile.n_expert()) + " experts; the model has " +
+                std::to_string(config.n_layer) + " of " + std::to_string(config.n_expert));
+  }
+  if (options_.adapt.every > 0) recent_ = RoutingCounts(config.n_layer, config.n_expert);
+}
+
+HybridExperts::~HybridExperts() = default;
+
+std::shared_ptr<HybridExperts::StepBuffers> HybridExperts::make_buffers(int32_t max_batch) {
+  return std::make_shared<StepBuffers>(device_, pool_, config_, max_batch);
+}
+
+int64_t HybridExperts::device_bytes_of_expert(int32_t layer) {
+  std::vector<uint32_t> types;
+  for (const char* name : kMatrixNames) {
+    types.push_back(file_.tensor("blk." + std::to_string(layer) + "." + name).type);
+  }
+  for (const auto& [probed, bytes] : probed_bytes_) {
+    if (probed == types) return bytes;
+  }
+  // What one expert takes on the device, in the layout the backend keeps (a GPU's repacked layout is larger than
+  // the file's): one slot of each matrix allocated and measured.
+  int64_t bytes = 0;
+  const auto before = device_.memory_info();
+  {
+    std::vector<Weight> probes;
+    for (int m = 0; m < 3; ++m) {
+      const gguf::TensorInfo& tensor = file_.tensor("blk." + std::to_string(layer) + "." + kMatrixNames[m]);
+      bytes += static_cast<int64_t>(tensor.bytes / tensor.shape[2]);
+      const strata_weight_desc desc{sizeof(strata_weight_desc), tensor.name.c_str(), tensor.type,
+                                    static_cast<int64_t>(tensor.shape[0]), static_cast<int64_t>(tensor.shape[1]), 1,
+                                    nullptr};
+      probes.push_back(Weight::allocate(device_, desc));
+    }
+    if (const auto after = device_.memory_info(); before && after && after->used_bytes > before->used_bytes) {
+      bytes = static_cast<int64_t>(after->used_bytes - before->used_bytes);
+    }
+  }
+  probed_bytes_.emplace_back(types, bytes);
+  return bytes;
+}
+
+int64_t HybridExperts::automatic_slots(int32_t max_batch) {
+  const auto info = device_.memory_info();
+  if (!info) throw Error(device_.name() + " does not say how much memory it has: give --expert-cache a slot count");
+  const int64_t free = info->limit_bytes > info->used_bytes ? int64_t(info->limit_bytes - info->used_bytes) : 0;
+  // What the ops' scratch will still take for steps of max_batch tokens: the grouped expert GEMMs' inputs, their
+  // f16 copies and results, and the step's activation rows.
+  const int64_t routed_rows = int64_t{max_batch} * config_.n_expert_used;
+  const int64_t scratch = routed_rows * (2 * config_.expert_ffn + config_.n_embd) * 6 +
+                          int64_t{max_batch} * (config_.n_embd + config_.n_vocab) * 4 * 2;
+  int64_t per_slot = 1;
+  for (int32_t layer = 0; layer < config_.n_layer; ++layer) per_slot = std::max(per_slot, device_bytes_of_expert(layer));
+  const int64_t slots = std::max<int64_t>(0, free - scratch) / per_slot;
+  log().info("expert cache auto: {} free, {} reserved -> {} slots", gib(free), mib(scratch),
+             std::min<int64_t>(slots, int64_t{config_.n_layer} * config_.n_expert));
+  return slots;
+}
+
+void HybridExperts::place(int32_t max_batch) {
+  if (placed_) return;
+  placed_ = true;
+  if (options_.pcie_fraction > 0.0) {
+    for (int32_t layer = 0; layer < config_.n_layer; ++layer) staging_for(layer);
+  }
+  const int64_t slots = options_.slots ? *options_.slots : automatic_slots(max_batch);
+  plan_ = ExpertPlan::rank(config_.n_layer, config_.n_expert, slots, options_.profile);
+  const auto start = std::chrono::steady_clock::now();
+  auto last_report = start;
+  int64_t filled = 0;
+  for (int32_t layer = 0; layer < config_.n_layer; ++layer) {
+    fill_layer(layer);
+    filled += plan_.slots(layer);
+    if (std::chrono::steady_clock::now() - last_report > kProgressInterval) {
+      last_report = std::chrono::steady_clock::now();
+      log().info("expert cache: {} of {} slots filled ({:.0f} s)", filled, plan_.total_slots(), ms_since(start) / 1e3);
+    }
+  }
+  log().info("{}", describe());
+}
+
+void HybridExperts::fill_layer(int32_t layer) {
+  LayerSlots& slots = layers_[layer];
+  const std::string prefix = "blk." + std::to_string(layer) + ".";
+  for (int m = 0; m < 3; ++m) {
+    const gguf::TensorInfo& tensor = file_.tensor(prefix + kMatrixNames[m]);
+    strata_weight_desc desc{sizeof(strata_weight_desc),
+                            tensor.name.c_str(),
+                            tensor.type,
+                            static_cast<int64_t>(tensor.shape[0]),
+                            static_cast<int64_t>(tensor.shape[1]),
+                            static_cast<int64_t>(tensor.shape[2]),
+                            tensor.data};
+    if (plan_.whole_layer(layer)) {
+      slots.matrices[m] = Weight(device_, desc);  // the file's tensor as it is: the layer runs as without placement
+    } else if (plan_.slots(layer) > 0) {
+      desc.ne2 = plan_.slots(layer);
+      slots.matrices[m] = Weight::allocate(device_, desc);
+    }
+  }
+  if (plan_.whole_layer(layer)) return;
+  for (int32_t slot = 0; slot < plan_.slots(layer); ++slot) {
+    write_expert(slots.matrices, slot, layer, plan_.expert_in(layer, slot), false);
+  }
+}
+
+void HybridExperts::write_expert(const Weight (&target)[3], int32_t slot, int32_t layer, int32_t expert,
+                                 bool background) {
+  const std::string prefix = "blk." + std::to_string(layer) + ".";
+  for (int m = 0; m < 3; ++m) {
+    const gguf::TensorInfo& tensor = file_.tensor(prefix + kMatrixNames[m]);
+    const uint64_t matrix_bytes = tensor.bytes / tensor.shape[2];
+    device_.write_matrix(target[m], slot, tensor.data + static_cast<uint64_t>(expert) * matrix_bytes, background);
+  }
+}
+
+HybridExperts::StagingSet& HybridExperts::staging_for(int32_t layer) {
+  const std::string prefix = "blk." + std::to_string(layer) + ".";
+  std::vector<uint32_t> types;
+  for (const char* name : kMatrixNames) types.push_back(file_.tensor(prefix + name).type);
+  for (const auto& set : staging_) {
+    if (set->types == types) return *set;
+  }
+  auto set = std::make_unique<StagingSet>();
+  set->types = types;
+  set->slots = std::min(config_.n_expert, config_.n_expert_used * kStagingSlotsPerUsedExpert);
+  for (int m = 0; m < 3; ++m) {
+    const gguf::TensorInfo& tensor = file_.tensor(prefix + kMatrixNames[m]);
+    const std::string name = "PCIe staging of " + tensor.name;
+    const strata_weight_desc desc{sizeof(strata_weight_desc),
+                                  name.c_str(),
+                                  tensor.type,
+                                  static_cast<int64_t>(tensor.shape[0]),
+                                  static_cast<int64_t>(tensor.shape[1]),
+                                  set->slots,
+                                  nullptr};
+    set->matrices[m] = Weight::allocate(device_, desc);
+  }
+  staging_.push_back(std::move(set));
+  return *staging_.back();
+}
+
+bool HybridExperts::splits_layers() const {
+  for (int32_t layer = 0; layer < config_.n_layer; ++layer) {
+    if (!plan_.whole_layer(layer)) return true;
+  }
+  return false;
+}
+
+void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Buffer& ids, const Buffer& weights,
+                        Buffer& out, StepBuffers& b, const RoutingObserver& observer) {
+  const auto& t = device_.table();
+  const int32_t n_used = config_.n_expert_used;
+  const auto pairs = static_cast<size_t>(n) * n_used;
+  const Weight(&cached)[3] = layers_[layer].matrices;
+  const auto device_moe = [&](const Buffer& moe_ids, const Buffer& moe_weights, const Weight(&matrices)[3],
+                              Buffer& result) {
+    device_.run("moe_ffn", [&](strata_error* e) {
+      return t.moe_ffn(device_.get(), normed.get(), n, n_used, moe_ids.get(), moe_weights.get(), matrices[0].get(),
+                       matrices[1].get(), matrices[2].get(), result.get(), e);
+    });
+  };
+  if (plan_.whole_layer(layer)) {
+    if (observer) {
+      b.ids.resize(pairs);
+      device_.read(ids, b.ids.data(), pairs * sizeof(int32_t));
+      observer(layer, b.ids);
+    }
+    device_moe(ids, weights, cached, out);
+    stats_.device_pairs += static_cast<int64_t>(pairs);
+    return;
+  }
+  step_split_ = true;
+
+  // The router's choices and the experts' input, on the host (the one wait for the device in the layer).
+  auto start = std::chrono::steady_clock::now();
+  b.ids.resize(pairs);
+  b.weights.resize(pairs);
+  b.x.resize(static_cast<size_t>(n) * config_.n_embd);
+  device_.read(ids, b.ids.data(), pairs * sizeof(int32_t));
+  device_.read(weights, b.weights.data(), pairs * sizeof(float));
+  device_.read(normed, b.x.data(), b.x.size() * sizeof(float));
+  stats_.sync_ms += ms_since(start);
+  if (observer) observer(layer, b.ids);
+  if (!recent_.empty()) recent_.add(layer, b.ids);
+
+  // Each pair to one tier: a zero weight hides it from the others.
+  b.slot_ids.assign(pairs, 0);
+  b.slot_weights.assign(pairs, 0.0f);
+  b.staged_slot_ids.assign(pairs, 0);
+  b.staged_weights_host.assign(pairs, 0.0f);
+  b.pool_weights_host.assign(pairs, 0.0f);
+  int64_t hits = 0, staged = 0, pooled = 0;
+  std::vector<int32_t> missed_tokens(config_.n_expert, 0);
+  for (size_t p = 0; p < pairs; ++p) {
+    const int32_t slot = plan_.slot_of(layer, b.ids[p]);
+    if (slot >= 0) {
+      b.slot_ids[p] = slot;
+      b.slot_weights[p] = b.weights[p];
+      ++hits;
+    } else {
+      ++missed_tokens[b.ids[p]];
+    }
+  }
+  // The PCIe share: the missed experts with the most tokens, up to the staging slots.
+  std::vector<int32_t> staging_slot_of(config_.n_expert, -1);
+  std::vector<int32_t> staged_experts;
+  if (options_.pcie_fraction > 0.0) {
+    std::vector<int32_t> missed;
+    for (int32_t e = 0; e < config_.n_expert; ++e) {
+      if (missed_tokens[e] > 0) missed.push_back(e);
+    }
+    std::stable_sort(missed.begin(), missed.end(),
+                     [&](int32_t a, int32_t c) { return missed_tokens[a] > missed_tokens[c]; });
+    const auto wanted = static_cast<size_t>(std::ceil(options_.pcie_fraction * static_cast<double>(missed.size())));
+    const auto taken = std::min<size_t>(wanted, static_cast<size_t>(staging_for(layer).slots));
+    for (size_t k = 0; k < taken; ++k) {
+      staging_slot_of[missed[k]] = static_cast<int32_t>(k);
+      staged_experts.push_back(missed[k]);
+    }
+  }
+  for (size_t p = 0; p < pairs; ++p) {
+    if (plan_.slot_of(layer, b.ids[p]) >= 0) continue;
+    if (const int32_t slot = staging_slot_of[b.ids[p]]; slot >= 0) {
+      b.staged_slot_ids[p] = slot;
+      b.staged_weights_host[p] = b.weights[p];
+      ++staged;
+    } else {
+      b.pool_weights_host[p] = b.weights[p];
+      ++pooled;
+    }
+  }
+
+  // The device's part is queued first, so that it runs while the pool computes.
+  if (hits > 0) {
+    device_.write(b.device_ids, b.slot_ids.data(), pairs * sizeof(int32_t));
+    device_.write(b.device_weights, b.slot_weights.data(), pairs * sizeof(float));
+    device_moe(b.device_ids, b.device_weights, cached, out);
+  }
+  if (staged > 0) {
+    StagingSet& staging = staging_for(layer);
+    for (size_t k = 0; k < staged_experts.size(); ++k) {
+      write_expert(staging.matrices, static_cast<int32_t>(k), layer, staged_experts[k], false);
+      for (const char* name : kMatrixNames) {
+        const gguf::TensorInfo& tensor = file_.tensor("blk." + std::to_string(layer) + "." + name);
+        stats_.pcie_bytes += static_cast<int64_t>(tensor.bytes / tensor.shape[2]);
+      }
+    }
+    device_.write(b.staged_ids, b.staged_slot_ids.data(), pairs * sizeof(int32_t));
+    device_.write(b.staged_weights, b.staged_weights_host.data(), pairs * sizeof(float));
+    Buffer& result = hits > 0 ? b.staged_out : out;
+    device_moe(b.staged_ids, b.staged_weights, staging.matrices, result);
+    if (hits > 0) {
+      device_.run("add", [&](strata_error* e) {
+        return t.add(device_.get(), out.get(), b.staged_out.get(), int64_t{n} * config_.n_embd, out.get(), e);
+      });
+    }
+  }
+  if (pooled > 0) {
+    start = std::chrono::steady_clock::now();
+    const LayerWeights& w = weights_.layers[layer];
+    const auto& pt = pool_.table();
+    pool_.write(b.pool_x, b.x.data(), b.x.size() * sizeof(float));
+    pool_.write(b.pool_ids, b.ids.data(), pairs * sizeof(int32_t));
+    pool_.write(b.pool_weights, b.pool_weights_host.data(), pairs * sizeof(float));
+    pool_.run("moe_ffn", [&](strata_error* e) {
+      return pt.moe_ffn(pool_.get(), b.pool_x.get(), n, n_used, b.pool_ids.get(), b.pool_weights.get(),
+                        w.gate_exps.get(), w.up_exps.get(), w.down_exps.get(), b.pool_out.get(), e);
+    });
+    b.out.resize(b.x.size());
+    pool_.read(b.pool_out, b.out.data(), b.out.size() * sizeof(float));
+    stats_.pool_ms += ms_since(start);
+
+    start = std::chrono::steady_clock::now();
+    const bool device_wrote = hits > 0 || staged > 0;
+    device_.write(device_wrote ? b.pool_result : out, b.out.data(), b.out.size() * sizeof(float));
+    if (device_wrote) {
+      device_.run("add", [&](strata_error* e) {
+        return t.add(device_.get(), out.get(), b.pool_result.get(), int64_t{n} * config_.n_embd, out.get(), e);
+      });
+    }
+    stats_.sync_ms += ms_since(start);
+  }
+  stats_.device_pairs += hits;
+  stats_.pcie_pairs += staged;
+  stats_.pool_pairs += pooled;
+}
+
+void HybridExperts::end_step() {
+  if (step_split_) ++stats_.steps;
+  step_split_ = false;
+  if (recent_.empty()) return;
+  ++steps_since_round_;
+  if (!pending_.empty()) {
+    if (device_.writes_done()) finish_adapt_round();
+  } else if (steps_since_round_ >= options_.adapt.every) {
+    steps_since_round_ = 0;
+    start_adapt_round();
+  }
+  recent_.scale(options_.adapt.decay);
+}
+
+// Swaps within layers (a layer's slot count is fixed when the cache is placed): in each split layer the
+// coldest resident experts give their slots to hotter ones, the largest gains first, at most adapt.swaps. A
+// victim leaves the plan at once (its pairs go to the other tiers); its newcomer joins once the copies are done.
+void HybridExperts::start_adapt_round() {
+  struct Swap {
+    double gain;
+    int32_t layer, slot, expert;
+  };
+  std::vector<Swap> swaps;
+  for (int32_t layer = 0; layer < config_.n_layer; ++layer) {
+    if (plan_.whole_layer(layer) || plan_.slots(layer) == 0) continue;
+    std::vector<int32_t> residents, others;
+    for (int32_t e = 0; e < config_.n_expert; ++e) (plan_.resident(layer, e) ? residents : others).push_back(e);
+    const auto count = [&](int32_t e) { return recent_.at(layer, e); };
+    std::sort(residents.begin(), residents.end(), [&](int32_t a, int32_t c) { return count(a) < count(c); });
+    std::sort(others.begin(), others.end(), [&](int32_t a, int32_t c) { return count(a) > count(c); });
+    for (size_t k = 0; k < std::min(residents.size(), others.size()); ++k) {
+      if (count(others[k]) <= count(residents[k]) * kSwapMargin || count(others[k]) <= 0.0) break;
+      swaps.push_back({count(others[k]) - count(residents[k]), layer, plan_.slot_of(layer, residents[k]), others[k]});
+    }
+  }
+  std::sort(swaps.begin(), swaps.end(), [](const Swap& a, const Swap& c) { return a.gain > c.gain; });
+  if (swaps.size() > static_cast<size_t>(options_.adapt.swaps)) swaps.resize(options_.adapt.swaps);
+  if (swaps.empty()) return;
+  round_start_ = Clock::now();
+  for (const Swap& swap : swaps) {
+    plan_.assign(swap.layer, swap.slot, -1);
+    write_expert(layers_[swap.layer].matrices, swap.slot, swap.layer, swap.expert, true);
+    pending_.push_back({swap.layer, swap.slot, swap.expert});
+  }
+}
+
+void HybridExperts::finish_adapt_round() {
+  for (const PendingSwap& swap : pending_) plan_.assign(swap.layer, swap.slot, swap.expert);
+  const double ms = ms_since(round_start_);
+  ++stats_.adapt_rounds;
+  stats_.adapt_swapped += static_cast<int64_t>(pending_.size());
+  stats_.adapt_round_ms_sum += ms;
+  stats_.adapt_round_ms_max = std::max(stats_.adapt_round_ms_max, ms);
+  log().info("expert cache: round {} swapped {} experts in {:.1f} ms", stats_.adapt_rounds, pending_.size(), ms);
+  pending_.clear();
+}
+
+ExpertStats ExpertStats::since(const ExpertStats& earlier) const {
+  ExpertStats d = *this;
+  d.steps -= earlier.steps;
+  d.device_pairs -= earlier.device_pairs;
+  d.pcie_pairs -= earlier.pcie_pairs;
+  d.pool_pairs -= earlier.pool_pairs;
+  d.pcie_bytes -= earlier.pcie_bytes;
+  d.pool_ms -= earlier.pool_ms;
+  d.sync_ms -= earlier.sync_ms;
+  d.adapt_rounds -= earlier.adapt_rounds;
+  d.adapt_swapped -= earlier.adapt_swapped;
+  d.adapt_round_ms_sum -= earlier.adapt_round_ms_sum;
+  return d;
+}
+
+nlohmann::ordered_json ExpertStats::to_json() const {
+  const double per_step = steps > 0 ? 1.0 / static_cast<double>(steps) : 0.0;
+  return {{"hit_rate", hit_rate()},
+          {"pairs_device", device_pairs},
+          {"pairs_pcie", pcie_pairs},
+          {"pairs_pool", pool_pairs},
+          {"split_steps", steps},
+          {"pool_ms_per_step", pool_ms * per_step},
+          {"sync_ms_per_step", sync_ms * per_step},
+          {"pcie_bytes", pcie_bytes},
+          {"adapt_rounds", adapt_rounds},
+          {"adapt_swapped", adapt_swapped},
+          {"adapt_round_ms_mean", adapt_rounds > 0 ? adapt_round_ms_sum / static_cast<double>(adapt_rounds) : 0.0},
+          {"adapt_round_ms_max", adapt_round_ms_max}};
+}
+
+std::string ExpertStats::text() const {
+  const double per_step = steps > 0 ? 1.0 / static_cast<double>(steps) : 0.0;
+  return fmt::format(
+      "experts: hit rate {:.1f}%, pairs {} on the device, {} over PCIe ({}), {} on the pool; per split step "
+      "{:.2f} ms pool, {:.2f} ms waiting for the device ({} steps); adaptive: {} rounds, {} swapped",
+      100.0 * hit_rate(), device_pairs, pcie_pairs, mib(static_cast<double>(pcie_bytes)), pool_pairs,
+      pool_ms * per_step, sync_ms * per_step, steps, adapt_rounds, adapt_swapped);
+}
+
+std::string HybridExperts::describe() const {
+  int32_t whole = 0;
+  for (int32_t layer = 0; layer < config_.n_layer; ++layer) whole += plan_.whole_layer(layer) ? 1 : 0;
+  const int64_t all = int64_t{config_.n_layer} * config_.n_expert;
+  return fmt::format("expert cache: {} of {} experts resident ({:.1f}%), {} layers whole, {} split; {} staging sets",
+                     plan_.total_slots(), all, 100.0 * static_cast<double>(plan_.total_slots()) / all, whole,
+                     config_.n_layer - whole, staging_.size());
+}
+
+}  // namespace strata

@@ -1,0 +1,137 @@
+// Hybrid expert placement (docs/experts.md): the routed experts of a model larger than the GPU. The device
+// backend keeps attention, dense and shared weights, the KV cache and an expert cache: slots holding the
+// experts that the plan (core/experts/expert_plan.hpp) ranks highest, wherever their layers are. Every other
+// expert stays in host memory, where a CPU backend (the expert pool) reads it in place from the mapped file.
+// Each step, per layer, the core reads the router's choices back and hands every (token, expert) pair to one
+// tier: the device for a resident expert, else a PCIe copy into a staging slot then the device (a share of the
+// misses, --pcie-frac), else the pool. The device's part is queued before the pool computes, so both run at
+// once; their outputs are added. A layer whose experts are all resident runs as without placement (no host
+// round trip). The adaptive tier moves hot experts into the cache between steps.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/backend/backend.hpp"
+#include "core/experts/expert_plan.hpp"
+#include "core/experts/routing_counts.hpp"
+#include "core/gguf/gguf_file.hpp"
+#include "core/model/model_config.hpp"
+#include "core/model/model_weights.hpp"
+
+namespace strata {
+
+// Called with a step's expert choices in one layer: ids is [n_tokens][n_used], best first.
+using RoutingObserver = std::function<void(int32_t layer, std::span<const int32_t> ids)>;
+
+struct AdaptiveTierOptions {
+  int32_t every = 0;    // steps between re-plans; 0: off
+  double decay = 0.95;  // each step's factor on the routing counts seen so far
+  int32_t swaps = 16;   // experts copied in at most per round
+};
+
+struct ExpertCacheOptions {
+  std::optional<int64_t> slots;  // the cache's slots; none: as many as the device's free memory holds
+  double pcie_fraction = 0.0;    // share of a step's missed experts copied to the device instead of run on the pool
+  RoutingCounts profile;         // ranks the experts for the first placement; empty: uniform
+  AdaptiveTierOptions adapt;
+};
+
+// What the placement did, summed over steps.
+struct ExpertStats {
+  int64_t steps = 0;  // steps with at least one split layer
+  int64_t device_pairs = 0, pcie_pairs = 0, pool_pairs = 0;
+  int64_t pcie_bytes = 0;  // expert bytes copied for PCIe pairs (the file's layout)
+  double pool_ms = 0.0;    // host time the pool computed
+  double sync_ms = 0.0;    // host time waiting for the device: routing read back, results joined
+  int64_t adapt_rounds = 0, adapt_swapped = 0;
+  double adapt_round_ms_max = 0.0, adapt_round_ms_sum = 0.0;  // from a round's first copy to its switch
+
+  int64_t pairs() const { return device_pairs + pcie_pairs + pool_pairs; }
+  // The share of pairs served by resident experts.
+  double hit_rate() const { return pairs() > 0 ? static_cast<double>(device_pairs) / pairs() : 0.0; }
+  // What happened after earlier was taken (a benchmark test's share).
+  ExpertStats since(const ExpertStats& earlier) const;
+  // For --stats and strata bench --json: the counts, the hit rate, and ms per step.
+  nlohmann::ordered_json to_json() const;
+  // One line of the same.
+  std::string text() const;
+};
+
+class HybridExperts {
+ public:
+  // weights' expert tensors are on pool (load_weights' expert_backend); device must offer the expert cache's
+  // named functions (strata/backend.h), else this throws strata::Error naming it.
+  HybridExperts(Backend& device, Backend& pool, const gguf::Model& file, const ModelConfig& config,
+                const ModelWeights& weights, ExpertCacheOptions options);
+  ~HybridExperts();
+  HybridExperts(const HybridExperts&) = delete;
+  HybridExperts& operator=(const HybridExperts&) = delete;
+
+  // Sizes and fills the cache, once: the first session calls it after allocating its KV cache and buffers, so
+  // that an automatic size takes what is left. Throws strata::Error when a planned size does not fit.
+  void place(int32_t max_batch);
+  // Whether some layer runs split (not all its experts resident): its steps need the host, so no step graphs.
+  bool splits_layers() const;
+  bool whole_layer(int32_t layer) const { return plan_.whole_layer(layer); }
+
+  // A session's buffers for split layers, for steps of up to max_batch tokens.
+  struct StepBuffers;
+  std::shared_ptr<StepBuffers> make_buffers(int32_t max_batch);
+
+  // The experts of layer over n tokens: out = moe(normed) with the router's ids and weights (device buffers).
+  void run(int32_t layer, int32_t n, const Buffer& normed, const Buffer& ids, const Buffer& weights, Buffer& out,
+           StepBuffers& buffers, const RoutingObserver& observer);
+  // After every step: the adaptive tier's bookkeeping, copies and switches.
+  void end_step();
+
+  const ExpertPlan& plan() const { return plan_; }
+  const ExpertStats& stats() const { return stats_; }
+  // One line for logs: slots, layers split, bytes per slot.
+  std::string describe() const;
+
+ private:
+  struct LayerSlots;
+  struct StagingSet;
+  struct PendingSwap {
+    int32_t layer, slot, expert;
+  };
+  using Clock = std::chrono::steady_clock;
+
+  int64_t device_bytes_of_expert(int32_t layer);
+  int64_t automatic_slots(int32_t max_batch);
+  void fill_layer(int32_t layer);
+  // Copies an expert's three matrices from the mapped file into slot of target (gate, up, down).
+  void write_expert(const Weight (&target)[3], int32_t slot, int32_t layer, int32_t expert, bool background);
+  StagingSet& staging_for(int32_t layer);
+  void start_adapt_round();
+  void finish_adapt_round();
+
+  Backend& device_;
+  Backend& pool_;
+  const gguf::Model& file_;
+  const ModelConfig& config_;
+  const ModelWeights& weights_;
+  ExpertCacheOptions options_;
+  ExpertPlan plan_;
+  bool placed_ = false;
+  std::vector<LayerSlots> layers_;
+  std::vector<std::unique_ptr<StagingSet>> staging_;
+  std::vector<std::pair<std::vector<uint32_t>, int64_t>> probed_bytes_;  // (types and shapes) -> device bytes
+  RoutingCounts recent_;                                                 // decayed counts, for the adaptive tier
+  int64_t steps_since_round_ = 0;
+  std::vector<PendingSwap> pending_;
+  Clock::time_point round_start_;
+  ExpertStats stats_;
+  bool step_split_ = false;
+};
+
+}  // namespace strata
