@@ -1,7 +1,6 @@
 #include "core/engine/engine.hpp"
 
 #include <charconv>
-#include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -23,7 +22,7 @@ Engine::Engine(const EngineOptions& options) {
   if (options.repacked_weights >= 0) instance_options["repacked_weights"] = options.repacked_weights;
   const std::string pool_options = instance_options.dump();
   if (options.vram_budget_gib > 0.0) {
-    instance_options["memory_budget_mib"] = static_cast<uint64_t>(std::ceil(options.vram_budget_gib * 1024.0));
+    instance_options["memory_budget_mib"] = options.vram_budget_gib * 1024.0;
   }
   backend_ = std::make_unique<Backend>(chosen.name, *chosen.table, plugins_->quants(), options.threads,
                                        instance_options.dump());

@@ -1,8 +1,8 @@
 #include "core/model/hybrid_experts.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "core/util/error.hpp"
 #include "core/util/log.hpp"
@@ -19,7 +19,11 @@ constexpr auto kProgressInterval = std::chrono::seconds(3);
 
 const char* const kMatrixNames[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
 
-std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(uint64_t{1} << 30)); }
+// "1.25 GiB", or "3.50 MiB" below a GiB.
+std::string gib(double bytes) {
+  const double unit = double(uint64_t{1} << 30);
+  return bytes >= unit ? fmt::format("{:.2f} GiB", bytes / unit) : fmt::format("{:.2f} MiB", bytes * 1024 / unit);
+}
 std::string mib(double bytes) { return fmt::format("{:.0f} MiB", bytes / double(uint64_t{1} << 20)); }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -114,8 +118,12 @@ int64_t HybridExperts::device_bytes_of_expert(int32_t layer) {
     for (int m = 0; m < 3; ++m) {
       const gguf::TensorInfo& tensor = file_.tensor("blk." + std::to_string(layer) + "." + kMatrixNames[m]);
       bytes += static_cast<int64_t>(tensor.bytes / tensor.shape[2]);
-      const strata_weight_desc desc{sizeof(strata_weight_desc), tensor.name.c_str(), tensor.type,
-                                    static_cast<int64_t>(tensor.shape[0]), static_cast<int64_t>(tensor.shape[1]), 1,
+      const strata_weight_desc desc{sizeof(strata_weight_desc),
+                                    tensor.name.c_str(),
+                                    tensor.type,
+                                    static_cast<int64_t>(tensor.shape[0]),
+                                    static_cast<int64_t>(tensor.shape[1]),
+                                    1,
                                     nullptr};
       probes.push_back(Weight::allocate(device_, desc));
     }
@@ -127,17 +135,20 @@ int64_t HybridExperts::device_bytes_of_expert(int32_t layer) {
   return bytes;
 }
 
+int64_t HybridExperts::scratch_reserve(const ModelConfig& config, int32_t max_batch) {
+  const int64_t routed_rows = int64_t{max_batch} * config.n_expert_used;
+  return routed_rows * (2 * config.expert_ffn + config.n_embd) * 6 +
+         int64_t{max_batch} * (config.n_embd + config.n_vocab) * 4 * 2;
+}
+
 int64_t HybridExperts::automatic_slots(int32_t max_batch) {
   const auto info = device_.memory_info();
   if (!info) throw Error(device_.name() + " does not say how much memory it has: give --expert-cache a slot count");
   const int64_t free = info->limit_bytes > info->used_bytes ? int64_t(info->limit_bytes - info->used_bytes) : 0;
-  // What the ops' scratch will still take for steps of max_batch tokens: the grouped expert GEMMs' inputs, their
-  // f16 copies and results, and the step's activation rows.
-  const int64_t routed_rows = int64_t{max_batch} * config_.n_expert_used;
-  const int64_t scratch = routed_rows * (2 * config_.expert_ffn + config_.n_embd) * 6 +
-                          int64_t{max_batch} * (config_.n_embd + config_.n_vocab) * 4 * 2;
+  const int64_t scratch = scratch_reserve(config_, max_batch);
   int64_t per_slot = 1;
-  for (int32_t layer = 0; layer < config_.n_layer; ++layer) per_slot = std::max(per_slot, device_bytes_of_expert(layer));
+  for (int32_t layer = 0; layer < config_.n_layer; ++layer)
+    per_slot = std::max(per_slot, device_bytes_of_expert(layer));
   const int64_t slots = std::max<int64_t>(0, free - scratch) / per_slot;
   log().info("expert cache auto: {} free, {} reserved -> {} slots", gib(free), mib(scratch),
              std::min<int64_t>(slots, int64_t{config_.n_layer} * config_.n_expert));
@@ -146,12 +157,26 @@ int64_t HybridExperts::automatic_slots(int32_t max_batch) {
 
 void HybridExperts::place(int32_t max_batch) {
   if (placed_) return;
+  try {
+    allocate_and_fill(max_batch);
+  } catch (...) {
+    // Nothing of a failed placement stays on the device; the next session tries again.
+    layers_.clear();
+    layers_.resize(config_.n_layer);
+    staging_.clear();
+    throw;
+  }
   placed_ = true;
+  log().info("{}", describe());
+}
+
+void HybridExperts::allocate_and_fill(int32_t max_batch) {
   if (options_.pcie_fraction > 0.0) {
     for (int32_t layer = 0; layer < config_.n_layer; ++layer) staging_for(layer);
   }
   const int64_t slots = options_.slots ? *options_.slots : automatic_slots(max_batch);
   plan_ = ExpertPlan::rank(config_.n_layer, config_.n_expert, slots, options_.profile);
+  if (options_.slots) check_fits();
   const auto start = std::chrono::steady_clock::now();
   auto last_report = start;
   int64_t filled = 0;
@@ -163,7 +188,26 @@ void HybridExperts::place(int32_t max_batch) {
       log().info("expert cache: {} of {} slots filled ({:.0f} s)", filled, plan_.total_slots(), ms_since(start) / 1e3);
     }
   }
-  log().info("{}", describe());
+}
+
+// A cache of a given size is checked before any of it is allocated: one that cannot fit fails with the numbers
+// (an automatic size fits by construction).
+void HybridExperts::check_fits() {
+  const auto info = device_.memory_info();
+  if (!info) return;  // the allocation itself then says
+  int64_t needed = 0;
+  for (int32_t layer = 0; layer < config_.n_layer; ++layer) {
+    if (plan_.slots(layer) > 0) needed += plan_.slots(layer) * device_bytes_of_expert(layer);
+  }
+  const int64_t free = info->limit_bytes > info->used_bytes ? int64_t(info->limit_bytes - info->used_bytes) : 0;
+  if (needed > free) {
+    throw Error(
+        fmt::format("{}: an expert cache of {} slots needs {}, but {} of the device's {} are free after the "
+                    "other weights, the KV cache and the buffers (use --expert-cache auto, fewer slots, or a "
+                    "smaller --ctx)",
+                    device_.name(), plan_.total_slots(), gib(static_cast<double>(needed)),
+                    gib(static_cast<double>(free)), gib(static_cast<double>(info->limit_bytes))));
+  }
 }
 
 void HybridExperts::fill_layer(int32_t layer) {

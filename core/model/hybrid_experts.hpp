@@ -93,6 +93,10 @@ class HybridExperts {
   // After every step: the adaptive tier's bookkeeping, copies and switches.
   void end_step();
 
+  // What an automatic size leaves for the ops' scratch in steps of max_batch tokens, which grows during the first
+  // steps: the grouped expert GEMMs' inputs, their f16 copies and results, and a step's activation rows.
+  static int64_t scratch_reserve(const ModelConfig& config, int32_t max_batch);
+
   const ExpertPlan& plan() const { return plan_; }
   const ExpertStats& stats() const { return stats_; }
   // One line for logs: slots, layers split, bytes per slot.
@@ -107,7 +111,9 @@ class HybridExperts {
   using Clock = std::chrono::steady_clock;
 
   int64_t device_bytes_of_expert(int32_t layer);
+  void allocate_and_fill(int32_t max_batch);
   int64_t automatic_slots(int32_t max_batch);
+  void check_fits();
   void fill_layer(int32_t layer);
   // Copies an expert's three matrices from the mapped file into slot of target (gate, up, down).
   void write_expert(const Weight (&target)[3], int32_t slot, int32_t layer, int32_t expert, bool background);

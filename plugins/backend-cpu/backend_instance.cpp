@@ -29,13 +29,15 @@ std::string isa_option(const nlohmann::json& options, const std::string& where) 
 }
 
 // The option "memory_budget_mib" in bytes (0 when absent): the memory this instance stands in a GPU's place with.
+// A fraction of a MiB counts (--vram-budget-gib passes GiB * 1024).
 uint64_t memory_budget_option(const nlohmann::json& options) {
   const auto budget = options.find("memory_budget_mib");
   if (budget == options.end()) return 0;
-  if (!budget->is_number_unsigned() || budget->get<uint64_t>() == 0 || budget->get<uint64_t>() > (uint64_t{1} << 40)) {
-    invalid_argument("backend-cpu option \"memory_budget_mib\" must be a whole number of MiB from 1 to 2^40");
+  const double mib = budget->is_number() ? budget->get<double>() : 0.0;
+  if (!(mib * 1048576.0 >= 1.0 && mib <= 1048576.0 * 1048576.0)) {
+    invalid_argument("backend-cpu option \"memory_budget_mib\" must be a number of MiB above 0 and at most 2^40");
   }
-  return budget->get<uint64_t>() << 20;
+  return static_cast<uint64_t>(mib * 1048576.0);
 }
 
 // The manifest's "isa" for this plugin (set at init); an instance's own option wins over it.

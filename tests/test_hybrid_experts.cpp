@@ -1,0 +1,227 @@
+// Hybrid expert placement (core/model/hybrid_experts.hpp) with the CPU backend standing in for a GPU (a memory
+// budget, the backend option memory_budget_mib): the logits do not depend on which tier ran an expert, the cache
+// takes what the budget leaves, a cache that cannot fit fails before allocating, the adaptive tier swaps experts
+// in, and the stats count every pair once.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "core/engine/engine.hpp"
+#include "core/util/error.hpp"
+#include "support/reference.hpp"
+
+namespace strata {
+namespace {
+
+const std::vector<int32_t> kPrompt = {3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46, 26, 43, 38, 32, 79, 50, 28, 84, 19};
+constexpr int32_t kDecodeSteps = 12;
+constexpr double kBudgetGib = 0.25;  // the stand-in GPU: far more than a tiny model's dense weights and buffers
+
+struct PlacementRun {
+  std::vector<float> logits;  // the prompt's, every position, then one row per decoded token
+  ExpertStats stats;
+  int64_t slots = 0;
+  std::vector<std::vector<int32_t>> residents;  // per layer, at the end
+};
+
+EngineOptions options_for(const std::filesystem::path& model, const std::string& cache) {
+  EngineOptions options;
+  options.model = model;
+  options.manifest = test::default_manifest_path();
+  options.backend = "cpu";
+  options.threads = 2;
+  options.expert_cache = cache;
+  options.vram_budget_gib = kBudgetGib;
+  return options;
+}
+
+// The prompt in steps of 8 tokens (prompt steps), then greedy decoding one token a step (decode steps).
+PlacementRun run(const EngineOptions& options) {
+  const Engine engine(options);
+  Session session(engine.model(), {.n_ctx = 64, .max_batch = 8, .execution = {}});
+  PlacementRun result;
+  result.logits = session.forward(kPrompt, true);
+  const int32_t n_vocab = engine.model().config().n_vocab;
+  auto last = std::vector<float>(result.logits.end() - n_vocab, result.logits.end());
+  for (int32_t i = 0; i < kDecodeSteps; ++i) {
+    const auto token = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
+    last = session.forward(std::vector<int32_t>{token}, false);
+    result.logits.insert(result.logits.end(), last.begin(), last.end());
+  }
+  if (const HybridExperts* experts = engine.model().experts()) {
+    result.stats = experts->stats();
+    result.slots = experts->plan().total_slots();
+    for (int32_t layer = 0; layer < experts->plan().n_layer(); ++layer) {
+      std::vector<int32_t> layer_residents;
+      for (int32_t e = 0; e < experts->plan().n_expert(); ++e) {
+        if (experts->plan().resident(layer, e)) layer_residents.push_back(e);
+      }
+      result.residents.push_back(layer_residents);
+    }
+  }
+  return result;
+}
+
+// Float noise: a split layer adds the tiers' partial sums instead of summing a token's experts in its own order.
+void expect_same_logits(const std::vector<float>& expected, const std::vector<float>& actual, const std::string& what) {
+  ASSERT_EQ(expected.size(), actual.size()) << what;
+  float scale = 0.0f, worst = 0.0f;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    scale = std::max(scale, std::fabs(expected[i]));
+    worst = std::max(worst, std::fabs(expected[i] - actual[i]));
+  }
+  EXPECT_LE(worst, 1e-4f * scale) << what << ": largest difference " << worst << " of logits up to " << scale;
+}
+
+class HybridExpertsOnModel : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::filesystem::path model() const { return test::reference_dir() / "models" / GetParam(); }
+};
+
+TEST_P(HybridExpertsOnModel, LogitsDoNotDependOnWhereExpertsRun) {
+  ASSERT_REFERENCE(model());
+  const PlacementRun plain = run(options_for(model(), "off"));
+  ASSERT_EQ(plain.slots, 0);
+
+  const PlacementRun resident = run(options_for(model(), "100000"));  // clamped: every expert, whole layers
+  expect_same_logits(plain.logits, resident.logits, "all experts resident");
+  EXPECT_EQ(resident.stats.pool_pairs, 0);
+  EXPECT_EQ(resident.stats.steps, 0) << "whole layers need no split steps";
+  EXPECT_DOUBLE_EQ(resident.stats.hit_rate(), 1.0);
+
+  const PlacementRun pooled = run(options_for(model(), "0"));
+  expect_same_logits(plain.logits, pooled.logits, "no expert resident");
+  EXPECT_EQ(pooled.stats.device_pairs, 0);
+  EXPECT_GT(pooled.stats.pool_pairs, 0);
+
+  // A random split: a profile of random counts ranks random experts into half the slots.
+  const gguf::Model file(model());
+  const ModelConfig config = ModelConfig::from_gguf(file);
+  EngineOptions split = options_for(model(), std::to_string(config.n_layer * config.n_expert / 2));
+  split.expert_options.profile = RoutingCounts(config.n_layer, config.n_expert);
+  std::mt19937 random(7);
+  for (int32_t layer = 0; layer < config.n_layer; ++layer) {
+    for (int32_t e = 0; e < config.n_expert; ++e) split.expert_options.profile.set(layer, e, random() % 1000);
+  }
+  const PlacementRun random_split = run(split);
+  expect_same_logits(plain.logits, random_split.logits, "a random split");
+  EXPECT_GT(random_split.stats.device_pairs, 0);
+  EXPECT_GT(random_split.stats.pool_pairs, 0);
+  EXPECT_EQ(random_split.stats.pairs(), resident.stats.pairs()) << "every (token, expert) pair runs exactly once";
+
+  // Misses over PCIe into staging slots: half of them, then all.
+  EngineOptions half_pcie = options_for(model(), "1");
+  half_pcie.expert_options.pcie_fraction = 0.5;
+  const PlacementRun staged = run(half_pcie);
+  expect_same_logits(plain.logits, staged.logits, "half the misses over PCIe");
+  EXPECT_GT(staged.stats.pcie_pairs, 0);
+  EXPECT_GT(staged.stats.pool_pairs, 0);
+  EXPECT_GT(staged.stats.pcie_bytes, 0);
+  EngineOptions all_pcie = options_for(model(), "0");
+  all_pcie.expert_options.pcie_fraction = 1.0;
+  const PlacementRun streamed = run(all_pcie);
+  expect_same_logits(plain.logits, streamed.logits, "every miss over PCIe");
+  EXPECT_EQ(streamed.stats.pool_pairs, 0);
+  EXPECT_EQ(streamed.stats.pcie_pairs, resident.stats.pairs());
+}
+
+TEST_P(HybridExpertsOnModel, AdaptiveTierSwapsHotExpertsInWithoutChangingLogits) {
+  ASSERT_REFERENCE(model());
+  const PlacementRun plain = run(options_for(model(), "off"));
+  EngineOptions adaptive = options_for(model(), "2");
+  adaptive.expert_options.adapt = {.every = 1, .decay = 0.8, .swaps = 2};
+  const PlacementRun swapped = run(adaptive);
+  expect_same_logits(plain.logits, swapped.logits, "with the adaptive tier");
+  EXPECT_GT(swapped.stats.adapt_rounds, 0);
+  EXPECT_GT(swapped.stats.adapt_swapped, 0);
+  EXPECT_EQ(swapped.slots, 2) << "swaps keep the cache's size";
+  const PlacementRun fixed = run(options_for(model(), "2"));
+  EXPECT_NE(swapped.residents, fixed.residents) << "the tier moved experts";
+}
+
+INSTANTIATE_TEST_SUITE_P(ReferenceModels, HybridExpertsOnModel,
+                         ::testing::Values("qwen3moe-tiny-iq3_s.gguf", "qwen2moe-tiny-q8_0.gguf"),
+                         [](const auto& info) {
+                           std::string name = info.param.substr(0, info.param.find(".gguf"));
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// The bytes one expert's three matrices take in a layer (the CPU backend keeps the file's layout).
+int64_t expert_bytes(const gguf::Model& file, int32_t layer) {
+  int64_t bytes = 0;
+  for (const char* name : {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}) {
+    const gguf::TensorInfo& tensor = file.tensor("blk." + std::to_string(layer) + "." + name);
+    bytes += static_cast<int64_t>(tensor.bytes / tensor.shape[2]);
+  }
+  return bytes;
+}
+
+// What the device holds with an empty cache: the dense weights and the session's memory.
+uint64_t used_without_cache(const std::filesystem::path& path) {
+  const Engine engine(options_for(path, "0"));
+  const Session session(engine.model(), {.n_ctx = 64, .max_batch = 8, .execution = {}});
+  return engine.backend().memory_info()->used_bytes;
+}
+
+TEST(HybridExperts, AutomaticCacheTakesWhatTheBudgetLeaves) {
+  const auto path = test::reference_dir() / "models" / "qwen3moe-tiny-iq3_s.gguf";
+  ASSERT_REFERENCE(path);
+  const gguf::Model file(path);
+  const int64_t per_slot = expert_bytes(file, 0);
+  const int64_t reserve = HybridExperts::scratch_reserve(ModelConfig::from_gguf(file), 8);
+  // A budget of the rest, the scratch reserve and five and a half experts holds five.
+  EngineOptions options = options_for(path, "auto");
+  options.vram_budget_gib = static_cast<double>(used_without_cache(path) + reserve + 5 * per_slot + per_slot / 2) /
+                            double(int64_t{1} << 30);
+  const Engine engine(options);
+  const Session session(engine.model(), {.n_ctx = 64, .max_batch = 8, .execution = {}});
+  EXPECT_EQ(engine.model().experts()->plan().total_slots(), 5);
+  const auto info = engine.backend().memory_info();
+  ASSERT_TRUE(info.has_value());
+  EXPECT_LE(info->used_bytes, info->limit_bytes);
+}
+
+TEST(HybridExperts, CacheThatCannotFitFailsBeforeAllocating) {
+  const auto path = test::reference_dir() / "models" / "qwen3moe-tiny-iq3_s.gguf";
+  ASSERT_REFERENCE(path);
+  const gguf::Model file(path);
+  EngineOptions options = options_for(path, "16");
+  options.vram_budget_gib =
+      static_cast<double>(used_without_cache(path) + 3 * expert_bytes(file, 0)) / double(int64_t{1} << 30);
+  const Engine engine(options);
+  const uint64_t used_before = engine.backend().memory_info()->used_bytes;
+  try {
+    const Session session(engine.model(), {.n_ctx = 64, .max_batch = 8, .execution = {}});
+    FAIL() << "a cache larger than the budget was placed";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("an expert cache of 16 slots needs"), std::string::npos) << message;
+    EXPECT_NE(message.find("free"), std::string::npos) << message;
+  }
+  EXPECT_EQ(engine.backend().memory_info()->used_bytes, used_before) << "nothing of the cache stays allocated";
+}
+
+TEST(HybridExperts, BadSettingsAreRefusedNamingTheFlag) {
+  const auto path = test::reference_dir() / "models" / "qwen3moe-tiny-iq3_s.gguf";
+  ASSERT_REFERENCE(path);
+  EXPECT_THROW(
+      {
+        try {
+          const Engine engine(options_for(path, "lots"));
+        } catch (const Error& error) {
+          EXPECT_NE(std::string(error.what()).find("--expert-cache"), std::string::npos) << error.what();
+          throw;
+        }
+      },
+      Error);
+  EngineOptions wrong_profile = options_for(path, "auto");
+  wrong_profile.expert_options.profile = RoutingCounts(3, 8);
+  EXPECT_THROW(const Engine engine(wrong_profile), Error);
+}
+
+}  // namespace
+}  // namespace strata
