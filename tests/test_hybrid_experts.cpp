@@ -175,8 +175,8 @@ TEST(HybridExperts, AutomaticCacheTakesWhatTheBudgetLeaves) {
   const int64_t reserve = HybridExperts::scratch_reserve(ModelConfig::from_gguf(file), 8);
   // A budget of the rest, the scratch reserve and five and a half experts holds five.
   EngineOptions options = options_for(path, "auto");
-  options.vram_budget_gib = static_cast<double>(used_without_cache(path) + reserve + 5 * per_slot + per_slot / 2) /
-                            double(int64_t{1} << 30);
+  options.vram_budget_gib =
+      static_cast<double>(used_without_cache(path) + reserve + 5 * per_slot + per_slot / 2) / double(int64_t{1} << 30);
   const Engine engine(options);
   const Session session(engine.model(), {.n_ctx = 64, .max_batch = 8, .execution = {}});
   EXPECT_EQ(engine.model().experts()->plan().total_slots(), 5);

@@ -88,7 +88,7 @@ HostMemory Backend::host_alloc(size_t bytes) {
 }
 
 Buffer::Buffer(Backend& backend, size_t bytes) : backend_(&backend), bytes_(bytes) {
-  backend.run("buffer alloc",
+  call_plugin(backend.name() + ": allocating a buffer of " + std::to_string(bytes) + " bytes",
               [&](strata_error* e) { return backend.table().buffer_alloc(backend.get(), bytes, &buffer_, e); });
 }
 

@@ -1,0 +1,85 @@
+// The hybrid expert placement's flags end to end, on the CPU backend standing in for a GPU (--vram-budget-gib):
+// stats in `strata bench --json` and `generate --stats`, and start-ups with little locked or host memory, which end
+// in a result or a clear error, never a stall.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "support/reference.hpp"
+#include "support/run_command.hpp"
+
+namespace strata {
+namespace {
+
+std::filesystem::path tiny_model() { return test::reference_dir() / "models" / "qwen3moe-tiny-iq3_s.gguf"; }
+
+test::CommandResult strata(const std::string& arguments, const std::string& prefix = "") {
+  return test::run_command(prefix + test::shell_quote(test::strata_executable().string()) + " " + arguments);
+}
+
+std::string model_flags() {
+  return "--model " + test::shell_quote(tiny_model().string()) + " --backend cpu -t 2 --vram-budget-gib 0.25 ";
+}
+
+TEST(ExpertsCli, BenchJsonReportsThePlacement) {
+  ASSERT_REFERENCE(tiny_model());
+  const auto result = strata("bench --log-level warn " + model_flags() + "--expert-cache 4 -p 16 -n 4 -r 1 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto lines = nlohmann::json::parse(result.out);
+  ASSERT_EQ(lines.size(), 2u) << result.out;
+  for (const auto& line : lines) {
+    ASSERT_TRUE(line.contains("experts")) << line.dump();
+    const auto& experts = line["experts"];
+    const int64_t pairs = experts["pairs_device"].get<int64_t>() + experts["pairs_pcie"].get<int64_t>() +
+                          experts["pairs_pool"].get<int64_t>();
+    EXPECT_GT(pairs, 0) << line.dump();
+    EXPECT_GT(experts["pairs_pool"].get<int64_t>(), 0) << "4 of 16 experts resident: most pairs miss";
+    EXPECT_GE(experts["hit_rate"].get<double>(), 0.0);
+    EXPECT_LT(experts["hit_rate"].get<double>(), 1.0);
+    EXPECT_GT(experts["split_steps"].get<int64_t>(), 0);
+    EXPECT_NE(line["expert_cache"].get<std::string>().find("4 of 16 experts resident"), std::string::npos);
+  }
+  // Without a placement there is nothing to report.
+  const auto plain = strata("bench --log-level warn " + model_flags() + "--expert-cache off -p 0 -n 4 -r 1 --json");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_FALSE(nlohmann::json::parse(plain.out)[0].contains("experts")) << plain.out;
+}
+
+TEST(ExpertsCli, GenerateStatsAndTheSameTokensAsWithoutPlacement) {
+  ASSERT_REFERENCE(tiny_model());
+  const std::string generate = "generate --log-level warn " + model_flags() + "--tokens 3,14,15,92 -n 8 ";
+  const auto placed = strata(generate + "--expert-cache 3 --pcie-frac 0.5 --stats");
+  ASSERT_EQ(placed.exit_code, 0) << placed.err;
+  EXPECT_NE(placed.err.find("experts: hit rate"), std::string::npos) << placed.err;
+  const auto plain = strata(generate + "--expert-cache off");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(placed.out, plain.out);
+}
+
+// Nothing of the placement is page-locked on the CPU stand-in (the pool reads the mapped file in place), so a
+// locked-memory limit of 0 changes nothing.
+TEST(ExpertsCli, NoLockedMemoryNeeded) {
+  ASSERT_REFERENCE(tiny_model());
+  const std::string generate = "generate --log-level warn " + model_flags() + "--tokens 3,14,15,92 -n 4 ";
+  const auto locked = strata(generate + "--expert-cache 4", "ulimit -l 0; ");
+  ASSERT_EQ(locked.exit_code, 0) << locked.err;
+  EXPECT_EQ(locked.out, strata(generate + "--expert-cache off").out);
+}
+
+// Too little host memory for the steps' buffers: a one-line error naming the allocation, at once.
+TEST(ExpertsCli, LittleHostMemoryIsAClearError) {
+  ASSERT_REFERENCE(tiny_model());
+  if (test::kAddressSanitizer) GTEST_SKIP() << "ulimit -v cannot bound an AddressSanitizer build";
+  const auto result = strata("logits --log-level warn " + model_flags() +
+                                 "--expert-cache 4 --tokens 1,2,3 --batch 200000 -o /dev/null",
+                             test::memory_limit_prefix(250000));
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find("out of memory"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("bytes"), std::string::npos) << "the error names the allocation's size: " << result.err;
+  EXPECT_LT(result.seconds, 30.0);
+}
+
+}  // namespace
+}  // namespace strata
