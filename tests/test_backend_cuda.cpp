@@ -460,6 +460,26 @@ TEST(BackendCuda, RejectsARepackedWeightsValueOtherThanZeroOrOne) {
   }
 }
 
+// The option memory_budget_mib caps the budget (a large GPU acting as a smaller one): the description says so,
+// and a weight beyond it fails naming the option.
+TEST(BackendCuda, AMemoryBudgetCapsTheVramBudget) {
+  SKIP_WITHOUT_CUDA();
+  Backend backend(*cuda_plugin().table, R"({"memory_budget_mib": 8})");
+  EXPECT_NE(std::string(backend.table().describe(backend.get())).find("capped by memory_budget_mib"), std::string::npos)
+      << backend.table().describe(backend.get());
+  strata_weight* loaded = nullptr;
+  EXPECT_EQ(backend.try_load(make_weight(kQ8_0, 2048, 1024, 5, 3), &loaded), STRATA_E_OUT_OF_MEMORY);  // 10.6 MiB
+  EXPECT_NE(backend.message().find("capped at 8.0 MiB (option memory_budget_mib)"), std::string::npos)
+      << backend.message();
+}
+
+TEST(BackendCuda, RejectsAMemoryBudgetOfZero) {
+  SKIP_WITHOUT_CUDA();
+  Backend backend(*cuda_plugin().table, R"({"memory_budget_mib": 0})");
+  EXPECT_EQ(backend.create_status(), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_NE(backend.message().find("memory_budget_mib"), std::string::npos) << backend.message();
+}
+
 TEST(BackendCuda, BuffersRoundTripAndRejectOutOfRangeAccess) {
   SKIP_WITHOUT_CUDA();
   Backend backend(*cuda_plugin().table);

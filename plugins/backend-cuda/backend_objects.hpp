@@ -126,7 +126,8 @@ inline constexpr int kStreamLanes = 3;
 }  // namespace strata::cuda
 
 struct strata_backend {
-  strata_backend(const strata_backend_config& config, int device, size_t reserve_bytes);
+  // budget_bytes: the option memory_budget_mib (SIZE_MAX without it), a cap on the VRAM budget.
+  strata_backend(const strata_backend_config& config, int device, size_t reserve_bytes, size_t budget_bytes);
   ~strata_backend();
   strata_backend(const strata_backend&) = delete;
   strata_backend& operator=(const strata_backend&) = delete;
