@@ -1020,21 +1020,32 @@ TEST(BackendCuda, RouteExpertsReplaysInAStepGraph) {
   t.graph_free(cuda.get(), graph);
 }
 
-std::vector<float> run_moe(Backend& backend, const HostWeight& gate, const HostWeight& up, const HostWeight& down,
-                           const std::vector<float>& x, const std::vector<int32_t>& ids,
-                           const std::vector<float>& weights, int32_t n_tokens, int32_t n_used) {
-  strata_weight* gate_weight = backend.load(gate);
-  strata_weight* up_weight = backend.load(up);
-  strata_weight* down_weight = backend.load(down);
-  strata_buffer* out = backend.alloc_floats(static_cast<size_t>(n_tokens * gate.ne0));
+// moe_ffn on weights the backend holds (x: n_tokens rows of width), queued: out is read by the caller.
+strata_buffer* queue_moe(Backend& backend, strata_weight* gate, strata_weight* up, strata_weight* down, int64_t width,
+                         const std::vector<float>& x, const std::vector<int32_t>& ids,
+                         const std::vector<float>& weights, int32_t n_tokens, int32_t n_used) {
+  strata_buffer* out = backend.alloc_floats(static_cast<size_t>(n_tokens * width));
   strata_buffer* input = backend.upload(x);
   strata_buffer* id_buffer = backend.upload(ids);
   strata_buffer* weight_buffer = backend.upload(weights);
   backend.run("moe_ffn", [&](strata_backend* b, strata_error* e) {
-    return backend.table().moe_ffn(b, input, n_tokens, n_used, id_buffer, weight_buffer, gate_weight, up_weight,
-                                   down_weight, out, e);
+    return backend.table().moe_ffn(b, input, n_tokens, n_used, id_buffer, weight_buffer, gate, up, down, out, e);
   });
-  return backend.read(out, static_cast<size_t>(n_tokens * gate.ne0));
+  return out;
+}
+
+std::vector<float> run_moe(Backend& backend, strata_weight* gate, strata_weight* up, strata_weight* down, int64_t width,
+                           const std::vector<float>& x, const std::vector<int32_t>& ids,
+                           const std::vector<float>& weights, int32_t n_tokens, int32_t n_used) {
+  strata_buffer* out = queue_moe(backend, gate, up, down, width, x, ids, weights, n_tokens, n_used);
+  return backend.read(out, static_cast<size_t>(n_tokens * width));
+}
+
+std::vector<float> run_moe(Backend& backend, const HostWeight& gate, const HostWeight& up, const HostWeight& down,
+                           const std::vector<float>& x, const std::vector<int32_t>& ids,
+                           const std::vector<float>& weights, int32_t n_tokens, int32_t n_used) {
+  return run_moe(backend, backend.load(gate), backend.load(up), backend.load(down), gate.ne0, x, ids, weights, n_tokens,
+                 n_used);
 }
 
 // The expert FFN in float from the decoded weights, with the activations of both products rounded to 8
@@ -1073,10 +1084,10 @@ struct ExpertTypes {
 };
 struct ExpertWeights {
   HostWeight gate, up, down;
-  ExpertWeights(ExpertTypes types, int64_t width, int64_t ffn, int64_t n_experts, uint32_t seed)
-      : gate(make_weight(types.gate, width, ffn, n_experts, seed)),
-        up(make_weight(types.up, width, ffn, n_experts, seed + 1)),
-        down(make_weight(types.down, ffn, width, n_experts, seed + 2)) {}
+  ExpertWeights(ExpertTypes types, int64_t width, int64_t ffn, int64_t n_experts, uint32_t seed, float scale = 1.0f)
+      : gate(make_weight(types.gate, width, ffn, n_experts, seed, scale)),
+        up(make_weight(types.up, width, ffn, n_experts, seed + 1, scale)),
+        down(make_weight(types.down, ffn, width, n_experts, seed + 2, scale)) {}
 };
 
 // Gate and up of one type take the expert launches for up to 8 tokens, mixed types the grouped GEMM path,
@@ -1347,6 +1358,70 @@ TEST(BackendCuda, MoeFfnDecodePathMarksABadExpertIdWithNaN) {
   const auto out = run_moe(cuda, gate, gate, down, random_floats(512, 48), ids, {0.5f, 0.5f, 0.5f, 0.5f}, 2, 2);
   EXPECT_TRUE(std::all_of(out.begin(), out.begin() + 256, [](float v) { return std::isfinite(v); }));
   EXPECT_TRUE(std::all_of(out.begin() + 256, out.end(), [](float v) { return std::isnan(v); }));
+}
+
+// n_used distinct experts of n_experts for each of n_tokens tokens.
+std::vector<int32_t> distinct_choices(int32_t n_tokens, int32_t n_used, int32_t n_experts, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids;
+  for (int32_t t = 0; t < n_tokens; ++t) {
+    std::vector<int32_t> experts(n_experts);
+    std::iota(experts.begin(), experts.end(), 0);
+    std::shuffle(experts.begin(), experts.end(), rng);
+    ids.insert(ids.end(), experts.begin(), experts.begin() + n_used);
+  }
+  return ids;
+}
+
+// Matrices of a then b, as one stacked weight.
+HostWeight stacked(const HostWeight& a, const HostWeight& b) {
+  HostWeight both = a;
+  both.ne2 = a.ne2 + b.ne2;
+  both.bytes.insert(both.bytes.end(), b.bytes.begin(), b.bytes.end());
+  both.decoded.insert(both.decoded.end(), b.decoded.begin(), b.decoded.end());
+  return both;
+}
+
+// Pairs of weight 0 add nothing (strata/backend.h): the core zeroes those another tier computes. Here every
+// other choice has weight 0 (some -0) and points at an expert of garbage, finite but so large that a prompt's
+// f16 products of it overflow (were it computed, 0 x infinity would be NaN): the output is that of the other
+// choices alone, from the decode launches (which compute such a pair: 0 x a finite result), the device grouping
+// and the host grouping (ABI 1.0 types, prompts and decode steps). The grouped paths ignore such a pair's id,
+// even one out of range.
+TEST(BackendCuda, MoeFfnPairsOfWeightZeroAddNothing) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t width = 256, ffn = 512;
+  const int32_t n_experts = 6, garbage = n_experts;
+  const ExpertWeights real({kIQ3_S, kIQ3_S, kQ4_K}, width, ffn, n_experts, 81);
+  const ExpertWeights large({kIQ3_S, kIQ3_S, kQ4_K}, width, ffn, 1, 84, 100.0f);
+  const HostWeight gate = stacked(real.gate, large.gate), up = stacked(real.up, large.up),
+                   down = stacked(real.down, large.down);
+  for (const bool abi_1_0 : {false, true}) {
+    Backend cuda(*cuda_plugin().table, "{}", abi_1_0);
+    strata_weight* gate_weight = cuda.load(gate);
+    strata_weight* up_weight = cuda.load(up);
+    strata_weight* down_weight = cuda.load(down);
+    for (const int32_t n_tokens : {1, 3, 100}) {
+      const auto ids = distinct_choices(n_tokens, 2, n_experts, 85 + n_tokens);
+      const auto weights = random_floats(ids.size(), 86);
+      const auto x = random_floats(static_cast<size_t>(n_tokens * width), 87);
+      const auto expected = run_moe(cuda, gate_weight, up_weight, down_weight, width, x, ids, weights, n_tokens, 2);
+      const bool grouped = abi_1_0 || n_tokens > 8;
+      for (const int32_t zero_id : grouped ? std::vector<int32_t>{garbage, 99} : std::vector<int32_t>{garbage}) {
+        std::vector<int32_t> with_zeros;
+        std::vector<float> zero_weights;
+        for (size_t i = 0; i < ids.size(); ++i) {
+          with_zeros.insert(with_zeros.end(), {ids[i], zero_id});
+          zero_weights.insert(zero_weights.end(), {weights[i], i % 3 == 0 ? -0.0f : 0.0f});
+        }
+        expect_close(
+            run_moe(cuda, gate_weight, up_weight, down_weight, width, x, with_zeros, zero_weights, n_tokens, 4),
+            expected, 1e-5,
+            std::to_string(n_tokens) + " tokens, zero-weight id " + std::to_string(zero_id) +
+                (abi_1_0 ? ", ABI 1.0 types" : ""));
+      }
+    }
+  }
 }
 
 // A step graph: the first step runs op by op, the second is recorded (and then run), later ones replay the
