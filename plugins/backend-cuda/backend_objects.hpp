@@ -62,8 +62,9 @@ struct strata_buffer {
 
 struct strata_weight {
   std::string name;
-  const strata_quant_type* type = nullptr;  // the file's type; kernels and row_bytes are its device layout's
-  strata::cuda::WeightKernels kernels;      // (type's cuda_repacked where the weight was repacked)
+  const strata_quant_type* type = nullptr;    // the file's type; kernels and row_bytes are its device layout's:
+  const strata_quant_type* layout = nullptr;  // type, or type's cuda_repacked where the weight was repacked
+  strata::cuda::WeightKernels kernels;
   int64_t ne0 = 0, ne1 = 0, ne2 = 0;
   size_t row_bytes = 0;             // on the device
   size_t host_row_bytes = 0;        // in the file
