@@ -22,6 +22,7 @@
 #include "strata/backend_checks.hpp"
 #include "strata/plugin.hpp"
 #include "weight_kernels.hpp"
+#include "weight_writes.hpp"
 
 struct strata_buffer {
   strata::cuda::DeviceAllocation memory;
@@ -69,6 +70,7 @@ struct strata_weight {
   size_t row_bytes = 0;             // on the device
   size_t host_row_bytes = 0;        // in the file
   const std::byte* host = nullptr;  // the host's bytes (valid until weight_free): get_rows decodes there
+  bool slots = false;               // made by weight_alloc: no host bytes; weight_write fills its matrices
   strata::cuda::DeviceAllocation device;
 
   size_t matrix_bytes() const { return static_cast<size_t>(ne1) * row_bytes; }
@@ -161,6 +163,7 @@ struct strata_backend {
   strata::cuda::PinnedHostBuffer read_staging{"buffer_read staging"};
   std::map<const std::byte*, size_t> host_memory;  // host_alloc's page-locked blocks: start, bytes
   strata_graph* recording = nullptr;               // the step graph being captured on the first lane's stream, if any
+  strata::cuda::WeightWrites weight_writes;        // weight_write's staging and copy stream
 
  private:
   void release_lanes();

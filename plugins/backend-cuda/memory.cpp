@@ -117,7 +117,10 @@ void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata
 }
 
 void weight_free(strata_backend* backend, strata_weight* weight) {
-  if (backend != nullptr && weight != nullptr) cudaStreamSynchronize(backend->stream);
+  if (backend != nullptr && weight != nullptr) {
+    cudaStreamSynchronize(backend->stream);
+    backend->weight_writes.wait();  // a background weight_write may still copy into it
+  }
   delete weight;
 }
 
@@ -137,6 +140,9 @@ void get_rows(strata_backend* backend, const strata_weight* table, const int32_t
               strata_buffer* out) {
   auto& instance = deref(backend, "backend");
   const auto& weight = deref(table, "get_rows table");
+  if (weight.host == nullptr) {
+    invalid_argument("get_rows: " + weight.name + " has no host bytes to decode (an expert cache from weight_alloc)");
+  }
   float* out_values = sdk::get_rows_output(weight, ids, n_ids, out);
   const int64_t width = weight.ne0;
   std::vector<float> rows(static_cast<size_t>(n_ids * width));
