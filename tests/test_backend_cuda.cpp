@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/engine/engine.hpp"
@@ -458,6 +460,26 @@ TEST(BackendCuda, RejectsARepackedWeightsValueOtherThanZeroOrOne) {
     EXPECT_EQ(backend.create_status(), STRATA_E_INVALID_ARGUMENT) << options;
     EXPECT_NE(backend.message().find("repacked_weights"), std::string::npos) << backend.message();
   }
+}
+
+// The option memory_budget_mib caps the budget (a large GPU acting as a smaller one): the description says so,
+// and a weight beyond it fails naming the option.
+TEST(BackendCuda, AMemoryBudgetCapsTheVramBudget) {
+  SKIP_WITHOUT_CUDA();
+  Backend backend(*cuda_plugin().table, R"({"memory_budget_mib": 8})");
+  EXPECT_NE(std::string(backend.table().describe(backend.get())).find("capped by memory_budget_mib"), std::string::npos)
+      << backend.table().describe(backend.get());
+  strata_weight* loaded = nullptr;
+  EXPECT_EQ(backend.try_load(make_weight(kQ8_0, 2048, 1024, 5, 3), &loaded), STRATA_E_OUT_OF_MEMORY);  // 10.6 MiB
+  EXPECT_NE(backend.message().find("capped at 8.0 MiB (option memory_budget_mib)"), std::string::npos)
+      << backend.message();
+}
+
+TEST(BackendCuda, RejectsAMemoryBudgetOfZero) {
+  SKIP_WITHOUT_CUDA();
+  Backend backend(*cuda_plugin().table, R"({"memory_budget_mib": 0})");
+  EXPECT_EQ(backend.create_status(), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_NE(backend.message().find("memory_budget_mib"), std::string::npos) << backend.message();
 }
 
 TEST(BackendCuda, BuffersRoundTripAndRejectOutOfRangeAccess) {
@@ -1000,21 +1022,32 @@ TEST(BackendCuda, RouteExpertsReplaysInAStepGraph) {
   t.graph_free(cuda.get(), graph);
 }
 
-std::vector<float> run_moe(Backend& backend, const HostWeight& gate, const HostWeight& up, const HostWeight& down,
-                           const std::vector<float>& x, const std::vector<int32_t>& ids,
-                           const std::vector<float>& weights, int32_t n_tokens, int32_t n_used) {
-  strata_weight* gate_weight = backend.load(gate);
-  strata_weight* up_weight = backend.load(up);
-  strata_weight* down_weight = backend.load(down);
-  strata_buffer* out = backend.alloc_floats(static_cast<size_t>(n_tokens * gate.ne0));
+// moe_ffn on weights the backend holds (x: n_tokens rows of width), queued: out is read by the caller.
+strata_buffer* queue_moe(Backend& backend, strata_weight* gate, strata_weight* up, strata_weight* down, int64_t width,
+                         const std::vector<float>& x, const std::vector<int32_t>& ids,
+                         const std::vector<float>& weights, int32_t n_tokens, int32_t n_used) {
+  strata_buffer* out = backend.alloc_floats(static_cast<size_t>(n_tokens * width));
   strata_buffer* input = backend.upload(x);
   strata_buffer* id_buffer = backend.upload(ids);
   strata_buffer* weight_buffer = backend.upload(weights);
   backend.run("moe_ffn", [&](strata_backend* b, strata_error* e) {
-    return backend.table().moe_ffn(b, input, n_tokens, n_used, id_buffer, weight_buffer, gate_weight, up_weight,
-                                   down_weight, out, e);
+    return backend.table().moe_ffn(b, input, n_tokens, n_used, id_buffer, weight_buffer, gate, up, down, out, e);
   });
-  return backend.read(out, static_cast<size_t>(n_tokens * gate.ne0));
+  return out;
+}
+
+std::vector<float> run_moe(Backend& backend, strata_weight* gate, strata_weight* up, strata_weight* down, int64_t width,
+                           const std::vector<float>& x, const std::vector<int32_t>& ids,
+                           const std::vector<float>& weights, int32_t n_tokens, int32_t n_used) {
+  strata_buffer* out = queue_moe(backend, gate, up, down, width, x, ids, weights, n_tokens, n_used);
+  return backend.read(out, static_cast<size_t>(n_tokens * width));
+}
+
+std::vector<float> run_moe(Backend& backend, const HostWeight& gate, const HostWeight& up, const HostWeight& down,
+                           const std::vector<float>& x, const std::vector<int32_t>& ids,
+                           const std::vector<float>& weights, int32_t n_tokens, int32_t n_used) {
+  return run_moe(backend, backend.load(gate), backend.load(up), backend.load(down), gate.ne0, x, ids, weights, n_tokens,
+                 n_used);
 }
 
 // The expert FFN in float from the decoded weights, with the activations of both products rounded to 8
@@ -1053,10 +1086,10 @@ struct ExpertTypes {
 };
 struct ExpertWeights {
   HostWeight gate, up, down;
-  ExpertWeights(ExpertTypes types, int64_t width, int64_t ffn, int64_t n_experts, uint32_t seed)
-      : gate(make_weight(types.gate, width, ffn, n_experts, seed)),
-        up(make_weight(types.up, width, ffn, n_experts, seed + 1)),
-        down(make_weight(types.down, ffn, width, n_experts, seed + 2)) {}
+  ExpertWeights(ExpertTypes types, int64_t width, int64_t ffn, int64_t n_experts, uint32_t seed, float scale = 1.0f)
+      : gate(make_weight(types.gate, width, ffn, n_experts, seed, scale)),
+        up(make_weight(types.up, width, ffn, n_experts, seed + 1, scale)),
+        down(make_weight(types.down, ffn, width, n_experts, seed + 2, scale)) {}
 };
 
 // Gate and up of one type take the expert launches for up to 8 tokens, mixed types the grouped GEMM path,
@@ -1327,6 +1360,301 @@ TEST(BackendCuda, MoeFfnDecodePathMarksABadExpertIdWithNaN) {
   const auto out = run_moe(cuda, gate, gate, down, random_floats(512, 48), ids, {0.5f, 0.5f, 0.5f, 0.5f}, 2, 2);
   EXPECT_TRUE(std::all_of(out.begin(), out.begin() + 256, [](float v) { return std::isfinite(v); }));
   EXPECT_TRUE(std::all_of(out.begin() + 256, out.end(), [](float v) { return std::isnan(v); }));
+}
+
+// n_used distinct experts of n_experts for each of n_tokens tokens.
+std::vector<int32_t> distinct_choices(int32_t n_tokens, int32_t n_used, int32_t n_experts, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids;
+  for (int32_t t = 0; t < n_tokens; ++t) {
+    std::vector<int32_t> experts(n_experts);
+    std::iota(experts.begin(), experts.end(), 0);
+    std::shuffle(experts.begin(), experts.end(), rng);
+    ids.insert(ids.end(), experts.begin(), experts.begin() + n_used);
+  }
+  return ids;
+}
+
+// Matrices of a then b, as one stacked weight.
+HostWeight stacked(const HostWeight& a, const HostWeight& b) {
+  HostWeight both = a;
+  both.ne2 = a.ne2 + b.ne2;
+  both.bytes.insert(both.bytes.end(), b.bytes.begin(), b.bytes.end());
+  both.decoded.insert(both.decoded.end(), b.decoded.begin(), b.decoded.end());
+  return both;
+}
+
+// Pairs of weight 0 add nothing (strata/backend.h): the core zeroes those another tier computes. Here every
+// other choice has weight 0 (some -0) and points at an expert of garbage, finite but so large that a prompt's
+// f16 products of it overflow (were it computed, 0 x infinity would be NaN): the output is that of the other
+// choices alone, from the decode launches (which compute such a pair: 0 x a finite result), the device grouping
+// and the host grouping (ABI 1.0 types, prompts and decode steps). The grouped paths ignore such a pair's id,
+// even one out of range.
+TEST(BackendCuda, MoeFfnPairsOfWeightZeroAddNothing) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t width = 256, ffn = 512;
+  const int32_t n_experts = 6, garbage = n_experts;
+  const ExpertWeights real({kIQ3_S, kIQ3_S, kQ4_K}, width, ffn, n_experts, 81);
+  const ExpertWeights large({kIQ3_S, kIQ3_S, kQ4_K}, width, ffn, 1, 84, 100.0f);
+  const HostWeight gate = stacked(real.gate, large.gate), up = stacked(real.up, large.up),
+                   down = stacked(real.down, large.down);
+  for (const bool abi_1_0 : {false, true}) {
+    Backend cuda(*cuda_plugin().table, "{}", abi_1_0);
+    strata_weight* gate_weight = cuda.load(gate);
+    strata_weight* up_weight = cuda.load(up);
+    strata_weight* down_weight = cuda.load(down);
+    for (const int32_t n_tokens : {1, 3, 100}) {
+      const auto ids = distinct_choices(n_tokens, 2, n_experts, 85 + n_tokens);
+      const auto weights = random_floats(ids.size(), 86);
+      const auto x = random_floats(static_cast<size_t>(n_tokens * width), 87);
+      const auto expected = run_moe(cuda, gate_weight, up_weight, down_weight, width, x, ids, weights, n_tokens, 2);
+      const bool grouped = abi_1_0 || n_tokens > 8;
+      for (const int32_t zero_id : grouped ? std::vector<int32_t>{garbage, 99} : std::vector<int32_t>{garbage}) {
+        std::vector<int32_t> with_zeros;
+        std::vector<float> zero_weights;
+        for (size_t i = 0; i < ids.size(); ++i) {
+          with_zeros.insert(with_zeros.end(), {ids[i], zero_id});
+          zero_weights.insert(zero_weights.end(), {weights[i], i % 3 == 0 ? -0.0f : 0.0f});
+        }
+        expect_close(
+            run_moe(cuda, gate_weight, up_weight, down_weight, width, x, with_zeros, zero_weights, n_tokens, 4),
+            expected, 1e-5,
+            std::to_string(n_tokens) + " tokens, zero-weight id " + std::to_string(zero_id) +
+                (abi_1_0 ? ", ABI 1.0 types" : ""));
+      }
+    }
+  }
+}
+
+// The expert cache's named functions (ABI 1.7) of a CUDA instance, found by name as the core finds them.
+struct ExpertCache {
+  explicit ExpertCache(Backend& owner) : backend(owner) {
+    const auto find = [&](const char* name) { return backend.table().get_proc_address(backend.get(), name); };
+    alloc = reinterpret_cast<strata_backend_weight_alloc_fn>(find(STRATA_BACKEND_PROC_WEIGHT_ALLOC));
+    write = reinterpret_cast<strata_backend_weight_write_fn>(find(STRATA_BACKEND_PROC_WEIGHT_WRITE));
+    writes_done = reinterpret_cast<strata_backend_weight_writes_done_fn>(find(STRATA_BACKEND_PROC_WEIGHT_WRITES_DONE));
+    memory_info = reinterpret_cast<strata_backend_memory_info_fn>(find(STRATA_BACKEND_PROC_MEMORY_INFO));
+  }
+  bool offered() const {
+    return alloc != nullptr && write != nullptr && writes_done != nullptr && memory_info != nullptr;
+  }
+
+  // n_slots matrices of like's type and shape, zeros until written.
+  strata_weight* slots(const HostWeight& like, int64_t n_slots, const char* name) {
+    const strata_weight_desc desc{sizeof(strata_weight_desc), name, like.type, like.ne0, like.ne1, n_slots, nullptr};
+    strata_weight* weight = nullptr;
+    EXPECT_EQ(alloc(backend.get(), &desc, &weight, backend.error()), STRATA_OK) << backend.message();
+    return backend.adopt(weight);
+  }
+  // Matrix `expert` of source's file bytes into matrix `slot` of weight.
+  strata_status try_write(strata_weight* weight, const HostWeight& source, int64_t expert, int64_t slot,
+                          int32_t background) {
+    const size_t matrix_bytes = source.bytes.size() / static_cast<size_t>(source.ne2);
+    const strata_weight_write request{sizeof(strata_weight_write), slot,
+                                      source.bytes.data() + static_cast<size_t>(expert) * matrix_bytes, background};
+    return write(backend.get(), weight, &request, backend.error());
+  }
+  void write_slot(strata_weight* weight, const HostWeight& source, int64_t expert, int64_t slot, int32_t background) {
+    EXPECT_EQ(try_write(weight, source, expert, slot, background), STRATA_OK) << backend.message();
+  }
+  int32_t done() {
+    int32_t answer = -1;
+    EXPECT_EQ(writes_done(backend.get(), &answer, backend.error()), STRATA_OK) << backend.message();
+    return answer;
+  }
+  // Polls weight_writes_done until it answers 1: false if it still answers 0 after the timeout.
+  bool wait_for_writes(std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (done() != 1) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
+  strata_memory_info info() {
+    strata_memory_info answer{sizeof(strata_memory_info), 0, 0};
+    EXPECT_EQ(memory_info(backend.get(), &answer, backend.error()), STRATA_OK) << backend.message();
+    return answer;
+  }
+
+  Backend& backend;
+  strata_backend_weight_alloc_fn alloc = nullptr;
+  strata_backend_weight_write_fn write = nullptr;
+  strata_backend_weight_writes_done_fn writes_done = nullptr;
+  strata_backend_memory_info_fn memory_info = nullptr;
+};
+
+// A MoE FFN's three expert caches, expert e of experts written into slot slot_of[e] of each.
+struct CachedExperts {
+  strata_weight *gate, *up, *down;
+};
+CachedExperts cache_experts(ExpertCache& cache, const ExpertWeights& experts, int64_t n_slots,
+                            const std::vector<int64_t>& slot_of, int32_t background) {
+  const CachedExperts cached{cache.slots(experts.gate, n_slots, "blk.0.ffn_gate_exps.weight"),
+                             cache.slots(experts.up, n_slots, "blk.0.ffn_up_exps.weight"),
+                             cache.slots(experts.down, n_slots, "blk.0.ffn_down_exps.weight")};
+  for (size_t e = 0; e < slot_of.size(); ++e) {
+    const auto expert = static_cast<int64_t>(e);
+    cache.write_slot(cached.gate, experts.gate, expert, slot_of[e], background);
+    cache.write_slot(cached.up, experts.up, expert, slot_of[e], background);
+    cache.write_slot(cached.down, experts.down, expert, slot_of[e], background);
+  }
+  return cached;
+}
+
+// An expert cache (weight_alloc, then weight_write of one expert per slot, ordered) computes what the loaded
+// experts compute: the experts in permuted slots and the ids remapped to them, for a decode step (the expert
+// launches) and a prompt (the device grouping), IQ3_S in both layouts (repacked by weight_write on the host, or
+// as in the file) beside Q4_K. A slot never written reads as zeros: choosing it adds nothing.
+TEST(BackendCuda, AnExpertCacheWrittenSlotBySlotMatchesTheLoadedExperts) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t width = 256, ffn = 512, n_slots = 8;
+  const int32_t n_experts = 6;
+  const std::vector<int64_t> slot_of = {5, 0, 7, 2, 3, 6};  // slots 1 and 4 stay unwritten
+  const ExpertWeights experts({kIQ3_S, kIQ3_S, kQ4_K}, width, ffn, n_experts, 61);
+  for (const std::string& options : weight_layouts(kIQ3_S)) {
+    Backend cuda(*cuda_plugin().table, options);
+    ExpertCache cache(cuda);
+    ASSERT_TRUE(cache.offered());
+    const CachedExperts cached = cache_experts(cache, experts, n_slots, slot_of, 0);
+    strata_weight* gate = cuda.load(experts.gate);
+    strata_weight* up = cuda.load(experts.up);
+    strata_weight* down = cuda.load(experts.down);
+    for (const int32_t n_tokens : {1, 100}) {
+      const int32_t n_used = 2;
+      const auto ids = distinct_choices(n_tokens, n_used, n_experts, 62 + n_tokens);
+      std::vector<int32_t> slot_ids;
+      for (const int32_t id : ids) slot_ids.push_back(static_cast<int32_t>(slot_of[id]));
+      const auto weights = random_floats(ids.size(), 63);
+      const auto x = random_floats(static_cast<size_t>(n_tokens * width), 64);
+      const std::string what = std::to_string(n_tokens) + " tokens, options " + options;
+      expect_close(run_moe(cuda, cached.gate, cached.up, cached.down, width, x, slot_ids, weights, n_tokens, n_used),
+                   run_moe(cuda, gate, up, down, width, x, ids, weights, n_tokens, n_used), 1e-6, what);
+      std::vector<int32_t> unwritten;
+      for (int32_t t = 0; t < n_tokens; ++t) unwritten.insert(unwritten.end(), {1, 4});
+      const auto zeros =
+          run_moe(cuda, cached.gate, cached.up, cached.down, width, x, unwritten, weights, n_tokens, n_used);
+      EXPECT_TRUE(std::all_of(zeros.begin(), zeros.end(), [](float v) { return v == 0.0f; })) << what;
+    }
+  }
+}
+
+// Background writes (on a copy stream) start after the ops queued before them, which still read the slots'
+// old experts, and run beside what comes after; weight_writes_done answers 1 once they have landed, and from
+// then on the slots hold the new experts.
+TEST(BackendCuda, BackgroundExpertWritesLandAfterTheOpsBeforeThem) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t width = 256, ffn = 512;
+  const int32_t n_experts = 4, n_tokens = 100, n_used = 2;
+  const ExpertWeights old_experts({kIQ3_S, kIQ3_S, kQ4_K}, width, ffn, n_experts, 71);
+  const ExpertWeights new_experts({kIQ3_S, kIQ3_S, kQ4_K}, width, ffn, n_experts, 74);
+  const auto ids = distinct_choices(n_tokens, n_used, n_experts, 77);
+  const auto weights = random_floats(ids.size(), 78);
+  const auto x = random_floats(static_cast<size_t>(n_tokens * width), 79);
+  Backend cuda(*cuda_plugin().table);
+  ExpertCache cache(cuda);
+  ASSERT_TRUE(cache.offered());
+  EXPECT_EQ(cache.done(), 1);  // no background write yet
+  const auto expected_old =
+      run_moe(cuda, old_experts.gate, old_experts.up, old_experts.down, x, ids, weights, n_tokens, n_used);
+  const auto expected_new =
+      run_moe(cuda, new_experts.gate, new_experts.up, new_experts.down, x, ids, weights, n_tokens, n_used);
+  const CachedExperts cached = cache_experts(cache, old_experts, n_experts, {0, 1, 2, 3}, 0);
+  // Queued, not waited for: prompt steps on the old experts, then the new experts written in the background.
+  std::vector<strata_buffer*> before;
+  for (int step = 0; step < 8; ++step) {
+    before.push_back(queue_moe(cuda, cached.gate, cached.up, cached.down, width, x, ids, weights, n_tokens, n_used));
+  }
+  for (int64_t e = 0; e < n_experts; ++e) {
+    cache.write_slot(cached.gate, new_experts.gate, e, e, 1);
+    cache.write_slot(cached.up, new_experts.up, e, e, 1);
+    cache.write_slot(cached.down, new_experts.down, e, e, 1);
+  }
+  ASSERT_TRUE(cache.wait_for_writes()) << "weight_writes_done still answers 0 after 30 s";
+  for (strata_buffer* out : before) {
+    expect_close(cuda.read(out, x.size()), expected_old, 1e-6, "a step queued before the background writes");
+  }
+  expect_close(run_moe(cuda, cached.gate, cached.up, cached.down, width, x, ids, weights, n_tokens, n_used),
+               expected_new, 1e-6, "a step after weight_writes_done answered 1");
+}
+
+// memory_info: the budget's limit and what is in use, which an expert cache raises by at least its bytes. The
+// option memory_budget_mib caps the limit (a smaller GPU), and a cache beyond it fails naming the option.
+TEST(BackendCuda, MemoryInfoCountsAnExpertCacheWithinTheBudgetOption) {
+  SKIP_WITHOUT_CUDA();
+  const HostWeight like = make_weight(kQ8_0, 2048, 1024, 1, 91);  // 2.1 MiB a matrix: 34 bytes per 32 values
+  const size_t matrix_bytes = size_t{1024} * (2048 / 32 * 34);
+  Backend cuda(*cuda_plugin().table);
+  ExpertCache cache(cuda);
+  ASSERT_TRUE(cache.offered());
+  const strata_memory_info before = cache.info();
+  EXPECT_GT(before.limit_bytes, 0u);
+  EXPECT_LE(before.used_bytes, before.limit_bytes);
+  cache.slots(like, 16, "blk.0.ffn_up_exps.weight");
+  const strata_memory_info after = cache.info();
+  EXPECT_GE(after.used_bytes - before.used_bytes, 16 * matrix_bytes);
+  EXPECT_EQ(after.limit_bytes, before.limit_bytes);
+
+  Backend capped(*cuda_plugin().table, R"({"memory_budget_mib": 64})");
+  ExpertCache capped_cache(capped);
+  EXPECT_EQ(capped_cache.info().limit_bytes, uint64_t{64} << 20);  // the GPU has more than 64 MiB free
+  capped_cache.slots(like, 16, "blk.0.ffn_up_exps.weight");        // 34 MiB
+  const strata_weight_desc beyond{
+      sizeof(strata_weight_desc), "blk.1.ffn_up_exps.weight", kQ8_0, 2048, 1024, 16, nullptr};
+  strata_weight* refused = nullptr;
+  EXPECT_EQ(capped_cache.alloc(capped.get(), &beyond, &refused, capped.error()), STRATA_E_OUT_OF_MEMORY);
+  capped.adopt(refused);
+  EXPECT_THAT(capped.message(),
+              testing::AllOf(testing::HasSubstr("blk.1.ffn_up_exps.weight"), testing::HasSubstr("memory_budget_mib")));
+}
+
+// weight_write checks its call before it copies anything, and names the weight: a matrix outside it, no data, a
+// weight that weight_load made, a step graph recording. get_rows refuses a cache: it has no host bytes.
+TEST(BackendCuda, WeightWriteRefusesBadCallsNamingTheWeight) {
+  SKIP_WITHOUT_CUDA();
+  const HostWeight experts = make_weight(kQ8_0, 256, 64, 4, 95);
+  Backend cuda(*cuda_plugin().table);
+  const auto& t = cuda.table();
+  ExpertCache cache(cuda);
+  ASSERT_TRUE(cache.offered());
+  strata_weight* slots = cache.slots(experts, 4, "blk.7.ffn_down_exps.weight");
+  for (const int64_t matrix : {int64_t{4}, int64_t{-1}}) {
+    EXPECT_EQ(cache.try_write(slots, experts, 0, matrix, 0), STRATA_E_INVALID_ARGUMENT);
+    EXPECT_THAT(cuda.message(), testing::HasSubstr("matrix " + std::to_string(matrix) +
+                                                   " of weight blk.7.ffn_down_exps.weight is outside its 4 matrices"));
+  }
+  const strata_weight_write no_data{sizeof(strata_weight_write), 0, nullptr, 0};
+  EXPECT_EQ(cache.write(cuda.get(), slots, &no_data, cuda.error()), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_THAT(cuda.message(), testing::HasSubstr("no data for matrix 0 of weight blk.7.ffn_down_exps.weight"));
+  strata_weight* loaded = cuda.load(experts);
+  EXPECT_EQ(cache.try_write(loaded, experts, 0, 0, 0), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_THAT(cuda.message(), testing::HasSubstr("weight blk.0.test.weight was not made by weight_alloc"));
+
+  strata_weight* table = cache.slots(make_weight(kQ8_0, 256, 8, 1, 96), 1, "token_embd.weight");
+  strata_buffer* rows = cuda.alloc_floats(256);
+  const int32_t row = 0;
+  EXPECT_EQ(t.get_rows(cuda.get(), table, &row, 1, rows, cuda.error()), STRATA_E_INVALID_ARGUMENT);
+  EXPECT_THAT(cuda.message(), testing::HasSubstr("token_embd.weight has no host bytes"));
+
+  strata_graph* graph = nullptr;
+  ASSERT_EQ(t.graph_create(cuda.get(), &graph, cuda.error()), STRATA_OK);
+  const std::vector<int32_t> positions = {4};
+  int32_t mode = -1;
+  for (const int32_t expected_mode : {STRATA_GRAPH_RUN, STRATA_GRAPH_RECORD}) {
+    ASSERT_EQ(t.graph_begin(cuda.get(), graph, positions.data(), 1, &mode, cuda.error()), STRATA_OK);
+    ASSERT_EQ(mode, expected_mode);
+    if (mode == STRATA_GRAPH_RUN) {
+      ASSERT_EQ(t.graph_end(cuda.get(), graph, cuda.error()), STRATA_OK);
+    }
+  }
+  for (const int32_t background : {0, 1}) {
+    EXPECT_EQ(cache.try_write(slots, experts, 1, 1, background), STRATA_E_INVALID_ARGUMENT);
+    EXPECT_THAT(cuda.message(), testing::HasSubstr("a step graph is recording (matrix 1 of weight "
+                                                   "blk.7.ffn_down_exps.weight)"));
+  }
+  t.graph_discard(cuda.get(), graph);
+  t.graph_free(cuda.get(), graph);
+  cache.write_slot(slots, experts, 1, 1, 0);  // the same write, once no graph records
 }
 
 // A step graph: the first step runs op by op, the second is recorded (and then run), later ones replay the

@@ -1,4 +1,5 @@
 // Creating a backend instance: its options, device, stream, cuBLAS handle and VRAM budget.
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -27,17 +28,25 @@ nlohmann::json parse_options(const char* options_json, const char* where) {
   auto options = nlohmann::json::parse(options_json != nullptr ? options_json : "{}", nullptr, false);
   if (options.is_discarded() || !options.is_object()) invalid_argument(std::string(where) + " are not a JSON object");
   for (const auto& [key, value] : options.items()) {
-    if (key != "vram_reserve_mib" && key != "device" && key != "repacked_weights") {
+    if (key != "vram_reserve_mib" && key != "memory_budget_mib" && key != "device" && key != "repacked_weights") {
       invalid_argument(std::string(where) + ": unknown option \"" + key +
-                       "\" (known: vram_reserve_mib, device, repacked_weights)");
+                       "\" (known: vram_reserve_mib, memory_budget_mib, device, repacked_weights)");
     }
     if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
-        (key == "repacked_weights" && value.get<int64_t>() > 1)) {
+        (key == "repacked_weights" && value.get<int64_t>() > 1) ||
+        (key == "memory_budget_mib" && value.get<int64_t>() == 0)) {
       invalid_argument(std::string(where) + ": option \"" + key + "\" must be a non-negative integer" +
-                       (key == "repacked_weights" ? " (0 or 1)" : ""));
+                       (key == "repacked_weights"    ? " (0 or 1)"
+                        : key == "memory_budget_mib" ? " (at least 1)"
+                                                     : ""));
     }
   }
   return options;
+}
+
+// MiB as bytes, saturated (a reserve or budget beyond the address space is all of it).
+size_t mib_bytes(int64_t mib) {
+  return static_cast<uint64_t>(mib) > (SIZE_MAX >> 20) ? SIZE_MAX : static_cast<size_t>(mib) << 20;
 }
 
 int64_t option(const nlohmann::json& options, const char* key, int64_t fallback) {
@@ -68,9 +77,10 @@ std::string describe_device(int device, const VramBudget& budget, size_t reserve
   cudaDeviceProp properties{};
   check(cudaGetDeviceProperties(&properties, device), "reading device properties");
   char text[512];
-  std::snprintf(text, sizeof text, "cuda: device %d %s (sm_%d%d, %d SMs), %.1f GiB usable, %s reserved", device,
+  std::snprintf(text, sizeof text, "cuda: device %d %s (sm_%d%d, %d SMs), %.1f GiB usable, %s reserved%s", device,
                 properties.name, properties.major, properties.minor, properties.multiProcessorCount,
-                static_cast<double>(budget.limit()) / (1024.0 * 1024.0 * 1024.0), mib_text(reserve_bytes).c_str());
+                static_cast<double>(budget.limit()) / (1024.0 * 1024.0 * 1024.0), mib_text(reserve_bytes).c_str(),
+                budget.capped() ? " (capped by memory_budget_mib)" : "");
   return text;
 }
 
@@ -86,8 +96,10 @@ void create(const strata_backend_config* config, strata_backend** out) {
   if (checked.struct_size < sizeof(strata_backend_config)) invalid_argument("config: struct_size is too small");
   const auto options = parse_options(checked.options_json, "backend-cuda options");
   const int device = select_device(option(options, "device", 0));
-  const auto reserve_bytes = static_cast<size_t>(option(options, "vram_reserve_mib", kDefaultReserveMib)) << 20;
-  auto backend = std::make_unique<strata_backend>(checked, device, reserve_bytes);
+  const size_t reserve_bytes = mib_bytes(option(options, "vram_reserve_mib", kDefaultReserveMib));
+  const int64_t budget_mib = option(options, "memory_budget_mib", -1);
+  const size_t budget_bytes = budget_mib < 0 ? SIZE_MAX : mib_bytes(budget_mib);
+  auto backend = std::make_unique<strata_backend>(checked, device, reserve_bytes, budget_bytes);
   backend->repack_weights = option(options, "repacked_weights", kDefaultRepackedWeights) != 0;
   if (backend->repack_weights) backend->description += ", weights repacked";
   *out = backend.release();
@@ -99,11 +111,12 @@ const char* describe(strata_backend* backend) { return deref(backend, "backend")
 
 }  // namespace strata::cuda
 
-strata_backend::strata_backend(const strata_backend_config& config, int device, size_t reserve_bytes)
+strata_backend::strata_backend(const strata_backend_config& config, int device, size_t reserve_bytes,
+                               size_t budget_bytes)
     : device(device),
       quant_context(config.quant_context),
       find_quant_type(config.find_quant_type),
-      budget(strata::cuda::free_vram(), reserve_bytes) {
+      budget(strata::cuda::free_vram(), reserve_bytes, budget_bytes) {
   using strata::cuda::check;
   try {
     for (auto& lane : lanes) {

@@ -22,6 +22,7 @@
 #include "strata/backend_checks.hpp"
 #include "strata/plugin.hpp"
 #include "weight_kernels.hpp"
+#include "weight_writes.hpp"
 
 struct strata_buffer {
   strata::cuda::DeviceAllocation memory;
@@ -62,12 +63,14 @@ struct strata_buffer {
 
 struct strata_weight {
   std::string name;
-  const strata_quant_type* type = nullptr;  // the file's type; kernels and row_bytes are its device layout's
-  strata::cuda::WeightKernels kernels;      // (type's cuda_repacked where the weight was repacked)
+  const strata_quant_type* type = nullptr;    // the file's type; kernels and row_bytes are its device layout's:
+  const strata_quant_type* layout = nullptr;  // type, or type's cuda_repacked where the weight was repacked
+  strata::cuda::WeightKernels kernels;
   int64_t ne0 = 0, ne1 = 0, ne2 = 0;
   size_t row_bytes = 0;             // on the device
   size_t host_row_bytes = 0;        // in the file
   const std::byte* host = nullptr;  // the host's bytes (valid until weight_free): get_rows decodes there
+  bool slots = false;               // made by weight_alloc: no host bytes; weight_write fills its matrices
   strata::cuda::DeviceAllocation device;
 
   size_t matrix_bytes() const { return static_cast<size_t>(ne1) * row_bytes; }
@@ -126,7 +129,8 @@ inline constexpr int kStreamLanes = 3;
 }  // namespace strata::cuda
 
 struct strata_backend {
-  strata_backend(const strata_backend_config& config, int device, size_t reserve_bytes);
+  // budget_bytes: the option memory_budget_mib (SIZE_MAX without it), a cap on the VRAM budget.
+  strata_backend(const strata_backend_config& config, int device, size_t reserve_bytes, size_t budget_bytes);
   ~strata_backend();
   strata_backend(const strata_backend&) = delete;
   strata_backend& operator=(const strata_backend&) = delete;
@@ -159,6 +163,7 @@ struct strata_backend {
   strata::cuda::PinnedHostBuffer read_staging{"buffer_read staging"};
   std::map<const std::byte*, size_t> host_memory;  // host_alloc's page-locked blocks: start, bytes
   strata_graph* recording = nullptr;               // the step graph being captured on the first lane's stream, if any
+  strata::cuda::WeightWrites weight_writes;        // weight_write's staging and copy stream
 
  private:
   void release_lanes();

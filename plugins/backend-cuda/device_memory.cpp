@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -41,19 +42,22 @@ void DeviceAllocation::release() noexcept {
   bytes_ = 0;
 }
 
-VramBudget::VramBudget(size_t free_bytes, size_t reserve_bytes)
+VramBudget::VramBudget(size_t free_bytes, size_t reserve_bytes, size_t cap_bytes)
     : free_at_start_(free_bytes),
       reserve_(reserve_bytes),
-      limit_(free_bytes > reserve_bytes ? free_bytes - reserve_bytes : 0) {}
+      limit_(std::min(free_bytes > reserve_bytes ? free_bytes - reserve_bytes : 0, cap_bytes)),
+      capped_(cap_bytes < (free_bytes > reserve_bytes ? free_bytes - reserve_bytes : 0)) {}
 
 DeviceAllocation VramBudget::allocate(size_t bytes, const std::string& what) {
   const size_t rounded = bytes == 0 ? 256 : bytes;  // a valid pointer even for empty buffers
   if (rounded > limit_ - used_) {
+    const std::string cap =
+        capped_ ? ", the budget is capped at " + mib_text(limit_) + " (option memory_budget_mib)" : "";
     throw sdk::Failure(STRATA_E_OUT_OF_MEMORY, what + " needs " + mib_text(rounded) + " of VRAM but " +
                                                    mib_text(limit_ - used_) + " is left (" + mib_text(free_at_start_) +
                                                    " was free at start, " + mib_text(reserve_) +
-                                                   " is reserved (--vram-reserve-mib, option vram_reserve_mib), " +
-                                                   mib_text(used_) + " is in use)");
+                                                   " is reserved (--vram-reserve-mib, option vram_reserve_mib)" + cap +
+                                                   ", " + mib_text(used_) + " is in use)");
   }
   void* pointer = nullptr;
   check(cudaMalloc(&pointer, rounded), what + ": cudaMalloc of " + mib_text(rounded));

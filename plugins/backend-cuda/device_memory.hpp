@@ -1,9 +1,11 @@
 // Device memory within a budget: everything the backend allocates (weights, buffers, caches, scratch)
-// counts against the VRAM that was free at start minus a reserve, so a model that does not fit fails at
-// load with the tensor's name and sizes instead of at some later allocation.
+// counts against the VRAM that was free at start minus a reserve (and at most the option memory_budget_mib,
+// which makes a large GPU act as a smaller one), so a model that does not fit fails at load with the tensor's
+// name and sizes instead of at some later allocation.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -39,17 +41,20 @@ class DeviceAllocation {
 
 class VramBudget {
  public:
-  // free_bytes: what the device had free when the backend started.
-  VramBudget(size_t free_bytes, size_t reserve_bytes);
+  // free_bytes: what the device had free when the backend started; cap_bytes: the most the budget may be.
+  VramBudget(size_t free_bytes, size_t reserve_bytes, size_t cap_bytes = SIZE_MAX);
 
   // Throws sdk::Failure(STRATA_E_OUT_OF_MEMORY) naming what, its size and what is left.
   DeviceAllocation allocate(size_t bytes, const std::string& what);
   size_t used() const { return used_; }
   size_t limit() const { return limit_; }
+  // Whether the cap, not the free VRAM less the reserve, set the limit.
+  bool capped() const { return capped_; }
 
  private:
   friend class DeviceAllocation;
   size_t free_at_start_, reserve_, limit_, used_ = 0;
+  bool capped_;
 };
 
 // Scratch that grows on demand and is kept between ops, so that steady-state ops allocate nothing. Growing

@@ -5,12 +5,12 @@
 #include <iterator>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend_objects.hpp"
 #include "cuda_status.hpp"
 #include "ops.hpp"
+#include "weight_layout.hpp"
 
 namespace strata::cuda {
 
@@ -92,69 +92,18 @@ void host_free(strata_backend* backend, void* memory) {
   cudaFreeHost(memory);
 }
 
-namespace {
-
-// The layout the weight's rows take on the device: the type's repacked one where the backend repacks and the
-// quant plugin offers one with kernels (quant.h, ABI 1.6), else the file's.
-const strata_quant_type& device_type(const strata_backend& backend, const strata_quant_type& type) {
-  const bool offers =
-      STRATA_HAS_FIELD(&type, cuda_repack) && type.cuda_repacked != nullptr && type.cuda_repack != nullptr;
-  if (!backend.repack_weights || !offers || !weight_kernels(*type.cuda_repacked).available()) return type;
-  return *type.cuda_repacked;
-}
-
-// The type's repack of n_blocks blocks, over the host's cores: a 30B model's IQ3_S experts are ~10^8 blocks,
-// about ten seconds on one core.
-void repack_on_all_cores(const strata_quant_type& type, const std::byte* from, std::byte* to, size_t n_blocks) {
-  constexpr size_t kMinBlocksPerThread = 16384;
-  const size_t n_threads =
-      std::clamp<size_t>(n_blocks / kMinBlocksPerThread, 1, std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::string> failures(n_threads);
-  std::vector<strata_status> statuses(n_threads, STRATA_OK);
-  std::vector<std::jthread> threads;
-  for (size_t t = 0; t < n_threads; ++t) {
-    threads.emplace_back([&, t] {
-      const size_t first = n_blocks * t / n_threads, end = n_blocks * (t + 1) / n_threads;
-      char message[256] = "";
-      strata_error error{message, sizeof message};
-      statuses[t] = type.cuda_repack(from + first * type.block_bytes, to + first * type.cuda_repacked->block_bytes,
-                                     static_cast<int64_t>(end - first), &error);
-      failures[t] = message;
-    });
-  }
-  threads.clear();  // joins
-  for (size_t t = 0; t < n_threads; ++t) {
-    if (statuses[t] != STRATA_OK) throw sdk::Failure(statuses[t], failures[t]);
-  }
-}
-
-}  // namespace
-
 void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out) {
   auto& instance = deref(backend, "backend");
   const auto& checked = deref(desc, "weight desc");
   deref(out, "out");
-  const strata_quant_type* type = instance.find_type(checked.type);
-  const std::string name = sdk::check_weight_desc(checked, type);
-  const strata_quant_type& layout = device_type(instance, *type);
-  auto weight = std::make_unique<strata_weight>();
-  weight->name = name;
-  weight->type = type;
-  weight->kernels = weight_kernels(layout);
-  weight->ne0 = checked.ne0;
-  weight->ne1 = checked.ne1;
-  weight->ne2 = checked.ne2;
-  const auto blocks_per_row = static_cast<size_t>(checked.ne0 / type->block_elements);
-  weight->host_row_bytes = blocks_per_row * type->block_bytes;
-  weight->row_bytes = blocks_per_row * layout.block_bytes;
+  auto weight = device_weight(instance, checked);
   weight->host = &deref(static_cast<const std::byte*>(checked.data), "weight data");
   const auto rows = static_cast<size_t>(checked.ne1 * checked.ne2);
-  weight->device = instance.budget.allocate(weight->row_bytes * rows, "weight " + name + " (" + layout.name + ")");
   const void* upload = weight->host;
   std::vector<std::byte> repacked;
-  if (&layout != type) {
+  if (weight->layout != weight->type) {
     repacked.resize(weight->row_bytes * rows);
-    repack_on_all_cores(*type, weight->host, repacked.data(), blocks_per_row * rows);
+    to_device_layout(*weight, weight->host, repacked.data(), rows);
     upload = repacked.data();
   }
   // Waited for here: the host bytes may be an mmap-ed file touched for the first time, and a copy from pageable
@@ -162,13 +111,16 @@ void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata
   // the backend's non-blocking streams do not wait for): a kernel right after could read part of the old bytes.
   check(
       cudaMemcpyAsync(weight->device.get(), upload, weight->row_bytes * rows, cudaMemcpyHostToDevice, instance.stream),
-      "uploading weight " + name);
-  check(cudaStreamSynchronize(instance.stream), "uploading weight " + name);
+      "uploading weight " + weight->name);
+  check(cudaStreamSynchronize(instance.stream), "uploading weight " + weight->name);
   *out = weight.release();
 }
 
 void weight_free(strata_backend* backend, strata_weight* weight) {
-  if (backend != nullptr && weight != nullptr) cudaStreamSynchronize(backend->stream);
+  if (backend != nullptr && weight != nullptr) {
+    cudaStreamSynchronize(backend->stream);
+    backend->weight_writes.wait();  // a background weight_write may still copy into it
+  }
   delete weight;
 }
 
@@ -188,6 +140,9 @@ void get_rows(strata_backend* backend, const strata_weight* table, const int32_t
               strata_buffer* out) {
   auto& instance = deref(backend, "backend");
   const auto& weight = deref(table, "get_rows table");
+  if (weight.host == nullptr) {
+    invalid_argument("get_rows: " + weight.name + " has no host bytes to decode (an expert cache from weight_alloc)");
+  }
   float* out_values = sdk::get_rows_output(weight, ids, n_ids, out);
   const int64_t width = weight.ne0;
   std::vector<float> rows(static_cast<size_t>(n_ids * width));

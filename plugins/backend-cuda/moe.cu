@@ -6,8 +6,12 @@
 // device, and gate, up and down are one tensor-core launch each over all experts' tiles of tokens.
 // Otherwise (a plugin without those launchers): the ids come to the host, which groups the slots, and
 // each used expert multiplies its tokens' rows with the backend's matmul.
+// A pair of weight 0 adds nothing (strata/backend.h): both grouped paths leave it out (an expert cache's core
+// zeroes the pairs another tier computes, whatever their ids); the decode launches compute it (0 x a finite
+// result adds 0), so its id must still be in range there.
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cub/block/block_scan.cuh>
 #include <numeric>
 #include <string>
@@ -44,7 +48,8 @@ __global__ void swiglu_kernel(float* gate, const float* up, int64_t n) {
 }
 
 // out[t] = sum over j in choice order of weights[t][j] * down_out[position of slot t * n_used + j], 4 columns
-// per thread (rows of a multiple of 4 values, 16-byte aligned: the multiplies before it need 8).
+// per thread (rows of a multiple of 4 values, 16-byte aligned: the multiplies before it need 8). A slot without
+// a position adds nothing where its weight is 0 (it was left out), else NaN (its id was out of range).
 __global__ void combine_kernel(const float* down_out, const int32_t* position_of, const float* weights, int n_used,
                                int width, float* out, int n_quads) {
   sdk::cuda::start_after_previous_kernel();
@@ -55,13 +60,14 @@ __global__ void combine_kernel(const float* down_out, const int32_t* position_of
   for (int j = 0; j < n_used; ++j) {
     const int slot = token * n_used + j;
     const int32_t position = position_of[slot];
+    const float weight = weights[slot];
     if (position < 0) {
+      if (weight == 0.0f) continue;
       // An expert id out of range (device grouping) has no position: NaN, not a wrong read.
       const float nan = __int_as_float(0x7fc00000);
       sum = make_float4(nan, nan, nan, nan);
       continue;
     }
-    const float weight = weights[slot];
     const auto* row = reinterpret_cast<const float4*>(down_out) + static_cast<int64_t>(position) * quads_per_row;
     const float4 value = row[quad];
     sum.x += weight * value.x;
@@ -83,17 +89,21 @@ void weighted_sum_of_choices(strata_backend& backend, const float* down_out, con
   check_launch("moe combine");
 }
 
-// The slots grouped by expert: slot_at[position], position_of[slot], and each expert's first position.
+// The slots grouped by expert: slot_at[position], position_of[slot] (-1 for a slot of weight 0, left out), and
+// each expert's first position.
 struct Grouping {
   std::vector<int32_t> slot_at, position_of;
   std::vector<int64_t> first_of_expert;
 };
 
-Grouping group_by_expert(const std::vector<int32_t>& expert_of_slot, int64_t n_experts, const std::string& name) {
+Grouping group_by_expert(const std::vector<int32_t>& expert_of_slot, const std::vector<float>& weight_of_slot,
+                         int64_t n_experts, const std::string& name) {
   Grouping grouping;
   const auto n_slots = static_cast<int64_t>(expert_of_slot.size());
   grouping.first_of_expert.assign(n_experts + 1, 0);
-  for (const int32_t expert : expert_of_slot) {
+  for (int64_t slot = 0; slot < n_slots; ++slot) {
+    const int32_t expert = expert_of_slot[slot];
+    if (weight_of_slot[slot] == 0.0f) continue;
     if (expert < 0 || expert >= n_experts) {
       invalid_argument("moe_ffn: expert id " + std::to_string(expert) + " is outside the " + std::to_string(n_experts) +
                        " experts of " + name);
@@ -101,10 +111,11 @@ Grouping group_by_expert(const std::vector<int32_t>& expert_of_slot, int64_t n_e
     ++grouping.first_of_expert[expert + 1];
   }
   std::partial_sum(grouping.first_of_expert.begin(), grouping.first_of_expert.end(), grouping.first_of_expert.begin());
-  grouping.slot_at.resize(n_slots);
-  grouping.position_of.resize(n_slots);
+  grouping.slot_at.resize(grouping.first_of_expert.back());
+  grouping.position_of.assign(n_slots, -1);
   std::vector<int64_t> next(grouping.first_of_expert.begin(), grouping.first_of_expert.end() - 1);
   for (int64_t slot = 0; slot < n_slots; ++slot) {
+    if (weight_of_slot[slot] == 0.0f) continue;
     const int64_t position = next[expert_of_slot[slot]]++;
     grouping.slot_at[position] = static_cast<int32_t>(slot);
     grouping.position_of[slot] = static_cast<int32_t>(position);
@@ -122,28 +133,29 @@ void multiply_groups(strata_backend& backend, const strata_weight& weight, const
   }
 }
 
-// Slots grouped by expert on the device: position_of[slot] (-1 for a slot whose id is out of range) and
-// tiles of up to 64 positions of one expert, in expert order. The order of slots within an expert is
-// arbitrary: a slot's products do not depend on its position. One block: counts by shared-memory atomics,
-// then each thread takes kExpertsPerGroupThread consecutive experts, and two block-wide prefix sums give
-// their first positions and first tiles (one thread walking every expert made this the longest of the glue
-// kernels around the GEMMs).
+// Slots grouped by expert on the device: position_of[slot] (-1 for a slot whose id is out of range or whose
+// weight is 0: it adds nothing, and no tile computes it) and tiles of up to 64 positions of one expert, in
+// expert order. The order of slots within an expert is arbitrary: a slot's products do not depend on its
+// position. One block: counts by shared-memory atomics, then each thread takes kExpertsPerGroupThread
+// consecutive experts, and two block-wide prefix sums give their first positions and first tiles (one thread
+// walking every expert made this the longest of the glue kernels around the GEMMs).
 constexpr int kGroupThreads = 1024;
 constexpr int kExpertsPerGroupThread = static_cast<int>(kMaxGroupedExperts / kGroupThreads);
 static_assert(kMaxGroupedExperts % kGroupThreads == 0);
 
 __global__ void __launch_bounds__(kGroupThreads)
-    group_kernel(const int32_t* ids, int n_slots, int n_experts, int32_t* position_of, int32_t* tiles,
-                 int32_t* tile_count) {
+    group_kernel(const int32_t* ids, const float* weights, int n_slots, int n_experts, int32_t* position_of,
+                 int32_t* tiles, int32_t* tile_count) {
   sdk::cuda::start_after_previous_kernel();
   using Scan = cub::BlockScan<int, kGroupThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   __shared__ int32_t next[kMaxGroupedExperts];  // each expert's count, then its next free position
   for (int e = threadIdx.x; e < n_experts; e += blockDim.x) next[e] = 0;
   __syncthreads();
+  const auto grouped = [&](int slot, int e) { return e >= 0 && e < n_experts && weights[slot] != 0.0f; };
   for (int s = threadIdx.x; s < n_slots; s += blockDim.x) {
     const int e = ids[s];
-    if (e >= 0 && e < n_experts) atomicAdd(&next[e], 1);
+    if (grouped(s, e)) atomicAdd(&next[e], 1);
   }
   __syncthreads();
 
@@ -174,13 +186,13 @@ __global__ void __launch_bounds__(kGroupThreads)
   __syncthreads();
   for (int s = threadIdx.x; s < n_slots; s += blockDim.x) {
     const int e = ids[s];
-    position_of[s] = e >= 0 && e < n_experts ? atomicAdd(&next[e], 1) : -1;
+    position_of[s] = grouped(s, e) ? atomicAdd(&next[e], 1) : -1;
   }
 }
 
 // grouped[position of each of a token's slots] = x[token] as f16, 8 values per thread (rows of a multiple of
 // 8 values, 16-byte aligned): each token's row is read and rounded once for all its choices. Positions
-// without a slot (those of out-of-range ids, at the end) are left as they are: no tile covers them. 32-bit
+// without a slot (as many as slots left out, at the end) are left as they are: no tile covers them. 32-bit
 // indices: one 64-bit division per element made a gather like this 4x slower than the copy it is.
 __global__ void gather_f16_kernel(const float* x, const int32_t* position_of, int n_used, int width, __half* grouped,
                                   int n_eights) {
@@ -227,8 +239,8 @@ void device_grouped(strata_backend& backend, const strata_weight& gate, const st
   int32_t* position_of = backend.lane().moe_slots.get<int32_t>(backend.budget, n_slots + 3 * max_tiles + 1);
   int32_t* tiles = position_of + n_slots;
   int32_t* tile_count = tiles + 3 * max_tiles;
-  sdk::cuda::launch_after_previous(group_kernel, 1, kGroupThreads, 0, backend.stream, ids, static_cast<int>(n_slots),
-                                   n_experts, position_of, tiles, tile_count);
+  sdk::cuda::launch_after_previous(group_kernel, 1, kGroupThreads, 0, backend.stream, ids, weights,
+                                   static_cast<int>(n_slots), n_experts, position_of, tiles, tile_count);
   check_launch("moe group");
 
   // Scratch: f16 inputs, gate and up results, the f16 SwiGLU product, down results.
@@ -335,38 +347,43 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   }
 
   std::vector<int32_t> expert_of_slot(n_slots);
+  std::vector<float> weight_of_slot(n_slots);
   check(cudaMemcpyAsync(expert_of_slot.data(), id_values, n_slots * sizeof(int32_t), cudaMemcpyDeviceToHost,
                         instance.stream),
         "moe_ffn: reading the expert ids");
-  check(cudaStreamSynchronize(instance.stream), "moe_ffn: waiting for the router");
-  const Grouping grouping = group_by_expert(expert_of_slot, gate_weight.ne2, gate_weight.name);
-
-  int32_t* slot_indices = instance.lane().moe_slots.get<int32_t>(instance.budget, 2 * n_slots);
-  check(cudaMemcpyAsync(slot_indices, grouping.slot_at.data(), n_slots * sizeof(int32_t), cudaMemcpyHostToDevice,
+  check(cudaMemcpyAsync(weight_of_slot.data(), weight_values, n_slots * sizeof(float), cudaMemcpyDeviceToHost,
                         instance.stream),
-        "moe_ffn: copying the grouping");
-  check(cudaMemcpyAsync(slot_indices + n_slots, grouping.position_of.data(), n_slots * sizeof(int32_t),
+        "moe_ffn: reading the expert weights");
+  check(cudaStreamSynchronize(instance.stream), "moe_ffn: waiting for the router");
+  const Grouping grouping = group_by_expert(expert_of_slot, weight_of_slot, gate_weight.ne2, gate_weight.name);
+  const auto n_grouped = static_cast<int64_t>(grouping.slot_at.size());
+
+  int32_t* slot_indices = instance.lane().moe_slots.get<int32_t>(instance.budget, n_grouped + n_slots);
+  const int32_t* slot_at = slot_indices;
+  const int32_t* position_of = slot_indices + n_grouped;
+  check(cudaMemcpyAsync(slot_indices + n_grouped, grouping.position_of.data(), n_slots * sizeof(int32_t),
                         cudaMemcpyHostToDevice, instance.stream),
         "moe_ffn: copying the grouping");
-  const int32_t* slot_at = slot_indices;
-  const int32_t* position_of = slot_indices + n_slots;
-
   // Scratch rows in grouped order: inputs, gate (then the SwiGLU product), up, down results.
-  float* grouped_x =
-      instance.lane().moe_floats.get<float>(instance.budget, static_cast<size_t>(n_slots * (2 * width + 2 * ffn)));
-  float* gate_out = grouped_x + n_slots * width;
-  float* up_out = gate_out + n_slots * ffn;
-  float* down_out = up_out + n_slots * ffn;
-
-  sdk::cuda::launch_after_previous(gather_kernel, blocks_for(n_slots * width, kThreads), kThreads, 0, instance.stream,
-                                   x_values, slot_at, n_used, width, grouped_x, n_slots * width);
-  check_launch("moe gather");
-  multiply_groups(instance, gate_weight, grouping, grouped_x, gate_out);
-  multiply_groups(instance, up_weight, grouping, grouped_x, up_out);
-  sdk::cuda::launch_after_previous(swiglu_kernel, blocks_for(n_slots * ffn, kThreads), kThreads, 0, instance.stream,
-                                   gate_out, up_out, n_slots * ffn);
-  check_launch("moe swiglu");
-  multiply_groups(instance, down_weight, grouping, gate_out, down_out);
+  float* grouped_x = instance.lane().moe_floats.get<float>(
+      instance.budget, static_cast<size_t>(std::max<int64_t>(n_grouped, 1) * (2 * width + 2 * ffn)));
+  float* gate_out = grouped_x + n_grouped * width;
+  float* up_out = gate_out + n_grouped * ffn;
+  float* down_out = up_out + n_grouped * ffn;
+  if (n_grouped > 0) {  // else every pair has weight 0, and the sum is zeros
+    check(cudaMemcpyAsync(slot_indices, grouping.slot_at.data(), n_grouped * sizeof(int32_t), cudaMemcpyHostToDevice,
+                          instance.stream),
+          "moe_ffn: copying the grouping");
+    sdk::cuda::launch_after_previous(gather_kernel, blocks_for(n_grouped * width, kThreads), kThreads, 0,
+                                     instance.stream, x_values, slot_at, n_used, width, grouped_x, n_grouped * width);
+    check_launch("moe gather");
+    multiply_groups(instance, gate_weight, grouping, grouped_x, gate_out);
+    multiply_groups(instance, up_weight, grouping, grouped_x, up_out);
+    sdk::cuda::launch_after_previous(swiglu_kernel, blocks_for(n_grouped * ffn, kThreads), kThreads, 0, instance.stream,
+                                     gate_out, up_out, n_grouped * ffn);
+    check_launch("moe swiglu");
+    multiply_groups(instance, down_weight, grouping, gate_out, down_out);
+  }
   weighted_sum_of_choices(instance, down_out, position_of, weight_values, n_tokens, n_used, width, out_values);
 }
 

@@ -102,6 +102,11 @@ class TestBackend {
   }
   strata_status try_load(const HostWeight& weight, strata_weight** out);
   strata_weight* load(const HostWeight& weight);
+  // A weight made by another entry (a named function's weight_alloc), freed with the others.
+  strata_weight* adopt(strata_weight* weight) {
+    if (weight != nullptr) weights_.push_back(weight);
+    return weight;
+  }
   // An F32 vector weight; the backend may read the bytes in place, so they live as long as it does.
   strata_weight* load_f32(const std::vector<float>& values);
   strata_kv_cache* kv(int32_t n_layers, int32_t n_ctx, int32_t n_head_kv, int32_t head_dim, int32_t kv_type);
