@@ -2027,39 +2027,45 @@ TEST(BackendCuda, VramReserveFlagLeavesNoRoomForTheModel) {
 // scripts/device-test.sh --bench makes one and sets it) gives the same logits on the CPU and on CUDA for a
 // short sequence: a 12-token prompt step, then 4 decode steps (replayed step graphs on CUDA). The CPU
 // multiplies with 8-bit quantized activations, CUDA with float ones: they agree up to that rounding.
-TEST(BackendCudaLargeModel, CpuAndCudaLogitsAgree) {
-  SKIP_WITHOUT_CUDA();
-  const char* path = std::getenv("STRATA_TEST_LARGE_MODEL");
-  if (path == nullptr) GTEST_SKIP() << "STRATA_TEST_LARGE_MODEL is not set (scripts/device-test.sh --bench sets it)";
-  std::vector<std::vector<float>> logits;
+// The synthesized qwen3-30b-a3b model (STRATA_TEST_LARGE_MODEL) on one backend: the logits of a prompt read in
+// steps of 12 tokens and then decoded one token a step, every position's.
+std::vector<float> large_model_logits(const strata::EngineOptions& options, int32_t n_tokens) {
+  const strata::Engine engine(options);
+  const int32_t n_vocab = engine.model().config().n_vocab;
+  std::mt19937 rng(2026);
   std::vector<int32_t> tokens;
-  for (const char* backend : {"cpu", "cuda"}) {
-    strata::EngineOptions options;
-    options.model = path;
-    options.manifest = strata::test::default_manifest_path();
-    options.backend = backend;
-    const strata::Engine engine(options);
-    const int32_t n_vocab = engine.model().config().n_vocab;
-    if (tokens.empty()) {
-      std::mt19937 rng(2026);
-      for (int i = 0; i < 16; ++i) tokens.push_back(static_cast<int32_t>(rng() % n_vocab));
-    }
-    strata::Session session(engine.model(), {.n_ctx = 16, .kv_type = STRATA_KV_F16, .max_batch = 12, .execution = {}});
-    std::vector<float> all = session.forward(std::span(tokens).first(12), true);
-    for (size_t i = 12; i < tokens.size(); ++i) {
-      const auto step = session.forward(std::span(tokens).subspan(i, 1), true);
-      all.insert(all.end(), step.begin(), step.end());
-    }
-    logits.push_back(std::move(all));
+  for (int32_t i = 0; i < n_tokens; ++i) tokens.push_back(static_cast<int32_t>(rng() % n_vocab));
+  const int32_t prompt = n_tokens * 3 / 4;
+  strata::Session session(engine.model(), {.n_ctx = n_tokens, .max_batch = 12, .execution = {}});
+  std::vector<float> all = session.forward(std::span(tokens).first(prompt), true);
+  for (int32_t i = prompt; i < n_tokens; ++i) {
+    const auto step = session.forward(std::span(tokens).subspan(i, 1), true);
+    all.insert(all.end(), step.begin(), step.end());
   }
-  // Rounding (the CPU's 8-bit activations) moves each logit by a little: every top-1 disagreement must be a
-  // near tie, the CPU's margin between the two tokens below the largest logit difference of that position,
-  // and that difference small against the spread of the logits.
-  const size_t n_vocab = logits[0].size() / tokens.size();
+  if (const auto* experts = engine.model().experts())
+    std::printf("%s\n%s\n", experts->describe().c_str(), experts->stats().text().c_str());
+  return all;
+}
+
+strata::EngineOptions large_model_options(const char* backend) {
+  strata::EngineOptions options;
+  options.model = std::getenv("STRATA_TEST_LARGE_MODEL");
+  options.manifest = strata::test::default_manifest_path();
+  options.backend = backend;
+  return options;
+}
+
+// Rounding (the CPU's 8-bit activations) moves each logit by a little: every top-1 disagreement must be a near
+// tie, the CPU's margin between the two tokens below the largest logit difference of that position, and that
+// difference small against the spread of the logits; the mean KL stays small.
+void expect_close_to_cpu(const std::vector<float>& cpu_logits, const std::vector<float>& gpu_logits, size_t n_tokens,
+                         const char* what) {
+  ASSERT_EQ(cpu_logits.size(), gpu_logits.size());
+  const size_t n_vocab = cpu_logits.size() / n_tokens;
   size_t disagreements = 0;
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    const std::span<const float> cpu(logits[0].data() + t * n_vocab, n_vocab),
-        gpu(logits[1].data() + t * n_vocab, n_vocab);
+  for (size_t t = 0; t < n_tokens; ++t) {
+    const std::span<const float> cpu(cpu_logits.data() + t * n_vocab, n_vocab),
+        gpu(gpu_logits.data() + t * n_vocab, n_vocab);
     const size_t cpu_best = std::max_element(cpu.begin(), cpu.end()) - cpu.begin();
     const size_t gpu_best = std::max_element(gpu.begin(), gpu.end()) - gpu.begin();
     double mean = 0.0, squares = 0.0, largest_difference = 0.0;
@@ -2069,16 +2075,45 @@ TEST(BackendCudaLargeModel, CpuAndCudaLogitsAgree) {
     }
     mean /= static_cast<double>(n_vocab);
     const double spread = std::sqrt(squares / static_cast<double>(n_vocab) - mean * mean);
-    EXPECT_LE(largest_difference, 0.15 * spread) << "position " << t;
+    EXPECT_LE(largest_difference, 0.15 * spread) << what << ", position " << t;
     if (cpu_best != gpu_best) {
       ++disagreements;
-      EXPECT_LT(cpu[cpu_best] - cpu[gpu_best], largest_difference) << "position " << t;
+      EXPECT_LT(cpu[cpu_best] - cpu[gpu_best], largest_difference) << what << ", position " << t;
     }
   }
-  const auto distance = strata::test::logit_distance(logits[0], logits[1], n_vocab);
-  std::printf("synth qwen3-30b-a3b, cuda vs cpu over %zu tokens: mean KL %.3g, top-1 agreement %.4f (%zu near ties)\n",
-              tokens.size(), distance.mean_kl, distance.top1, disagreements);
-  EXPECT_LE(distance.mean_kl, 1e-3);
+  const auto distance = strata::test::logit_distance(cpu_logits, gpu_logits, n_vocab);
+  std::printf("synth qwen3-30b-a3b, %s vs cpu over %zu tokens: mean KL %.3g, top-1 agreement %.4f (%zu near ties)\n",
+              what, n_tokens, distance.mean_kl, distance.top1, disagreements);
+  EXPECT_LE(distance.mean_kl, 1e-3) << what;
+}
+
+TEST(BackendCudaLargeModel, CpuAndCudaLogitsAgree) {
+  SKIP_WITHOUT_CUDA();
+  if (std::getenv("STRATA_TEST_LARGE_MODEL") == nullptr) {
+    GTEST_SKIP() << "STRATA_TEST_LARGE_MODEL is not set (scripts/device-test.sh --bench sets it)";
+  }
+  constexpr int32_t kTokens = 16;
+  const auto cpu = large_model_logits(large_model_options("cpu"), kTokens);
+  expect_close_to_cpu(cpu, large_model_logits(large_model_options("cuda"), kTokens), kTokens, "cuda");
+}
+
+// Larger than VRAM: a budget of a quarter of the file holds the dense weights, the cache and some of the experts;
+// the rest run on the CPU expert pool, or over PCIe. The logits of a 64-token prompt stay as close to the CPU's.
+TEST(BackendCudaLargeModel, HybridPlacementInAQuarterOfTheFileAgreesWithCpu) {
+  SKIP_WITHOUT_CUDA();
+  if (std::getenv("STRATA_TEST_LARGE_MODEL") == nullptr) {
+    GTEST_SKIP() << "STRATA_TEST_LARGE_MODEL is not set (scripts/device-experts.sh sets it)";
+  }
+  constexpr int32_t kTokens = 64;
+  const double quarter_gib =
+      static_cast<double>(std::filesystem::file_size(std::getenv("STRATA_TEST_LARGE_MODEL"))) / 4 / (1 << 30);
+  const auto cpu = large_model_logits(large_model_options("cpu"), kTokens);
+  strata::EngineOptions hybrid = large_model_options("cuda");
+  hybrid.vram_budget_gib = quarter_gib;
+  hybrid.expert_cache = "auto";
+  expect_close_to_cpu(cpu, large_model_logits(hybrid, kTokens), kTokens, "cuda in a quarter of the file");
+  hybrid.expert_options.pcie_fraction = 0.5;
+  expect_close_to_cpu(cpu, large_model_logits(hybrid, kTokens), kTokens, "the same, half the misses over PCIe");
 }
 
 }  // namespace

@@ -72,9 +72,9 @@ TEST(ExpertsCli, NoLockedMemoryNeeded) {
 TEST(ExpertsCli, LittleHostMemoryIsAClearError) {
   ASSERT_REFERENCE(tiny_model());
   if (test::kAddressSanitizer) GTEST_SKIP() << "ulimit -v cannot bound an AddressSanitizer build";
-  const auto result = strata("logits --log-level warn " + model_flags() +
-                                 "--expert-cache 4 --tokens 1,2,3 --batch 200000 -o /dev/null",
-                             test::memory_limit_prefix(250000));
+  const auto result =
+      strata("logits --log-level warn " + model_flags() + "--expert-cache 4 --tokens 1,2,3 --batch 200000 -o /dev/null",
+             test::memory_limit_prefix(250000));
   EXPECT_EQ(result.exit_code, 1) << result.err;
   EXPECT_NE(result.err.find("out of memory"), std::string::npos) << result.err;
   EXPECT_NE(result.err.find("bytes"), std::string::npos) << "the error names the allocation's size: " << result.err;

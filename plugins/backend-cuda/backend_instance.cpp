@@ -32,13 +32,17 @@ nlohmann::json parse_options(const char* options_json, const char* where) {
       invalid_argument(std::string(where) + ": unknown option \"" + key +
                        "\" (known: vram_reserve_mib, memory_budget_mib, device, repacked_weights)");
     }
+    if (key == "memory_budget_mib") {
+      // A number of MiB, fractions too (--vram-budget-gib passes GiB * 1024).
+      if (!value.is_number() || !(value.get<double>() * 1048576.0 >= 1.0)) {
+        invalid_argument(std::string(where) + ": option \"memory_budget_mib\" must be a number of MiB above 0");
+      }
+      continue;
+    }
     if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
-        (key == "repacked_weights" && value.get<int64_t>() > 1) ||
-        (key == "memory_budget_mib" && value.get<int64_t>() == 0)) {
+        (key == "repacked_weights" && value.get<int64_t>() > 1)) {
       invalid_argument(std::string(where) + ": option \"" + key + "\" must be a non-negative integer" +
-                       (key == "repacked_weights"    ? " (0 or 1)"
-                        : key == "memory_budget_mib" ? " (at least 1)"
-                                                     : ""));
+                       (key == "repacked_weights" ? " (0 or 1)" : ""));
     }
   }
   return options;
@@ -52,6 +56,12 @@ size_t mib_bytes(int64_t mib) {
 int64_t option(const nlohmann::json& options, const char* key, int64_t fallback) {
   if (const auto own = options.find(key); own != options.end()) return own->get<int64_t>();
   if (const auto shared = plugin_options().find(key); shared != plugin_options().end()) return shared->get<int64_t>();
+  return fallback;
+}
+
+double number_option(const nlohmann::json& options, const char* key, double fallback) {
+  if (const auto own = options.find(key); own != options.end()) return own->get<double>();
+  if (const auto shared = plugin_options().find(key); shared != plugin_options().end()) return shared->get<double>();
   return fallback;
 }
 
@@ -97,8 +107,11 @@ void create(const strata_backend_config* config, strata_backend** out) {
   const auto options = parse_options(checked.options_json, "backend-cuda options");
   const int device = select_device(option(options, "device", 0));
   const size_t reserve_bytes = mib_bytes(option(options, "vram_reserve_mib", kDefaultReserveMib));
-  const int64_t budget_mib = option(options, "memory_budget_mib", -1);
-  const size_t budget_bytes = budget_mib < 0 ? SIZE_MAX : mib_bytes(budget_mib);
+  const double budget_mib = number_option(options, "memory_budget_mib", -1.0);
+  const size_t budget_bytes = budget_mib < 0.0 ? SIZE_MAX
+                              : budget_mib >= static_cast<double>(SIZE_MAX >> 20)
+                                  ? SIZE_MAX
+                                  : static_cast<size_t>(budget_mib * 1048576.0);
   auto backend = std::make_unique<strata_backend>(checked, device, reserve_bytes, budget_bytes);
   backend->repack_weights = option(options, "repacked_weights", kDefaultRepackedWeights) != 0;
   if (backend->repack_weights) backend->description += ", weights repacked";

@@ -166,7 +166,8 @@ typedef struct strata_backend_table {
   /* Mixture of experts with SwiGLU experts: out[t] = sum_j weights[t][j] *
    * down[e](silu(gate[e] x[t]) * up[e] x[t]), e = ids[t][j]. gate/up: ne0 = width, ne1 = ffn;
    * down: ne0 = ffn, ne1 = width; ne2 = experts. A pair whose weight is 0 adds nothing, and a backend need
-   * not compute it: the core hands a pair to another tier (docs/experts.md) by zeroing its weight here. */
+   * not compute it: the core hands a pair to another tier (docs/experts.md) by zeroing its weight here. Its id
+   * must still be in range (a backend that computes it reads that expert). */
   strata_status (*moe_ffn)(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, int32_t n_used,
                            const strata_buffer* ids, const strata_buffer* weights, const strata_weight* gate,
                            const strata_weight* up, const strata_weight* down, strata_buffer* out, strata_error* error);
