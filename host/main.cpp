@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
   strata::host::register_template_command(app);
   strata::host::register_tokenize_command(app);
   strata::host::register_detokenize_command(app);
+  strata::host::register_profile_command(app);
+  strata::host::register_plan_command(app);
 
   try {
     app.parse(argc, argv);

@@ -55,7 +55,7 @@ const gguf::TensorInfo& matrix_tensor(const gguf::Model& file, const std::string
 }  // namespace
 
 OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, const std::string& op, int32_t n_tokens,
-                                   int32_t calls, int32_t repetitions) {
+                                   int32_t calls, int32_t repetitions, const std::vector<int32_t>& layers) {
   if (std::find(std::begin(kOps), std::end(kOps), op) == std::end(kOps)) {
     std::string known;
     for (const char* name : kOps) known += (known.empty() ? "" : ", ") + std::string(name);
@@ -71,9 +71,21 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
   auto* b = backend.get();
   const bool moe = op == "moe_ffn";
   if (moe && !weights.layers[0].gate_exps) throw Error("op benchmark: the model has no routed experts (moe_ffn)");
+  std::vector<int32_t> used = layers;  // the layers the calls take in turn
+  if (used.empty()) {
+    used.resize(static_cast<size_t>(c.n_layer));
+    std::iota(used.begin(), used.end(), 0);
+  }
+  for (const int32_t il : used) {
+    if (il < 0 || il >= c.n_layer) {
+      throw Error("op benchmark: layer " + std::to_string(il) + " is outside the model's " + std::to_string(c.n_layer) +
+                  " layers");
+    }
+  }
+  const auto n_used_layers = static_cast<int32_t>(used.size());
 
   // Input widths and output rows: the experts' FFN maps the residual width to itself, a matmul as its tensor.
-  const gguf::TensorInfo* matrix = moe ? nullptr : &matrix_tensor(file, op, 0);
+  const gguf::TensorInfo* matrix = moe ? nullptr : &matrix_tensor(file, op, used[0]);
   const int64_t width = moe ? c.n_embd : static_cast<int64_t>(matrix->shape[0]);
   const int64_t out_rows = moe ? c.n_embd : static_cast<int64_t>(matrix->shape[1]);
   const auto floats = [](int64_t rows, int64_t values) { return static_cast<size_t>(rows * values) * sizeof(float); };
@@ -84,9 +96,9 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
       out(backend, floats(n_tokens, out_rows));
   const auto values = random_values(static_cast<size_t>(n_tokens * width), 42);
   backend.write(raw, values.data(), values.size() * sizeof(float));
-  const Weight& norm = moe              ? weights.layers[0].ffn_norm
+  const Weight& norm = moe              ? weights.layers[used[0]].ffn_norm
                        : op == "output" ? weights.output_norm
-                                        : weights.layers[0].attn_norm;
+                                        : weights.layers[used[0]].attn_norm;
   const Buffer& x = op == "attn_output" ? raw : input;
   if (op != "attn_output") {
     backend.run("op benchmark norm", [&](strata_error* e) {
@@ -112,15 +124,15 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
       experts_read += static_cast<double>(std::set<int32_t>(routing.begin(), routing.end()).size()) / kRoutings;
     }
     double expert_bytes = 0.0;  // of one expert of a layer, a mean over the layers (mixes vary the types)
-    for (int32_t il = 0; il < c.n_layer; ++il) {
+    for (const int32_t il : used) {
       for (const char* matrix : {"gate", "up", "down"}) {
         const auto& tensor = file.tensor("blk." + std::to_string(il) + ".ffn_" + matrix + "_exps.weight");
-        expert_bytes += static_cast<double>(tensor.bytes) / c.n_expert / c.n_layer;
+        expert_bytes += static_cast<double>(tensor.bytes) / c.n_expert / n_used_layers;
       }
     }
     result.weight_bytes_per_call = experts_read * expert_bytes;
     call = [&](int32_t i) {
-      const LayerWeights& layer = weights.layers[i % c.n_layer];
+      const LayerWeights& layer = weights.layers[used[i % n_used_layers]];
       const int32_t routing = i % kRoutings;
       backend.run("op benchmark moe_ffn", [&](strata_error* e) {
         return t.moe_ffn(b, x.get(), n_tokens, c.n_expert_used, ids[routing].get(), slot_weights[routing].get(),
@@ -129,12 +141,12 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
     };
   } else {
     // The head has one weight; the layers' matmuls take the next layer's each call.
-    const int32_t layers = op == "output" ? 1 : c.n_layer;
-    for (int32_t il = 0; il < layers; ++il) {
-      result.weight_bytes_per_call += static_cast<double>(matrix_tensor(file, op, il).bytes) / layers;
+    const int32_t n_layers = op == "output" ? 1 : n_used_layers;
+    for (int32_t k = 0; k < n_layers; ++k) {
+      result.weight_bytes_per_call += static_cast<double>(matrix_tensor(file, op, used[k]).bytes) / n_layers;
     }
-    call = [&, layers](int32_t i) {  // layers by value: it ends with this block, the call outlives it
-      const Weight& w = op == "output" ? weights.output : layer_matrix(weights.layers[i % layers], op);
+    call = [&, n_layers](int32_t i) {  // n_layers by value: it ends with this block, the call outlives it
+      const Weight& w = op == "output" ? weights.output : layer_matrix(weights.layers[used[i % n_layers]], op);
       backend.run("op benchmark matmul",
                   [&](strata_error* e) { return t.matmul(b, w.get(), 0, x.get(), n_tokens, nullptr, out.get(), e); });
     };

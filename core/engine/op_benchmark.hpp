@@ -27,9 +27,10 @@ struct OpBenchmarkResult {
 // Times `calls` calls of op (moe_ffn: the routed experts' FFN of a layer, its input normed as in a step; or
 // the matmuls attn_q, attn_k, attn_v, attn_output and output, the head) over n_tokens tokens, after one
 // untimed round, `repetitions` times; each round ends by reading the op's output back, so it counts every
-// call's whole run. Throws strata::Error naming an unknown op, one the model lacks (moe_ffn without routed
-// experts), or bad counts.
+// call's whole run. The calls take the weights of `layers` in turn (empty: every layer; the head has one weight).
+// Throws strata::Error naming an unknown op, one the model lacks (moe_ffn without routed experts), a layer
+// outside the model, or bad counts.
 OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, const std::string& op, int32_t n_tokens,
-                                   int32_t calls, int32_t repetitions);
+                                   int32_t calls, int32_t repetitions, const std::vector<int32_t>& layers = {});
 
 }  // namespace strata

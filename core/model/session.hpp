@@ -57,7 +57,7 @@ struct SessionOptions {
   ExecutionOptions execution;
   // Sees every layer's routing (strata profile). The ids are read back to the host each layer, so step graphs
   // are off while it is set.
-  RoutingObserver on_routing = nullptr;
+  RoutingObserver on_routing = {};  // (an initializer: GCC 12 warns on designated initializers that leave it out)
 };
 
 // One sequence: its KV cache, its position, and the scratch buffers of a forward step.

@@ -16,5 +16,7 @@ void register_chat_command(CLI::App& app);
 void register_template_command(CLI::App& app);
 void register_tokenize_command(CLI::App& app);
 void register_detokenize_command(CLI::App& app);
+void register_profile_command(CLI::App& app);
+void register_plan_command(CLI::App& app);
 
 }  // namespace strata::host
