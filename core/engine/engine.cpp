@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "core/experts/expert_profile.hpp"
 #include "core/plugin/manifest.hpp"
 #include "core/util/error.hpp"
 #include "core/util/log.hpp"
@@ -30,8 +31,16 @@ Engine::Engine(const EngineOptions& options) {
   const BackendPlugin& cpu = plugins_->choose_backend("cpu");
   std::optional<ExpertCacheOptions> placement = expert_placement(options, chosen.name == cpu.name, *backend_);
   if (!placement) {
+    if (!options.expert_profile.empty()) {
+      throw Error("--expert-profile ranks the experts of a hybrid placement, and there is none here (" +
+                  (options.expert_cache == "off" ? std::string("--expert-cache off") : backend_->name()) + ")");
+    }
     model_ = std::make_unique<Model>(*file_, *backend_);
     return;
+  }
+  if (!options.expert_profile.empty()) {
+    const ModelConfig config = ModelConfig::from_gguf(*file_);
+    placement->profile = read_expert_profile(options.expert_profile, config.n_layer, config.n_expert).counts;
   }
   expert_pool_ = std::make_unique<Backend>(cpu.name, *cpu.table, plugins_->quants(), options.threads, pool_options);
   log().info("expert pool: {}", expert_pool_->describe());

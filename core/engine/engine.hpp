@@ -26,8 +26,9 @@ struct EngineOptions {
   // Hybrid expert placement (docs/experts.md): "auto", "off" or a slot count; empty: auto on a backend that can
   // hold an expert cache, off on the CPU backend unless vram_budget_gib makes it stand in for a GPU.
   std::string expert_cache;
-  double vram_budget_gib = 0.0;       // > 0: the memory the backend may use in all (its option memory_budget_mib)
-  ExpertCacheOptions expert_options;  // slots come from expert_cache
+  double vram_budget_gib = 0.0;          // > 0: the memory the backend may use in all (its option memory_budget_mib)
+  ExpertCacheOptions expert_options;     // slots come from expert_cache
+  std::filesystem::path expert_profile;  // a `strata profile` file that ranks the experts for the cache
 };
 
 class Engine {

@@ -74,6 +74,8 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
                    "Share of a step's missed experts copied over PCIe into staging slots and run on the GPU instead "
                    "of on the CPU pool, those with the most tokens first (0 to 1; default 0)")
       ->check(CLI::Range(0.0, 1.0));
+  command->add_option("--expert-profile", options.expert_profile,
+                      "A `strata profile` file: the expert cache starts with the experts it counts most often");
   command
       ->add_option("--adapt-every", options.expert_options.adapt.every,
                    "Adaptive expert cache: re-plan every N steps from decayed routing counts, copying hot experts in "
