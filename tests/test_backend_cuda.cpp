@@ -1504,8 +1504,9 @@ CachedExperts cache_experts(ExpertCache& cache, const ExpertWeights& experts, in
 
 // An expert cache (weight_alloc, then weight_write of one expert per slot, ordered) computes what the loaded
 // experts compute: the experts in permuted slots and the ids remapped to them, for a decode step (the expert
-// launches) and a prompt (the device grouping), IQ3_S in both layouts (repacked by weight_write on the host, or
-// as in the file) beside Q4_K. A slot never written reads as zeros: choosing it adds nothing.
+// launches) and a prompt (the device grouping), IQ3_S beside Q4_K, with the backend repacking its loaded weights
+// or not (the cache keeps the file's layout either way). A slot never written reads as zeros: choosing it adds
+// nothing.
 TEST(BackendCuda, AnExpertCacheWrittenSlotBySlotMatchesTheLoadedExperts) {
   SKIP_WITHOUT_CUDA();
   const int64_t width = 256, ffn = 512, n_slots = 8;
@@ -1537,6 +1538,54 @@ TEST(BackendCuda, AnExpertCacheWrittenSlotBySlotMatchesTheLoadedExperts) {
       EXPECT_TRUE(std::all_of(zeros.begin(), zeros.end(), [](float v) { return v == 0.0f; })) << what;
     }
   }
+}
+
+// Writes from page-locked host memory (the backend's host_alloc, as the core's pinned expert store) are read by
+// the copy engine directly, ordered and in the background: the cache then computes what the loaded experts do.
+TEST(BackendCuda, ExpertWritesFromPageLockedMemoryMatchTheLoadedExperts) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t width = 256, ffn = 512;
+  const int32_t n_experts = 4;
+  const ExpertWeights experts({kIQ3_S, kIQ3_S, kQ4_K}, width, ffn, n_experts, 71);
+  Backend cuda(*cuda_plugin().table, "{}");
+  ExpertCache cache(cuda);
+  ASSERT_TRUE(cache.offered());
+  // Each matrix's bytes copied into page-locked memory, then written into the slot of the same index.
+  std::vector<void*> pinned;
+  const auto slots_from_pinned = [&](const HostWeight& source, const char* name, int32_t background) {
+    strata_weight* weight = cache.slots(source, n_experts, name);
+    void* memory = nullptr;
+    EXPECT_EQ(cuda.table().host_alloc(cuda.get(), source.bytes.size(), &memory, cuda.error()), STRATA_OK)
+        << cuda.message();
+    std::memcpy(memory, source.bytes.data(), source.bytes.size());
+    pinned.push_back(memory);
+    const size_t matrix_bytes = source.bytes.size() / static_cast<size_t>(n_experts);
+    for (int64_t e = 0; e < n_experts; ++e) {
+      const strata_weight_write request{sizeof(strata_weight_write), e,
+                                        static_cast<const std::byte*>(memory) + e * matrix_bytes, background};
+      EXPECT_EQ(cache.write(cuda.get(), weight, &request, cuda.error()), STRATA_OK) << cuda.message();
+    }
+    return weight;
+  };
+  for (const int32_t background : {0, 1}) {
+    strata_weight* gate = slots_from_pinned(experts.gate, "pinned gate", background);
+    strata_weight* up = slots_from_pinned(experts.up, "pinned up", background);
+    strata_weight* down = slots_from_pinned(experts.down, "pinned down", background);
+    if (background != 0) {
+      ASSERT_TRUE(cache.wait_for_writes());
+    }
+    for (const int32_t n_tokens : {1, 100}) {
+      const int32_t n_used = 2;
+      const auto ids = distinct_choices(n_tokens, n_used, n_experts, 72 + n_tokens);
+      const auto weights = random_floats(ids.size(), 73);
+      const auto x = random_floats(static_cast<size_t>(n_tokens * width), 74);
+      expect_close(run_moe(cuda, gate, up, down, width, x, ids, weights, n_tokens, n_used),
+                   run_moe(cuda, cuda.load(experts.gate), cuda.load(experts.up), cuda.load(experts.down), width, x, ids,
+                           weights, n_tokens, n_used),
+                   1e-6, std::to_string(n_tokens) + " tokens, background " + std::to_string(background));
+    }
+  }
+  for (void* memory : pinned) cuda.table().host_free(cuda.get(), memory);
 }
 
 // Background writes (on a copy stream) start after the ops queued before them, which still read the slots'

@@ -68,6 +68,23 @@ TEST(ExpertsCli, NoLockedMemoryNeeded) {
   EXPECT_EQ(locked.out, strata(generate + "--expert-cache off").out);
 }
 
+// Page-locked experts need a backend that gives page-locked memory: the CPU stand-in does not, so asking for them
+// is a one-line error, and auto reads the mapped file.
+TEST(ExpertsCli, PinnedExpertsNeedPageLockedMemory) {
+  ASSERT_REFERENCE(tiny_model());
+  const std::string generate = "generate " + model_flags() + "--tokens 3,14,15,92 -n 2 --expert-cache 4 ";
+  const auto pinned = strata(generate + "--host-experts pinned");
+  EXPECT_EQ(pinned.exit_code, 1);
+  EXPECT_NE(pinned.err.find("strata: error: --host-experts pinned: backend-cpu gives no page-locked host memory"),
+            std::string::npos)
+      << pinned.err;
+  const auto automatic = strata(generate + "--host-experts auto");
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.err;
+  EXPECT_NE(automatic.err.find("expert store: the mapped file (backend-cpu gives no page-locked host memory)"),
+            std::string::npos)
+      << automatic.err;
+}
+
 // Too little host memory for the steps' buffers: a one-line error naming the allocation, at once.
 TEST(ExpertsCli, LittleHostMemoryIsAClearError) {
   ASSERT_REFERENCE(tiny_model());

@@ -120,6 +120,14 @@ TEST_P(HybridExpertsOnModel, LogitsDoNotDependOnWhereExpertsRun) {
   EXPECT_GT(staged.stats.pcie_pairs, 0);
   EXPECT_GT(staged.stats.pool_pairs, 0);
   EXPECT_GT(staged.stats.pcie_bytes, 0);
+  // Every missed expert of a prompt step over PCIe, two staging slots at a time.
+  EngineOptions chunked = options_for(model(), "1");
+  chunked.expert_options.pcie_min_tokens = 1;
+  chunked.expert_options.pcie_slots = 2;
+  const PlacementRun in_sets = run(chunked);
+  expect_same_logits(plain.logits, in_sets.logits, "misses over PCIe, two staging slots at a time");
+  EXPECT_EQ(in_sets.stats.pool_pairs, 0);
+  EXPECT_GT(in_sets.stats.pcie_pairs, 0);
   EngineOptions all_pcie = options_for(model(), "0");
   all_pcie.expert_options.pcie_fraction = 1.0;
   const PlacementRun streamed = run(all_pcie);
@@ -221,6 +229,40 @@ TEST(HybridExperts, BadSettingsAreRefusedNamingTheFlag) {
   EngineOptions wrong_profile = options_for(path, "auto");
   wrong_profile.expert_options.profile = RoutingCounts(3, 8);
   EXPECT_THROW(const Engine engine(wrong_profile), Error);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// Where the experts live in host memory: page-locked only where the backend offers it and the host has room (with
+// 2 GiB to spare); asked for and impossible, an error with the numbers before anything is taken; else the mapped
+// file, the slower documented path, with the reason.
+TEST(ExpertMemory, PinnedWhereItFitsMappedOtherwise) {
+  const uint64_t gib = uint64_t{1} << 30;
+  EXPECT_TRUE(choose_expert_memory(ExpertMemory::automatic, true, "backend-cuda", 12 * gib, 64 * gib).pinned);
+  const auto tight = choose_expert_memory(ExpertMemory::automatic, true, "backend-cuda", 12 * gib, 13 * gib);
+  EXPECT_FALSE(tight.pinned);
+  EXPECT_NE(tight.reason.find("too little host memory"), std::string::npos) << tight.reason;
+  EXPECT_NE(tight.reason.find("12.00 GiB of experts, 13.00 GiB of host memory available"), std::string::npos)
+      << tight.reason;
+  const auto cpu = choose_expert_memory(ExpertMemory::automatic, false, "backend-cpu", gib, 64 * gib);
+  EXPECT_FALSE(cpu.pinned);
+  EXPECT_NE(cpu.reason.find("backend-cpu gives no page-locked host memory"), std::string::npos) << cpu.reason;
+  EXPECT_FALSE(choose_expert_memory(ExpertMemory::mapped, true, "backend-cuda", gib, 64 * gib).pinned);
+
+  try {
+    choose_expert_memory(ExpertMemory::pinned, true, "backend-cuda", 12 * gib, 13 * gib);
+    FAIL() << "pinned experts larger than the free memory were accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("--host-experts pinned: the experts do not fit: 12.00 GiB"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_THROW(choose_expert_memory(ExpertMemory::pinned, false, "backend-cpu", gib, 64 * gib), Error);
+  EXPECT_THROW(parse_expert_memory("locked"), Error);
 }
 
 }  // namespace

@@ -77,8 +77,12 @@ void Backend::read(const Buffer& buffer, void* dst, size_t bytes, size_t offset)
       [&](strata_error* e) { return table_.buffer_read(backend_, buffer.get(), offset, dst, bytes, e); });
 }
 
+bool Backend::has_host_memory() const {
+  return STRATA_HAS_FIELD(&table_, host_free) && table_.host_alloc != nullptr && table_.host_free != nullptr;
+}
+
 HostMemory Backend::host_alloc(size_t bytes) {
-  if (!STRATA_HAS_FIELD(&table_, host_free) || table_.host_alloc == nullptr || table_.host_free == nullptr) {
+  if (!has_host_memory()) {
     return HostMemory(::operator new(bytes), [](void* memory) { ::operator delete(memory); });
   }
   void* memory = nullptr;

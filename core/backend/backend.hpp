@@ -144,6 +144,8 @@ class Backend {
   // bytes of host memory that read() fills fastest (host_alloc, ABI 1.4: page-locked on a GPU), else of
   // the heap. The handle must not outlive the backend.
   HostMemory host_alloc(size_t bytes);
+  // Whether host_alloc gives the backend's own host memory (ABI 1.4; page-locked on a GPU), not the heap's.
+  bool has_host_memory() const;
 
   // Calls an op of the table: call(strata_error*) -> strata_status; what names it in errors.
   template <class Call>

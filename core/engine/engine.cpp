@@ -55,6 +55,7 @@ std::optional<ExpertCacheOptions> expert_placement(const EngineOptions& options,
     return std::nullopt;
   }
   ExpertCacheOptions placement = options.expert_options;
+  placement.host_memory = parse_expert_memory(options.host_experts);
   if (mode.empty() || mode == "auto") {
     placement.slots.reset();
     return placement;

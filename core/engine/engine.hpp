@@ -29,6 +29,7 @@ struct EngineOptions {
   double vram_budget_gib = 0.0;          // > 0: the memory the backend may use in all (its option memory_budget_mib)
   ExpertCacheOptions expert_options;     // slots come from expert_cache
   std::filesystem::path expert_profile;  // a `strata profile` file that ranks the experts for the cache
+  std::string host_experts = "auto";     // the experts' host memory: auto, pinned or mapped (expert_store.hpp)
 };
 
 class Engine {

@@ -10,8 +10,8 @@
 namespace strata {
 namespace {
 
-// A step's experts copied over PCIe share these many staging slots per set of types: a decode step misses at
-// most n_used experts a layer; a prompt step's other misses go to the pool.
+// A step's experts copied over PCIe share these many staging slots per set of types by default: a decode step
+// misses at most n_used experts a layer; a prompt step's copies go through them a set at a time.
 constexpr int32_t kStagingSlotsPerUsedExpert = 4;
 // A swap needs the newcomer's decayed count this much above the victim's: no thrashing between equals.
 constexpr double kSwapMargin = 1.1;
@@ -65,11 +65,12 @@ struct HybridExperts::StepBuffers {
   std::vector<float> weights, slot_weights, staged_weights_host, pool_weights_host, x, out;
 };
 
-HybridExperts::HybridExperts(Backend& device, Backend& pool, const gguf::Model& file, const ModelConfig& config,
-                             const ModelWeights& weights, ExpertCacheOptions options)
+HybridExperts::HybridExperts(Backend& device, Backend& pool, const gguf::Model& file, const ExpertStore& store,
+                             const ModelConfig& config, const ModelWeights& weights, ExpertCacheOptions options)
     : device_(device),
       pool_(pool),
       file_(file),
+      store_(store),
       config_(config),
       weights_(weights),
       options_(std::move(options)),
@@ -81,6 +82,9 @@ HybridExperts::HybridExperts(Backend& device, Backend& pool, const gguf::Model& 
   }
   if (!(options_.pcie_fraction >= 0.0 && options_.pcie_fraction <= 1.0)) {
     throw Error("--pcie-frac must be in [0, 1], not " + std::to_string(options_.pcie_fraction));
+  }
+  if (options_.pcie_min_tokens < 0 || options_.pcie_slots < 0) {
+    throw Error("--pcie-min-tokens and --pcie-slots must be 0 or more");
   }
   if (options_.adapt.every < 0 || options_.adapt.swaps < 0 || !(options_.adapt.decay >= 0.0) ||
       options_.adapt.decay > 1.0) {
@@ -171,7 +175,7 @@ void HybridExperts::place(int32_t max_batch) {
 }
 
 void HybridExperts::allocate_and_fill(int32_t max_batch) {
-  if (options_.pcie_fraction > 0.0) {
+  if (options_.pcie_fraction > 0.0 || options_.pcie_min_tokens > 0) {
     for (int32_t layer = 0; layer < config_.n_layer; ++layer) staging_for(layer);
   }
   const int64_t slots = options_.slots ? *options_.slots : automatic_slots(max_batch);
@@ -221,7 +225,7 @@ void HybridExperts::fill_layer(int32_t layer) {
                             static_cast<int64_t>(tensor.shape[0]),
                             static_cast<int64_t>(tensor.shape[1]),
                             static_cast<int64_t>(tensor.shape[2]),
-                            tensor.data};
+                            store_.data(tensor)};
     if (plan_.whole_layer(layer)) {
       slots.matrices[m] = Weight(device_, desc);  // the file's tensor as it is: the layer runs as without placement
     } else if (plan_.slots(layer) > 0) {
@@ -241,8 +245,18 @@ void HybridExperts::write_expert(const Weight (&target)[3], int32_t slot, int32_
   for (int m = 0; m < 3; ++m) {
     const gguf::TensorInfo& tensor = file_.tensor(prefix + kMatrixNames[m]);
     const uint64_t matrix_bytes = tensor.bytes / tensor.shape[2];
-    device_.write_matrix(target[m], slot, tensor.data + static_cast<uint64_t>(expert) * matrix_bytes, background);
+    const auto* data = static_cast<const uint8_t*>(store_.data(tensor));
+    device_.write_matrix(target[m], slot, data + static_cast<uint64_t>(expert) * matrix_bytes, background);
   }
+}
+
+int64_t HybridExperts::expert_file_bytes(int32_t layer) const {
+  int64_t bytes = 0;
+  for (const char* name : kMatrixNames) {
+    const gguf::TensorInfo& tensor = file_.tensor("blk." + std::to_string(layer) + "." + name);
+    bytes += static_cast<int64_t>(tensor.bytes / tensor.shape[2]);
+  }
+  return bytes;
 }
 
 HybridExperts::StagingSet& HybridExperts::staging_for(int32_t layer) {
@@ -254,7 +268,8 @@ HybridExperts::StagingSet& HybridExperts::staging_for(int32_t layer) {
   }
   auto set = std::make_unique<StagingSet>();
   set->types = types;
-  set->slots = std::min(config_.n_expert, config_.n_expert_used * kStagingSlotsPerUsedExpert);
+  set->slots = std::min(config_.n_expert, options_.pcie_slots > 0 ? options_.pcie_slots
+                                                                  : config_.n_expert_used * kStagingSlotsPerUsedExpert);
   for (int m = 0; m < 3; ++m) {
     const gguf::TensorInfo& tensor = file_.tensor(prefix + kMatrixNames[m]);
     const std::string name = "PCIe staging of " + tensor.name;
@@ -333,28 +348,27 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
       ++missed_tokens[b.ids[p]];
     }
   }
-  // The PCIe share: the missed experts with the most tokens, up to the staging slots.
-  std::vector<int32_t> staging_slot_of(config_.n_expert, -1);
+  // The PCIe share: every missed expert with at least pcie_min_tokens tokens in the step (a prompt's: a copy costs
+  // less than the pool's work on them), and the share pcie_fraction of the others, those with the most tokens.
+  std::vector<int32_t> staged_index(config_.n_expert, -1);  // an expert's place among the staged
   std::vector<int32_t> staged_experts;
-  if (options_.pcie_fraction > 0.0) {
-    std::vector<int32_t> missed;
-    for (int32_t e = 0; e < config_.n_expert; ++e) {
-      if (missed_tokens[e] > 0) missed.push_back(e);
-    }
-    std::stable_sort(missed.begin(), missed.end(),
-                     [&](int32_t a, int32_t c) { return missed_tokens[a] > missed_tokens[c]; });
-    const auto wanted = static_cast<size_t>(std::ceil(options_.pcie_fraction * static_cast<double>(missed.size())));
-    const auto taken = std::min<size_t>(wanted, static_cast<size_t>(staging_for(layer).slots));
-    for (size_t k = 0; k < taken; ++k) {
-      staging_slot_of[missed[k]] = static_cast<int32_t>(k);
+  std::vector<int32_t> missed;
+  for (int32_t e = 0; e < config_.n_expert; ++e) {
+    if (missed_tokens[e] > 0) missed.push_back(e);
+  }
+  std::stable_sort(missed.begin(), missed.end(),
+                   [&](int32_t a, int32_t c) { return missed_tokens[a] > missed_tokens[c]; });
+  const auto share = static_cast<size_t>(std::ceil(options_.pcie_fraction * static_cast<double>(missed.size())));
+  for (size_t k = 0; k < missed.size(); ++k) {
+    const bool many_tokens = options_.pcie_min_tokens > 0 && missed_tokens[missed[k]] >= options_.pcie_min_tokens;
+    if (k < share || many_tokens) {
+      staged_index[missed[k]] = static_cast<int32_t>(staged_experts.size());
       staged_experts.push_back(missed[k]);
     }
   }
   for (size_t p = 0; p < pairs; ++p) {
     if (plan_.slot_of(layer, b.ids[p]) >= 0) continue;
-    if (const int32_t slot = staging_slot_of[b.ids[p]]; slot >= 0) {
-      b.staged_slot_ids[p] = slot;
-      b.staged_weights_host[p] = b.weights[p];
+    if (staged_index[b.ids[p]] >= 0) {
       ++staged;
     } else {
       b.pool_weights_host[p] = b.weights[p];
@@ -363,28 +377,42 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   }
 
   // The device's part is queued first, so that it runs while the pool computes.
+  bool device_wrote = false;
+  const auto add_to_out = [&](const Buffer& part) {
+    device_.run("add", [&](strata_error* e) {
+      return t.add(device_.get(), out.get(), part.get(), int64_t{n} * config_.n_embd, out.get(), e);
+    });
+  };
   if (hits > 0) {
     device_.write(b.device_ids, b.slot_ids.data(), pairs * sizeof(int32_t));
     device_.write(b.device_weights, b.slot_weights.data(), pairs * sizeof(float));
     device_moe(b.device_ids, b.device_weights, cached, out);
+    device_wrote = true;
   }
-  if (staged > 0) {
+  // The staged experts a staging set at a time: copy them in, run their pairs, add.
+  if (!staged_experts.empty()) {
     StagingSet& staging = staging_for(layer);
-    for (size_t k = 0; k < staged_experts.size(); ++k) {
-      write_expert(staging.matrices, static_cast<int32_t>(k), layer, staged_experts[k], false);
-      for (const char* name : kMatrixNames) {
-        const gguf::TensorInfo& tensor = file_.tensor("blk." + std::to_string(layer) + "." + name);
-        stats_.pcie_bytes += static_cast<int64_t>(tensor.bytes / tensor.shape[2]);
+    const auto slots = static_cast<size_t>(staging.slots);
+    for (size_t first = 0; first < staged_experts.size(); first += slots) {
+      const size_t count = std::min(slots, staged_experts.size() - first);
+      for (size_t k = 0; k < count; ++k) {
+        write_expert(staging.matrices, static_cast<int32_t>(k), layer, staged_experts[first + k], false);
+        stats_.pcie_bytes += expert_file_bytes(layer);
       }
-    }
-    device_.write(b.staged_ids, b.staged_slot_ids.data(), pairs * sizeof(int32_t));
-    device_.write(b.staged_weights, b.staged_weights_host.data(), pairs * sizeof(float));
-    Buffer& result = hits > 0 ? b.staged_out : out;
-    device_moe(b.staged_ids, b.staged_weights, staging.matrices, result);
-    if (hits > 0) {
-      device_.run("add", [&](strata_error* e) {
-        return t.add(device_.get(), out.get(), b.staged_out.get(), int64_t{n} * config_.n_embd, out.get(), e);
-      });
+      b.staged_slot_ids.assign(pairs, 0);
+      b.staged_weights_host.assign(pairs, 0.0f);
+      for (size_t p = 0; p < pairs; ++p) {
+        const int32_t index = plan_.slot_of(layer, b.ids[p]) >= 0 ? -1 : staged_index[b.ids[p]];
+        if (index >= static_cast<int32_t>(first) && index < static_cast<int32_t>(first + count)) {
+          b.staged_slot_ids[p] = index - static_cast<int32_t>(first);
+          b.staged_weights_host[p] = b.weights[p];
+        }
+      }
+      device_.write(b.staged_ids, b.staged_slot_ids.data(), pairs * sizeof(int32_t));
+      device_.write(b.staged_weights, b.staged_weights_host.data(), pairs * sizeof(float));
+      device_moe(b.staged_ids, b.staged_weights, staging.matrices, device_wrote ? b.staged_out : out);
+      if (device_wrote) add_to_out(b.staged_out);
+      device_wrote = true;
     }
   }
   if (pooled > 0) {
@@ -403,13 +431,8 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     stats_.pool_ms += ms_since(start);
 
     start = std::chrono::steady_clock::now();
-    const bool device_wrote = hits > 0 || staged > 0;
     device_.write(device_wrote ? b.pool_result : out, b.out.data(), b.out.size() * sizeof(float));
-    if (device_wrote) {
-      device_.run("add", [&](strata_error* e) {
-        return t.add(device_.get(), out.get(), b.pool_result.get(), int64_t{n} * config_.n_embd, out.get(), e);
-      });
-    }
+    if (device_wrote) add_to_out(b.pool_result);
     stats_.sync_ms += ms_since(start);
   }
   stats_.device_pairs += hits;

@@ -24,6 +24,7 @@
 #include "core/experts/expert_plan.hpp"
 #include "core/experts/routing_counts.hpp"
 #include "core/gguf/gguf_file.hpp"
+#include "core/model/expert_store.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/model_weights.hpp"
 
@@ -41,8 +42,11 @@ struct AdaptiveTierOptions {
 struct ExpertCacheOptions {
   std::optional<int64_t> slots;  // the cache's slots; none: as many as the device's free memory holds
   double pcie_fraction = 0.0;    // share of a step's missed experts copied to the device instead of run on the pool
+  int32_t pcie_min_tokens = 8;   // and every missed expert with this many tokens in a step (prompts); 0: none
+  int32_t pcie_slots = 0;        // staging slots per set of tensor types; 0: 4 x n_expert_used
   RoutingCounts profile;         // ranks the experts for the first placement; empty: uniform
   AdaptiveTierOptions adapt;
+  ExpertMemory host_memory = ExpertMemory::automatic;  // the experts' host copy (expert_store.hpp)
 };
 
 // What the placement did, summed over steps.
@@ -70,8 +74,8 @@ class HybridExperts {
  public:
   // weights' expert tensors are on pool (load_weights' expert_backend); device must offer the expert cache's
   // named functions (strata/backend.h), else this throws strata::Error naming it.
-  HybridExperts(Backend& device, Backend& pool, const gguf::Model& file, const ModelConfig& config,
-                const ModelWeights& weights, ExpertCacheOptions options);
+  HybridExperts(Backend& device, Backend& pool, const gguf::Model& file, const ExpertStore& store,
+                const ModelConfig& config, const ModelWeights& weights, ExpertCacheOptions options);
   ~HybridExperts();
   HybridExperts(const HybridExperts&) = delete;
   HybridExperts& operator=(const HybridExperts&) = delete;
@@ -118,12 +122,15 @@ class HybridExperts {
   // Copies an expert's three matrices from the mapped file into slot of target (gate, up, down).
   void write_expert(const Weight (&target)[3], int32_t slot, int32_t layer, int32_t expert, bool background);
   StagingSet& staging_for(int32_t layer);
+  // The bytes of one expert's three matrices in the file.
+  int64_t expert_file_bytes(int32_t layer) const;
   void start_adapt_round();
   void finish_adapt_round();
 
   Backend& device_;
   Backend& pool_;
   const gguf::Model& file_;
+  const ExpertStore& store_;  // the bytes copied to the device
   const ModelConfig& config_;
   const ModelWeights& weights_;
   ExpertCacheOptions options_;

@@ -14,7 +14,8 @@ std::string shape_text(const std::vector<uint64_t>& shape) {
 
 class WeightLoader {
  public:
-  WeightLoader(Backend& backend, const gguf::Model& model) : backend_(backend), model_(model) {}
+  WeightLoader(Backend& backend, const gguf::Model& model, const ExpertStore* store = nullptr)
+      : backend_(backend), model_(model), store_(store) {}
 
   // Loads name, which must have exactly this GGUF shape (ne0 first).
   Weight load(const std::string& name, std::vector<uint64_t> shape) const {
@@ -40,7 +41,7 @@ class WeightLoader {
     desc.ne0 = static_cast<int64_t>(shape[0]);
     desc.ne1 = shape.size() > 1 ? static_cast<int64_t>(shape[1]) : 1;
     desc.ne2 = shape.size() > 2 ? static_cast<int64_t>(shape[2]) : 1;
-    desc.data = tensor.data;
+    desc.data = store_ != nullptr ? store_->data(tensor) : tensor.data;
     return Weight(backend_, desc);
   }
 
@@ -49,13 +50,15 @@ class WeightLoader {
  private:
   Backend& backend_;
   const gguf::Model& model_;
+  const ExpertStore* store_;  // where the tensors' bytes are, if not in the mapping
 };
 
 }  // namespace
 
-ModelWeights load_weights(Backend& backend, const gguf::Model& model, const ModelConfig& c, Backend* expert_backend) {
+ModelWeights load_weights(Backend& backend, const gguf::Model& model, const ModelConfig& c, Backend* expert_backend,
+                          const ExpertStore* expert_store) {
   const WeightLoader loader(backend, model);
-  const WeightLoader expert_loader(expert_backend != nullptr ? *expert_backend : backend, model);
+  const WeightLoader expert_loader(expert_backend != nullptr ? *expert_backend : backend, model, expert_store);
   const auto embd = static_cast<uint64_t>(c.n_embd);
   const auto q_width = static_cast<uint64_t>(c.n_head) * c.head_dim;
   const auto kv_width = static_cast<uint64_t>(c.n_head_kv) * c.head_dim;

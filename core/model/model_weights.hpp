@@ -7,6 +7,7 @@
 
 #include "core/backend/backend.hpp"
 #include "core/gguf/gguf_file.hpp"
+#include "core/model/expert_store.hpp"
 #include "core/model/model_config.hpp"
 
 namespace strata {
@@ -26,9 +27,9 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
-// Every tensor on backend, but the routed experts (ffn_{gate,up,down}_exps) on expert_backend where one is given:
-// the CPU expert pool of a hybrid placement (core/model/hybrid_experts.hpp).
+// Every tensor on backend, but the routed experts (ffn_{gate,up,down}_exps) on expert_backend where one is given,
+// from expert_store's bytes: the CPU expert pool of a hybrid placement (core/model/hybrid_experts.hpp).
 ModelWeights load_weights(Backend& backend, const gguf::Model& model, const ModelConfig& config,
-                          Backend* expert_backend = nullptr);
+                          Backend* expert_backend = nullptr, const ExpertStore* expert_store = nullptr);
 
 }  // namespace strata

@@ -37,8 +37,10 @@ Model::Model(const gguf::Model& file, Backend& backend)
 Model::Model(const gguf::Model& file, Backend& backend, Backend& expert_pool, ExpertCacheOptions cache)
     : backend_(backend),
       config_(ModelConfig::from_gguf(file)),
-      weights_(load_weights(backend, file, config_, &expert_pool)),
-      experts_(std::make_unique<HybridExperts>(backend, expert_pool, file, config_, weights_, std::move(cache))) {}
+      expert_store_(std::make_unique<ExpertStore>(backend, file, config_, cache.host_memory)),
+      weights_(load_weights(backend, file, config_, &expert_pool, expert_store_.get())),
+      experts_(std::make_unique<HybridExperts>(backend, expert_pool, file, *expert_store_, config_, weights_,
+                                               std::move(cache))) {}
 
 struct Session::Scratch {
   Scratch(Backend& backend, const ModelConfig& c, int32_t batch)

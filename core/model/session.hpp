@@ -35,6 +35,7 @@ class Model {
  private:
   Backend& backend_;
   ModelConfig config_;
+  std::unique_ptr<ExpertStore> expert_store_;  // a hybrid placement's experts in host memory
   ModelWeights weights_;
   std::unique_ptr<HybridExperts> experts_;
 };

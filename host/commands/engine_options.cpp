@@ -74,6 +74,24 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
                    "Share of a step's missed experts copied over PCIe into staging slots and run on the GPU instead "
                    "of on the CPU pool, those with the most tokens first (0 to 1; default 0)")
       ->check(CLI::Range(0.0, 1.0));
+  command
+      ->add_option("--pcie-min-tokens", options.expert_options.pcie_min_tokens,
+                   "Copy every missed expert with at least this many tokens in a step (a prompt's) over PCIe and run "
+                   "it on the GPU instead of on the CPU pool (0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--pcie-slots", options.expert_options.pcie_slots,
+                   "Staging slots on the GPU for experts copied over PCIe, per combination of the experts' tensor "
+                   "types; more experts go through them a set at a time (default 0: 4 x the experts a token uses)")
+      ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--host-experts", options.host_experts,
+                   "Where a hybrid placement keeps the experts in host memory: pinned (a page-locked copy, which "
+                   "the GPU's copies read directly; needs the experts' size free in host memory, with 2 GiB to "
+                   "spare), mapped (the model file's mapping: no copy, but copies to the GPU go through a staging "
+                   "copy) or auto (pinned where the backend and the free memory allow, else mapped)")
+      ->capture_default_str();
   command->add_option("--expert-profile", options.expert_profile,
                       "A `strata profile` file: the expert cache starts with the experts it counts most often");
   command

@@ -32,13 +32,23 @@ const strata_weight_write& checked_write(const strata_backend& backend, const st
   return request;
 }
 
+// Whether host bytes are page-locked (cudaHostAlloc, cudaHostRegister): a copy from them needs no staging.
+bool page_locked(const void* data) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, data) != cudaSuccess) {
+    cudaGetLastError();  // an unknown pointer is pageable memory, not an error to keep
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
 }  // namespace
 
 void weight_alloc(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out) {
   auto& instance = deref(backend, "backend");
   const auto& checked = deref(desc, "weight desc");
   deref(out, "out");
-  auto weight = device_weight(instance, checked);
+  auto weight = device_weight(instance, checked, /*file_layout=*/true);
   weight->slots = true;
   // Zeros decode as zeros in every layout (each block's scales are zero), finite wherever a slot is read unwritten.
   check(cudaMemsetAsync(weight->device.get(), 0, weight->device.bytes(), instance.stream),
@@ -53,6 +63,11 @@ void weight_write(strata_backend* backend, strata_weight* weight, const strata_w
   const auto mode = request.background != 0 ? WeightWrites::Mode::background : WeightWrites::Mode::ordered;
   const auto* data = static_cast<const std::byte*>(request.data);
   std::byte* slot = target.device.as<std::byte>() + static_cast<size_t>(request.matrix) * target.matrix_bytes();
+  if (target.layout == target.type && page_locked(data)) {
+    // The copy engine reads page-locked bytes directly (the core's pinned expert store): no staging copy.
+    instance.weight_writes.copy_from(mode, instance.stream, slot, data, target.matrix_bytes());
+    return;
+  }
   instance.weight_writes.copy(mode, instance.stream, slot, target.matrix_bytes(), [&](std::byte* staging) {
     to_device_layout(target, data, staging, static_cast<size_t>(target.ne1));
   });

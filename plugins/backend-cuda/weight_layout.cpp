@@ -47,10 +47,11 @@ void repack_on_all_cores(const strata_quant_type& type, const std::byte* from, s
 
 }  // namespace
 
-std::unique_ptr<strata_weight> device_weight(strata_backend& backend, const strata_weight_desc& desc) {
+std::unique_ptr<strata_weight> device_weight(strata_backend& backend, const strata_weight_desc& desc,
+                                             bool file_layout) {
   const strata_quant_type* type = backend.find_type(desc.type);
   const std::string name = sdk::check_weight_desc(desc, type);
-  const strata_quant_type& layout = device_type(backend, *type);
+  const strata_quant_type& layout = file_layout ? *type : device_type(backend, *type);
   auto weight = std::make_unique<strata_weight>();
   weight->name = name;
   weight->type = type;

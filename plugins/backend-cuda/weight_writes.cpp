@@ -95,25 +95,40 @@ void WeightWrites::start_copy_stream() {
   check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "weight_write: creating a copy stream");
 }
 
+cudaStream_t WeightWrites::copy_stream_for(Mode mode, cudaStream_t stream) {
+  if (mode == Mode::background) {
+    start_copy_stream();
+    check(cudaEventRecord(compute_point_, stream), "weight_write: marking the ops before it");
+    check(cudaStreamWaitEvent(copy_stream_, compute_point_), "weight_write: ordering the copy after them");
+    return copy_stream_;
+  }
+  if (copy_stream_ != nullptr) {
+    check(cudaStreamWaitEvent(stream, background_done_), "weight_write: ordering it after the background writes");
+  }
+  return stream;
+}
+
+void WeightWrites::after_copy(Mode mode, cudaStream_t copy_on) {
+  if (mode == Mode::background) {
+    check(cudaEventRecord(background_done_, copy_on), "weight_write: marking the copy");
+  }
+}
+
 void WeightWrites::copy(Mode mode, cudaStream_t stream, void* device, size_t bytes,
                         const std::function<void(std::byte*)>& fill) {
   Block& block = staging_block(bytes);
   fill(block.memory);
   block.last_use = ++uses_;
-  cudaStream_t copy_on = stream;
-  if (mode == Mode::background) {
-    start_copy_stream();
-    check(cudaEventRecord(compute_point_, stream), "weight_write: marking the ops before it");
-    check(cudaStreamWaitEvent(copy_stream_, compute_point_), "weight_write: ordering the copy after them");
-    copy_on = copy_stream_;
-  } else if (copy_stream_ != nullptr) {
-    check(cudaStreamWaitEvent(stream, background_done_), "weight_write: ordering it after the background writes");
-  }
+  const cudaStream_t copy_on = copy_stream_for(mode, stream);
   check(cudaMemcpyAsync(device, block.memory, bytes, cudaMemcpyHostToDevice, copy_on), "weight_write: the copy");
   check(cudaEventRecord(block.copied, copy_on), "weight_write: marking the copy");
-  if (mode == Mode::background) {
-    check(cudaEventRecord(background_done_, copy_stream_), "weight_write: marking the copy");
-  }
+  after_copy(mode, copy_on);
+}
+
+void WeightWrites::copy_from(Mode mode, cudaStream_t stream, void* device, const std::byte* host, size_t bytes) {
+  const cudaStream_t copy_on = copy_stream_for(mode, stream);
+  check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, copy_on), "weight_write: the copy");
+  after_copy(mode, copy_on);
 }
 
 bool WeightWrites::done() { return copy_stream_ == nullptr || completed(background_done_, "weight_writes_done"); }

@@ -1,8 +1,9 @@
-// weight_write's copies of host bytes into device memory (the slots of an expert cache). Each goes through a
-// page-locked staging block the backend owns: the driver may wait for the stream before a copy from pageable
-// memory, and the caller may reuse its bytes once the call returns. Ordered copies queue on the compute
-// stream; background ones on a copy stream of their own that first waits for the work queued so far on the
-// compute stream (ops that still read a slot's old bytes), so that they run beside the ops queued after them.
+// weight_write's copies of host bytes into device memory (the slots of an expert cache). One from pageable memory
+// goes through a page-locked staging block the backend owns (the driver may wait for the stream before a copy from
+// pageable memory); one from page-locked memory (the core's pinned expert store) is read by the copy engine
+// directly. Ordered copies queue on the compute stream; background ones on a copy stream of their own that first
+// waits for the work queued so far on the compute stream (ops that still read a slot's old bytes), so that they
+// run beside the ops queued after them.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,6 +34,9 @@ class WeightWrites {
   // ordered: on stream, after every earlier background copy (so two writes of one slot land in call order);
   // background: on the copy stream, after the work queued on stream so far.
   void copy(Mode mode, cudaStream_t stream, void* device, size_t bytes, const std::function<void(std::byte*)>& fill);
+  // The same from page-locked host bytes, which the copy reads directly: they must stay as they are until it
+  // lands (strata_weight_write's contract).
+  void copy_from(Mode mode, cudaStream_t stream, void* device, const std::byte* host, size_t bytes);
   // Whether every background copy has landed; never waits.
   bool done();
   // Waits for the background copies (before the memory they write is freed); errors are left to later calls.
@@ -51,6 +55,10 @@ class WeightWrites {
   };
 
   Block& staging_block(size_t bytes);
+  // Orders a copy of mode after what it must follow and returns the stream it goes on.
+  cudaStream_t copy_stream_for(Mode mode, cudaStream_t stream);
+  // After a copy queued on copy_on: marks the last background copy.
+  void after_copy(Mode mode, cudaStream_t copy_on);
   void start_copy_stream();
 
   std::vector<std::unique_ptr<Block>> blocks_;

@@ -276,8 +276,9 @@ enum { STRATA_GRAPH_RUN = 0, STRATA_GRAPH_RECORD = 1, STRATA_GRAPH_REPLAY = 2 };
  * weight_write and weight_writes_done too; memory_info stands alone.
  *
  * "weight_alloc": a weight of desc's type and shape (desc->data is ignored and may be NULL) whose matrices the
- * core fills with weight_write: the slots of an expert cache. Its matrices read as zeros until written. It
- * takes the backend's memory (a GPU's VRAM) and is freed with weight_free. */
+ * core fills with weight_write: the slots of an expert cache, refilled as it runs, so kept in the file's layout
+ * (a conversion on the host would cost more than the copy). Its matrices read as zeros until written. It takes
+ * the backend's memory (a GPU's VRAM) and is freed with weight_free. */
 #define STRATA_BACKEND_PROC_WEIGHT_ALLOC "weight_alloc"
 typedef strata_status (*strata_backend_weight_alloc_fn)(strata_backend* backend, const strata_weight_desc* desc,
                                                         strata_weight** out, strata_error* error);
@@ -286,10 +287,13 @@ typedef strata_status (*strata_backend_weight_alloc_fn)(strata_backend* backend,
  * them; a backend converts them to its own layout) into matrix `matrix` of a weight from weight_alloc. */
 typedef struct strata_weight_write {
   uint32_t struct_size;
-  int64_t matrix;   /* which matrix (expert slot), < ne2 */
-  const void* data; /* host bytes of one matrix */
+  int64_t matrix; /* which matrix (expert slot), < ne2 */
+  /* host bytes of one matrix; the backend may read them until the copy lands (a GPU reads page-locked memory
+   * directly): they stay as they are until the ops called after an ordered write have run, or until
+   * weight_writes_done answered 1 after a background one */
+  const void* data;
   /* 0: ordered like buffer_write: after the ops called before the call (which still see the old bytes) and
-   *    before those called after it, and data may be reused once it returns.
+   *    before those called after it.
    * 1: in the background (a GPU: on a copy stream): the copy starts after the ops called before it and runs
    *    beside the ops called after it, which must not read the matrix until weight_writes_done answered 1
    *    after the call; data must stay valid until then. */
