@@ -11,19 +11,12 @@
 #include "core/util/error.hpp"
 #include "core/util/output_file.hpp"
 #include "plugins/plugin_test_support.hpp"
+#include "support/expert_counts.hpp"
 
 namespace strata {
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
+using test::error_of;
 
 ExpertProfileInfo info_of(int32_t n_layer, int32_t n_expert) {
   ExpertProfileInfo info;

@@ -23,20 +23,13 @@
 #include "core/plugin/plugin_host.hpp"
 #include "core/synth/synth_model.hpp"
 #include "core/util/error.hpp"
+#include "support/expert_counts.hpp"
 #include "support/reference.hpp"
 
 namespace strata {
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
+using test::error_of;
 
 // ---------------------------------------------------------------------------------------------------------
 // The prompts file of strata profile

@@ -8,35 +8,14 @@
 #include "core/experts/placement_estimate.hpp"
 #include "core/experts/routing_counts.hpp"
 #include "core/util/error.hpp"
+#include "support/expert_counts.hpp"
 
 namespace strata {
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
-RoutingCounts counts_of(const std::vector<std::vector<double>>& rows) {
-  RoutingCounts counts(static_cast<int32_t>(rows.size()), static_cast<int32_t>(rows[0].size()));
-  for (size_t layer = 0; layer < rows.size(); ++layer) {
-    for (size_t expert = 0; expert < rows[layer].size(); ++expert) {
-      counts.set(static_cast<int32_t>(layer), static_cast<int32_t>(expert), rows[layer][expert]);
-    }
-  }
-  return counts;
-}
-
-std::vector<int32_t> experts_in(const ExpertPlan& plan, int32_t layer) {
-  std::vector<int32_t> experts;
-  for (int32_t slot = 0; slot < plan.slots(layer); ++slot) experts.push_back(plan.expert_in(layer, slot));
-  return experts;
-}
+using test::counts_of;
+using test::error_of;
+using test::experts_in;
 
 TEST(PlacementEstimate, ABudgetHoldsTheLongestPrefixOfTheRankingThatFits) {
   const RoutingCounts counts = counts_of({{10, 1, 0}, {20, 15, 5}});

@@ -1,16 +1,16 @@
 #include "core/model/expert_store.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <fmt/format.h>
 #include <functional>
 #include <thread>
 
 #include "core/util/error.hpp"
-#include "core/util/host_memory.hpp"
 #include "core/util/log.hpp"
+#include "strata/host_memory.hpp"
 
 namespace strata {
 namespace {
@@ -56,7 +56,8 @@ void for_each_piece(uint64_t bytes, const std::string& what, const std::function
     const auto now = std::chrono::steady_clock::now();
     if (done < bytes && now - last_report > kProgressInterval) {
       last_report = now;
-      log().info("{}: {} of {} ({:.0f} s)", what, gib(done), gib(bytes), std::chrono::duration<double>(now - start).count());
+      log().info("{}: {} of {} ({:.0f} s)", what, gib(done), gib(bytes),
+                 std::chrono::duration<double>(now - start).count());
     }
   }
 }
@@ -92,7 +93,7 @@ ExpertStore::ExpertStore(Backend& device, const gguf::Model& file, const ModelCo
   const auto tensors = expert_tensors(file, config);
   for (const auto* tensor : tensors) bytes_ += tensor->bytes;
   const ExpertMemoryChoice choice =
-      choose_expert_memory(memory, device.has_host_memory(), device.name(), bytes_, host_memory_available());
+      choose_expert_memory(memory, device.has_host_memory(), device.name(), bytes_, sdk::available_host_memory());
   if (choice.pinned) {
     try {
       copy_into_pinned(device, tensors);

@@ -8,6 +8,7 @@
 #include "backend_objects.hpp"
 #include "ops.hpp"
 #include "strata/half.hpp"
+#include "strata/host_memory.hpp"
 
 namespace strata::cpu {
 namespace {
@@ -116,7 +117,7 @@ void kv_create(strata_backend* backend, const strata_kv_config* config, strata_k
   sdk::check_kv_config(checked);
   // The cache is allocated and zeroed whole: one larger than the memory left would end in the OOM killer.
   const size_t bytes = 2 * KvTensor::bytes(checked.kv_type, cache_rows(checked), checked.head_dim);
-  if (const uint64_t available = available_memory_bytes(); bytes > available) {
+  if (const uint64_t available = sdk::available_host_memory(); bytes > available) {
     throw sdk::Failure(STRATA_E_OUT_OF_MEMORY,
                        "the KV cache of " + std::to_string(checked.n_ctx) + " positions (" +
                            std::to_string(checked.n_layers) + " layers x " + std::to_string(checked.n_head_kv) +

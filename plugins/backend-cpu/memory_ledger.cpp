@@ -1,16 +1,16 @@
 #include "memory_ledger.hpp"
 
 #include <cstdio>
-#include <fstream>
 #include <limits>
 
+#include "strata/host_memory.hpp"
 #include "strata/plugin.hpp"
 
 namespace strata::cpu {
 
 uint64_t MemoryLedger::limit() const {
   if (limit_ > 0) return limit_;
-  const uint64_t available = available_memory_bytes();
+  const uint64_t available = sdk::available_host_memory();
   return available > std::numeric_limits<uint64_t>::max() - used_ ? available : used_ + available;
 }
 
@@ -21,17 +21,6 @@ void MemoryLedger::take(uint64_t bytes, const std::string& what) {
                                                    " are in use");
   }
   used_ += bytes;
-}
-
-uint64_t available_memory_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  while (meminfo >> key >> kib) {
-    if (key == "MemAvailable:") return kib * 1024;
-    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  return std::numeric_limits<uint64_t>::max();
 }
 
 std::string gib_text(uint64_t bytes) {

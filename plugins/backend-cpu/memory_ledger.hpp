@@ -24,9 +24,6 @@ class MemoryLedger {
   uint64_t used_ = 0;
 };
 
-// MemAvailable of /proc/meminfo: what can be allocated without swapping; the largest value when unknown.
-uint64_t available_memory_bytes();
-
 // "1.25 GiB", or "3.50 MiB" below a GiB
 std::string gib_text(uint64_t bytes);
 
