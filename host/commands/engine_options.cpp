@@ -72,7 +72,8 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
   command
       ->add_option("--pcie-frac", options.expert_options.pcie_fraction,
                    "Share of a step's missed experts copied over PCIe into staging slots and run on the GPU instead "
-                   "of on the CPU pool, those with the most tokens first (0 to 1; default 0)")
+                   "of on the CPU pool, those with the most tokens first, side by side with the pool's (0 to 1; "
+                   "default 0: the pool only; the best share is the machine's: docs/experts.md)")
       ->check(CLI::Range(0.0, 1.0));
   command
       ->add_option("--pcie-min-tokens", options.expert_options.pcie_min_tokens,
