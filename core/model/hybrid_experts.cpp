@@ -217,23 +217,34 @@ void HybridExperts::check_fits() {
 void HybridExperts::fill_layer(int32_t layer) {
   LayerSlots& slots = layers_[layer];
   const std::string prefix = "blk." + std::to_string(layer) + ".";
-  for (int m = 0; m < 3; ++m) {
+  const auto desc_of = [&](int m) {
     const gguf::TensorInfo& tensor = file_.tensor(prefix + kMatrixNames[m]);
-    strata_weight_desc desc{sizeof(strata_weight_desc),
-                            tensor.name.c_str(),
-                            tensor.type,
-                            static_cast<int64_t>(tensor.shape[0]),
-                            static_cast<int64_t>(tensor.shape[1]),
-                            static_cast<int64_t>(tensor.shape[2]),
-                            store_.data(tensor)};
-    if (plan_.whole_layer(layer)) {
-      slots.matrices[m] = Weight(device_, desc);  // the file's tensor as it is: the layer runs as without placement
-    } else if (plan_.slots(layer) > 0) {
-      desc.ne2 = plan_.slots(layer);
-      slots.matrices[m] = Weight::allocate(device_, desc);
+    return strata_weight_desc{sizeof(strata_weight_desc),
+                              tensor.name.c_str(),
+                              tensor.type,
+                              static_cast<int64_t>(tensor.shape[0]),
+                              static_cast<int64_t>(tensor.shape[1]),
+                              static_cast<int64_t>(tensor.shape[2]),
+                              store_.data(tensor)};
+  };
+  if (plan_.whole_layer(layer)) {
+    // The file's tensors loaded as they are, in the backend's own layout (a GPU's repacked IQ3_S, faster): the
+    // layer runs as without placement. That layout may be larger than the slots the plan counted; where it does
+    // not fit, the slots below hold the experts in order instead, in the file's layout.
+    try {
+      for (int m = 0; m < 3; ++m) slots.matrices[m] = Weight(device_, desc_of(m));
+      return;
+    } catch (const Error& error) {
+      for (Weight& matrix : slots.matrices) matrix = Weight();
+      log().info("expert cache: layer {}'s experts in the file's layout ({})", layer, error.what());
     }
   }
-  if (plan_.whole_layer(layer)) return;
+  if (plan_.slots(layer) == 0) return;
+  for (int m = 0; m < 3; ++m) {
+    strata_weight_desc desc = desc_of(m);
+    desc.ne2 = plan_.slots(layer);
+    slots.matrices[m] = Weight::allocate(device_, desc);
+  }
   for (int32_t slot = 0; slot < plan_.slots(layer); ++slot) {
     write_expert(slots.matrices, slot, layer, plan_.expert_in(layer, slot), false);
   }
