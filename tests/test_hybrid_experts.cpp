@@ -193,6 +193,24 @@ TEST(HybridExperts, AutomaticCacheTakesWhatTheBudgetLeaves) {
   EXPECT_LE(info->used_bytes, info->limit_bytes);
 }
 
+// Without --expert-cache, a model that fits with room to spare loads whole (no pool, no placement); one that does
+// not is placed automatically.
+TEST(HybridExperts, ByDefaultOnlyAModelThatDoesNotFitIsPlaced) {
+  const auto path = test::reference_dir() / "models" / "qwen3moe-tiny-iq3_s.gguf";
+  ASSERT_REFERENCE(path);
+  const gguf::Model file(path);
+  EngineOptions options = options_for(path, "");
+  const Engine roomy(options);
+  EXPECT_EQ(roomy.model().experts(), nullptr);
+  EXPECT_EQ(roomy.expert_pool(), nullptr);
+  options.vram_budget_gib =
+      static_cast<double>(used_without_cache(path) + 3 * expert_bytes(file, 0)) / double(int64_t{1} << 30);
+  const Engine tight(options);
+  ASSERT_NE(tight.model().experts(), nullptr);
+  const Session session(tight.model(), {.n_ctx = 64, .max_batch = 8, .execution = {}});
+  EXPECT_LT(tight.model().experts()->plan().total_slots(), 16);
+}
+
 TEST(HybridExperts, CacheThatCannotFitFailsBeforeAllocating) {
   const auto path = test::reference_dir() / "models" / "qwen3moe-tiny-iq3_s.gguf";
   ASSERT_REFERENCE(path);

@@ -1,5 +1,6 @@
 #include "core/engine/engine.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -10,6 +11,19 @@
 #include "core/util/log.hpp"
 
 namespace strata {
+namespace {
+
+// Memory a model that fits must leave over its weights for the KV cache and the ops' scratch, without placement:
+// 2 GiB, or an eighth of a smaller device (a stand-in of --vram-budget-gib).
+uint64_t fit_margin(uint64_t limit) { return std::min(uint64_t{2} << 30, limit / 8); }
+
+uint64_t model_bytes(const gguf::Model& file) {
+  uint64_t bytes = 0;
+  for (const auto& tensor : file.tensors()) bytes += tensor.bytes;
+  return bytes;
+}
+
+}  // namespace
 
 Engine::Engine(const EngineOptions& options) {
   const auto manifest_path = options.manifest.empty() ? default_manifest_path() : options.manifest;
@@ -29,7 +43,8 @@ Engine::Engine(const EngineOptions& options) {
                                        instance_options.dump());
   log().info("backend: {}", backend_->describe());
   const BackendPlugin& cpu = plugins_->choose_backend("cpu");
-  std::optional<ExpertCacheOptions> placement = expert_placement(options, chosen.name == cpu.name, *backend_);
+  std::optional<ExpertCacheOptions> placement =
+      expert_placement(options, chosen.name == cpu.name, *backend_, model_bytes(*file_));
   if (!placement) {
     if (!options.expert_profile.empty()) {
       throw Error("--expert-profile ranks the experts of a hybrid placement, and there is none here (" +
@@ -47,11 +62,18 @@ Engine::Engine(const EngineOptions& options) {
   model_ = std::make_unique<Model>(*file_, *backend_, *expert_pool_, std::move(*placement));
 }
 
-std::optional<ExpertCacheOptions> expert_placement(const EngineOptions& options, bool cpu_device,
-                                                   const Backend& device) {
+std::optional<ExpertCacheOptions> expert_placement(const EngineOptions& options, bool cpu_device, Backend& device,
+                                                   uint64_t model_bytes) {
   const std::string& mode = options.expert_cache;
   if (mode == "off") return std::nullopt;
   if (mode.empty() && (!device.has_expert_cache() || (cpu_device && options.vram_budget_gib <= 0.0))) {
+    return std::nullopt;
+  }
+  // By default a model that fits with room to spare (a repacked layout a quarter larger, the KV cache and scratch)
+  // is loaded whole, as without placement: no expert pool, no host copy of the experts.
+  if (const auto info = device.memory_info();
+      mode.empty() && info && info->limit_bytes > info->used_bytes &&
+      info->limit_bytes - info->used_bytes >= model_bytes / 4 * 5 + fit_margin(info->limit_bytes)) {
     return std::nullopt;
   }
   ExpertCacheOptions placement = options.expert_options;

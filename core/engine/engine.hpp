@@ -53,10 +53,11 @@ class Engine {
   std::unique_ptr<Model> model_;
 };
 
-// The placement options asks for on device (cpu_device: the CPU backend), or nothing where the backend holds every
-// expert; throws strata::Error for a bad --expert-cache value.
-std::optional<ExpertCacheOptions> expert_placement(const EngineOptions& options, bool cpu_device,
-                                                   const Backend& device);
+// The placement options asks for on device (cpu_device: the CPU backend) for a model of model_bytes, or nothing
+// where the backend holds every expert (off; by default, a backend without an expert cache or a model that fits
+// with room to spare); throws strata::Error for a bad --expert-cache value.
+std::optional<ExpertCacheOptions> expert_placement(const EngineOptions& options, bool cpu_device, Backend& device,
+                                                   uint64_t model_bytes);
 
 // Parses "--kv" values: "f16" or "int8" to STRATA_KV_*; throws strata::Error naming the value.
 int32_t parse_kv_type(const std::string& text);

@@ -57,12 +57,14 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
           "levels: 23.6% more VRAM for those tensors, 8% faster decode); 0: as in the file (default: the manifest's "
           "repacked_weights, else 1; 0 saves the VRAM for a longer context or more experts)")
       ->check(CLI::Range(0, 1));
-  command->add_option("--expert-cache", options.expert_cache,
-                      "Hybrid expert placement (docs/experts.md): auto (the GPU's memory left after the other weights, "
-                      "the KV cache and --vram-reserve-mib holds the hottest experts; the rest run on the CPU expert "
-                      "pool), N (that many expert slots in all; 0: every expert on the pool) or off (every expert on "
-                      "the backend, as without placement). Default: auto on a GPU backend, off on the CPU backend "
-                      "unless --vram-budget-gib makes it stand in for a GPU");
+  command->add_option(
+      "--expert-cache", options.expert_cache,
+      "Hybrid expert placement (docs/experts.md): auto (the GPU's memory left after the other weights, "
+      "the KV cache and --vram-reserve-mib holds the hottest experts; the rest run on the CPU expert "
+      "pool), N (that many expert slots in all; 0: every expert on the pool) or off (every expert on "
+      "the backend, as without placement). Default: auto on a GPU backend where the model does not fit with "
+      "room to spare (else loaded whole, as without placement), off on the CPU backend unless "
+      "--vram-budget-gib makes it stand in for a GPU");
   command
       ->add_option(
           "--vram-budget-gib", options.vram_budget_gib,
