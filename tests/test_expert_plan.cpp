@@ -7,6 +7,7 @@
 #include "core/experts/expert_plan.hpp"
 #include "core/experts/routing_counts.hpp"
 #include "core/util/error.hpp"
+#include "support/error_message.hpp"
 #include "support/expert_counts.hpp"
 
 namespace strata {

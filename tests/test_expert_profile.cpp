@@ -11,6 +11,7 @@
 #include "core/util/error.hpp"
 #include "core/util/output_file.hpp"
 #include "plugins/plugin_test_support.hpp"
+#include "support/error_message.hpp"
 #include "support/expert_counts.hpp"
 
 namespace strata {

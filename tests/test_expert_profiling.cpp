@@ -23,6 +23,7 @@
 #include "core/plugin/plugin_host.hpp"
 #include "core/synth/synth_model.hpp"
 #include "core/util/error.hpp"
+#include "support/error_message.hpp"
 #include "support/expert_counts.hpp"
 #include "support/reference.hpp"
 

@@ -12,6 +12,7 @@
 #include "core/engine/generation.hpp"
 #include "core/util/error.hpp"
 #include "plugins/plugin_test_support.hpp"
+#include "support/error_message.hpp"
 #include "support/model_copy.hpp"
 #include "support/reference.hpp"
 #include "support/run_command.hpp"
@@ -39,16 +40,7 @@ TEST(StopStrings, ReleasesWhatWasHeldAtTheEnd) {
   EXPECT_EQ(none.push("anything"), "anything");
 }
 
-// The message f throws as strata::Error, or "" when it throws nothing.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(GenerationOptions, NegativeMaxTokensAndBadSamplingAreRefusedNamingTheFlag) {
   GenerationOptions options;

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "core/engine/engine.hpp"
+#include "core/experts/placement_estimate.hpp"
 #include "core/util/error.hpp"
 #include "support/reference.hpp"
 
@@ -160,12 +161,8 @@ INSTANTIATE_TEST_SUITE_P(ReferenceModels, HybridExpertsOnModel,
 
 // The bytes one expert's three matrices take in a layer (the CPU backend keeps the file's layout).
 int64_t expert_bytes(const gguf::Model& file, int32_t layer) {
-  int64_t bytes = 0;
-  for (const char* name : {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}) {
-    const gguf::TensorInfo& tensor = file.tensor("blk." + std::to_string(layer) + "." + name);
-    bytes += static_cast<int64_t>(tensor.bytes / tensor.shape[2]);
-  }
-  return bytes;
+  const ModelConfig config = ModelConfig::from_gguf(file);
+  return static_cast<int64_t>(expert_bytes_per_layer(file, config.n_layer, config.n_expert)[layer]);
 }
 
 // What the device holds with an empty cache: the dense weights and the session's memory.

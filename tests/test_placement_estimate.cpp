@@ -8,6 +8,7 @@
 #include "core/experts/placement_estimate.hpp"
 #include "core/experts/routing_counts.hpp"
 #include "core/util/error.hpp"
+#include "support/error_message.hpp"
 #include "support/expert_counts.hpp"
 
 namespace strata {

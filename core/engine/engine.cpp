@@ -17,12 +17,6 @@ namespace {
 // 2 GiB, or an eighth of a smaller device (a stand-in of --vram-budget-gib).
 uint64_t fit_margin(uint64_t limit) { return std::min(uint64_t{2} << 30, limit / 8); }
 
-uint64_t model_bytes(const gguf::Model& file) {
-  uint64_t bytes = 0;
-  for (const auto& tensor : file.tensors()) bytes += tensor.bytes;
-  return bytes;
-}
-
 }  // namespace
 
 Engine::Engine(const EngineOptions& options) {
@@ -44,7 +38,7 @@ Engine::Engine(const EngineOptions& options) {
   log().info("backend: {}", backend_->describe());
   const BackendPlugin& cpu = plugins_->choose_backend("cpu");
   std::optional<ExpertCacheOptions> placement =
-      expert_placement(options, chosen.name == cpu.name, *backend_, model_bytes(*file_));
+      expert_placement(options, chosen.name == cpu.name, *backend_, file_->tensor_bytes());
   if (!placement) {
     if (!options.expert_profile.empty()) {
       throw Error("--expert-profile ranks the experts of a hybrid placement, and there is none here (" +

@@ -455,6 +455,12 @@ Model::Model(const std::filesystem::path& path) {
   }
 }
 
+uint64_t Model::tensor_bytes() const {
+  uint64_t bytes = 0;
+  for (const auto& tensor : tensors_) bytes += tensor.bytes;
+  return bytes;
+}
+
 const TensorInfo* Model::find_tensor(const std::string& name) const {
   const auto hit = tensor_index_.find(name);
   return hit == tensor_index_.end() ? nullptr : &tensors_[hit->second];

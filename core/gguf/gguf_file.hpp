@@ -115,6 +115,8 @@ class Model {
   const std::vector<std::pair<std::string, Value>>& metadata() const { return first().metadata(); }
   const Value* find(const std::string& key) const { return first().find(key); }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  // The bytes of all tensors of all parts: the weights a backend holds for the whole model.
+  uint64_t tensor_bytes() const;
   const TensorInfo* find_tensor(const std::string& name) const;
   // Like find_tensor, but throws strata::Error naming the model and the tensor.
   const TensorInfo& tensor(const std::string& name) const;

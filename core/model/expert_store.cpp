@@ -24,16 +24,6 @@ constexpr size_t kPageBytes = 4096;
 
 std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (uint64_t{1} << 30)); }
 
-std::vector<const gguf::TensorInfo*> expert_tensors(const gguf::Model& file, const ModelConfig& config) {
-  std::vector<const gguf::TensorInfo*> tensors;
-  for (int32_t layer = 0; layer < config.n_layer; ++layer) {
-    for (const char* name : {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}) {
-      tensors.push_back(&file.tensor("blk." + std::to_string(layer) + "." + name));
-    }
-  }
-  return tensors;
-}
-
 // Runs work(piece) for every kPieceBytes piece of bytes over the host's threads, logging what is done every few
 // seconds as "<what>: X of Y GiB (N s)".
 void for_each_piece(uint64_t bytes, const std::string& what, const std::function<void(uint64_t, uint64_t)>& work) {
@@ -90,7 +80,13 @@ ExpertMemoryChoice choose_expert_memory(ExpertMemory requested, bool page_locked
 }
 
 ExpertStore::ExpertStore(Backend& device, const gguf::Model& file, const ModelConfig& config, ExpertMemory memory) {
-  const auto tensors = expert_tensors(file, config);
+  std::vector<const gguf::TensorInfo*> tensors;
+  for (int32_t layer = 0; layer < config.n_layer; ++layer) {
+    const std::string prefix = "blk." + std::to_string(layer) + ".";
+    tensors_.push_back({&file.tensor(prefix + "ffn_gate_exps.weight"), &file.tensor(prefix + "ffn_up_exps.weight"),
+                        &file.tensor(prefix + "ffn_down_exps.weight")});
+    tensors.insert(tensors.end(), tensors_.back().begin(), tensors_.back().end());
+  }
   for (const auto* tensor : tensors) bytes_ += tensor->bytes;
   const ExpertMemoryChoice choice =
       choose_expert_memory(memory, device.has_host_memory(), device.name(), bytes_, sdk::available_host_memory());
@@ -158,6 +154,11 @@ void ExpertStore::touch_mapping(const std::vector<const gguf::TensorInfo*>& tens
     }
     checksum += sum;
   });
+}
+
+const uint8_t* ExpertStore::expert_matrix(int32_t layer, int matrix, int32_t expert) const {
+  const gguf::TensorInfo& info = tensor(layer, matrix);
+  return static_cast<const uint8_t*>(data(info)) + static_cast<uint64_t>(expert) * (info.bytes / info.shape[2]);
 }
 
 const void* ExpertStore::data(const gguf::TensorInfo& tensor) const {

@@ -5,6 +5,7 @@
 // that steps do not wait for page faults. docs/experts.md, "Host memory".
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -42,6 +43,10 @@ class ExpertStore {
 
   // A tensor's bytes: its page-locked copy, or the mapping (tensors that are not experts: always the mapping).
   const void* data(const gguf::TensorInfo& tensor) const;
+  // A layer's expert tensor: matrix 0 ffn_gate_exps, 1 ffn_up_exps, 2 ffn_down_exps.
+  const gguf::TensorInfo& tensor(int32_t layer, int matrix) const { return *tensors_[layer][matrix]; }
+  // One expert's matrix in a layer, where data(tensor) has it.
+  const uint8_t* expert_matrix(int32_t layer, int matrix, int32_t expert) const;
   bool pinned() const { return !copies_.empty(); }
   uint64_t bytes() const { return bytes_; }
 
@@ -49,6 +54,7 @@ class ExpertStore {
   void copy_into_pinned(Backend& device, const std::vector<const gguf::TensorInfo*>& tensors);
   void touch_mapping(const std::vector<const gguf::TensorInfo*>& tensors) const;
 
+  std::vector<std::array<const gguf::TensorInfo*, 3>> tensors_;  // [layer][gate, up, down]
   uint64_t bytes_ = 0;
   std::vector<HostMemory> blocks_;
   std::map<const uint8_t*, const void*> copies_;  // a tensor's mapped bytes -> its page-locked copy

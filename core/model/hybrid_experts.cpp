@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/experts/placement_estimate.hpp"
 #include "core/util/error.hpp"
 #include "core/util/log.hpp"
 
@@ -16,8 +17,6 @@ constexpr int32_t kStagingSlotsPerUsedExpert = 4;
 // A swap needs the newcomer's decayed count this much above the victim's: no thrashing between equals.
 constexpr double kSwapMargin = 1.1;
 constexpr auto kProgressInterval = std::chrono::seconds(3);
-
-const char* const kMatrixNames[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
 
 // "1.25 GiB", or "3.50 MiB" below a GiB.
 std::string gib(double bytes) {
@@ -69,8 +68,8 @@ HybridExperts::HybridExperts(Backend& device, Backend& pool, const gguf::Model& 
                              const ModelConfig& config, const ModelWeights& weights, ExpertCacheOptions options)
     : device_(device),
       pool_(pool),
-      file_(file),
       store_(store),
+      expert_file_bytes_(expert_bytes_per_layer(file, config.n_layer, config.n_expert)),
       config_(config),
       weights_(weights),
       options_(std::move(options)),
@@ -105,30 +104,26 @@ std::shared_ptr<HybridExperts::StepBuffers> HybridExperts::make_buffers(int32_t 
   return std::make_shared<StepBuffers>(device_, pool_, config_, max_batch);
 }
 
+// The three tensor types of a layer's experts: layers of the same types take the same slot bytes and staging.
+std::vector<uint32_t> HybridExperts::types_of(int32_t layer) const {
+  return {store_.tensor(layer, 0).type, store_.tensor(layer, 1).type, store_.tensor(layer, 2).type};
+}
+
 int64_t HybridExperts::device_bytes_of_expert(int32_t layer) {
-  std::vector<uint32_t> types;
-  for (const char* name : kMatrixNames) {
-    types.push_back(file_.tensor("blk." + std::to_string(layer) + "." + name).type);
-  }
+  const std::vector<uint32_t> types = types_of(layer);
   for (const auto& [probed, bytes] : probed_bytes_) {
     if (probed == types) return bytes;
   }
-  // What one expert takes on the device, in the layout the backend keeps (a GPU's repacked layout is larger than
-  // the file's): one slot of each matrix allocated and measured.
-  int64_t bytes = 0;
+  // What one expert takes on the device, in the layout the backend keeps for a cache: one slot of each matrix
+  // allocated and measured (the file's bytes where the backend does not say).
+  auto bytes = static_cast<int64_t>(expert_file_bytes_[layer]);
   const auto before = device_.memory_info();
   {
     std::vector<Weight> probes;
     for (int m = 0; m < 3; ++m) {
-      const gguf::TensorInfo& tensor = file_.tensor("blk." + std::to_string(layer) + "." + kMatrixNames[m]);
-      bytes += static_cast<int64_t>(tensor.bytes / tensor.shape[2]);
-      const strata_weight_desc desc{sizeof(strata_weight_desc),
-                                    tensor.name.c_str(),
-                                    tensor.type,
-                                    static_cast<int64_t>(tensor.shape[0]),
-                                    static_cast<int64_t>(tensor.shape[1]),
-                                    1,
-                                    nullptr};
+      strata_weight_desc desc = desc_of(layer, m);
+      desc.ne2 = 1;
+      desc.data = nullptr;
       probes.push_back(Weight::allocate(device_, desc));
     }
     if (const auto after = device_.memory_info(); before && after && after->used_bytes > before->used_bytes) {
@@ -137,6 +132,18 @@ int64_t HybridExperts::device_bytes_of_expert(int32_t layer) {
   }
   probed_bytes_.emplace_back(types, bytes);
   return bytes;
+}
+
+// A layer's expert tensor as the file shapes it, its bytes where the store has them.
+strata_weight_desc HybridExperts::desc_of(int32_t layer, int matrix) const {
+  const gguf::TensorInfo& tensor = store_.tensor(layer, matrix);
+  return {sizeof(strata_weight_desc),
+          tensor.name.c_str(),
+          tensor.type,
+          static_cast<int64_t>(tensor.shape[0]),
+          static_cast<int64_t>(tensor.shape[1]),
+          static_cast<int64_t>(tensor.shape[2]),
+          store_.data(tensor)};
 }
 
 int64_t HybridExperts::scratch_reserve(const ModelConfig& config, int32_t max_batch) {
@@ -216,23 +223,12 @@ void HybridExperts::check_fits() {
 
 void HybridExperts::fill_layer(int32_t layer) {
   LayerSlots& slots = layers_[layer];
-  const std::string prefix = "blk." + std::to_string(layer) + ".";
-  const auto desc_of = [&](int m) {
-    const gguf::TensorInfo& tensor = file_.tensor(prefix + kMatrixNames[m]);
-    return strata_weight_desc{sizeof(strata_weight_desc),
-                              tensor.name.c_str(),
-                              tensor.type,
-                              static_cast<int64_t>(tensor.shape[0]),
-                              static_cast<int64_t>(tensor.shape[1]),
-                              static_cast<int64_t>(tensor.shape[2]),
-                              store_.data(tensor)};
-  };
   if (plan_.whole_layer(layer)) {
     // The file's tensors loaded as they are, in the backend's own layout (a GPU's repacked IQ3_S, faster): the
     // layer runs as without placement. That layout may be larger than the slots the plan counted; where it does
     // not fit, the slots below hold the experts in order instead, in the file's layout.
     try {
-      for (int m = 0; m < 3; ++m) slots.matrices[m] = Weight(device_, desc_of(m));
+      for (int m = 0; m < 3; ++m) slots.matrices[m] = Weight(device_, desc_of(layer, m));
       return;
     } catch (const Error& error) {
       for (Weight& matrix : slots.matrices) matrix = Weight();
@@ -241,7 +237,7 @@ void HybridExperts::fill_layer(int32_t layer) {
   }
   if (plan_.slots(layer) == 0) return;
   for (int m = 0; m < 3; ++m) {
-    strata_weight_desc desc = desc_of(m);
+    strata_weight_desc desc = desc_of(layer, m);
     desc.ne2 = plan_.slots(layer);
     slots.matrices[m] = Weight::allocate(device_, desc);
   }
@@ -252,28 +248,11 @@ void HybridExperts::fill_layer(int32_t layer) {
 
 void HybridExperts::write_expert(const Weight (&target)[3], int32_t slot, int32_t layer, int32_t expert,
                                  bool background) {
-  const std::string prefix = "blk." + std::to_string(layer) + ".";
-  for (int m = 0; m < 3; ++m) {
-    const gguf::TensorInfo& tensor = file_.tensor(prefix + kMatrixNames[m]);
-    const uint64_t matrix_bytes = tensor.bytes / tensor.shape[2];
-    const auto* data = static_cast<const uint8_t*>(store_.data(tensor));
-    device_.write_matrix(target[m], slot, data + static_cast<uint64_t>(expert) * matrix_bytes, background);
-  }
-}
-
-int64_t HybridExperts::expert_file_bytes(int32_t layer) const {
-  int64_t bytes = 0;
-  for (const char* name : kMatrixNames) {
-    const gguf::TensorInfo& tensor = file_.tensor("blk." + std::to_string(layer) + "." + name);
-    bytes += static_cast<int64_t>(tensor.bytes / tensor.shape[2]);
-  }
-  return bytes;
+  for (int m = 0; m < 3; ++m) device_.write_matrix(target[m], slot, store_.expert_matrix(layer, m, expert), background);
 }
 
 HybridExperts::StagingSet& HybridExperts::staging_for(int32_t layer) {
-  const std::string prefix = "blk." + std::to_string(layer) + ".";
-  std::vector<uint32_t> types;
-  for (const char* name : kMatrixNames) types.push_back(file_.tensor(prefix + name).type);
+  const std::vector<uint32_t> types = types_of(layer);
   for (const auto& set : staging_) {
     if (set->types == types) return *set;
   }
@@ -282,15 +261,11 @@ HybridExperts::StagingSet& HybridExperts::staging_for(int32_t layer) {
   set->slots = std::min(config_.n_expert, options_.pcie_slots > 0 ? options_.pcie_slots
                                                                   : config_.n_expert_used * kStagingSlotsPerUsedExpert);
   for (int m = 0; m < 3; ++m) {
-    const gguf::TensorInfo& tensor = file_.tensor(prefix + kMatrixNames[m]);
-    const std::string name = "PCIe staging of " + tensor.name;
-    const strata_weight_desc desc{sizeof(strata_weight_desc),
-                                  name.c_str(),
-                                  tensor.type,
-                                  static_cast<int64_t>(tensor.shape[0]),
-                                  static_cast<int64_t>(tensor.shape[1]),
-                                  set->slots,
-                                  nullptr};
+    strata_weight_desc desc = desc_of(layer, m);
+    const std::string name = std::string("PCIe staging of ") + desc.name;
+    desc.name = name.c_str();
+    desc.ne2 = set->slots;
+    desc.data = nullptr;
     set->matrices[m] = Weight::allocate(device_, desc);
   }
   staging_.push_back(std::move(set));
@@ -329,14 +304,12 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   }
   step_split_ = true;
 
-  // The router's choices and the experts' input, on the host (the one wait for the device in the layer).
+  // The router's choices on the host (the one wait for the device in the layer).
   auto start = std::chrono::steady_clock::now();
   b.ids.resize(pairs);
   b.weights.resize(pairs);
-  b.x.resize(static_cast<size_t>(n) * config_.n_embd);
   device_.read(ids, b.ids.data(), pairs * sizeof(int32_t));
   device_.read(weights, b.weights.data(), pairs * sizeof(float));
-  device_.read(normed, b.x.data(), b.x.size() * sizeof(float));
   stats_.sync_ms += ms_since(start);
   if (observer) observer(layer, b.ids);
   if (!recent_.empty()) recent_.add(layer, b.ids);
@@ -344,8 +317,6 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   // Each pair to one tier: a zero weight hides it from the others.
   b.slot_ids.assign(pairs, 0);
   b.slot_weights.assign(pairs, 0.0f);
-  b.staged_slot_ids.assign(pairs, 0);
-  b.staged_weights_host.assign(pairs, 0.0f);
   b.pool_weights_host.assign(pairs, 0.0f);
   int64_t hits = 0, staged = 0, pooled = 0;
   std::vector<int32_t> missed_tokens(config_.n_expert, 0);
@@ -387,6 +358,15 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     }
   }
 
+  // The pool's input, read before the device's part is queued (a read waits for what is queued), and only where
+  // the pool has pairs: a prompt step that streams every miss needs none of it.
+  if (pooled > 0) {
+    start = std::chrono::steady_clock::now();
+    b.x.resize(static_cast<size_t>(n) * config_.n_embd);
+    device_.read(normed, b.x.data(), b.x.size() * sizeof(float));
+    stats_.sync_ms += ms_since(start);
+  }
+
   // The device's part is queued first, so that it runs while the pool computes.
   bool device_wrote = false;
   const auto add_to_out = [&](const Buffer& part) {
@@ -408,12 +388,12 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
       const size_t count = std::min(slots, staged_experts.size() - first);
       for (size_t k = 0; k < count; ++k) {
         write_expert(staging.matrices, static_cast<int32_t>(k), layer, staged_experts[first + k], false);
-        stats_.pcie_bytes += expert_file_bytes(layer);
+        stats_.pcie_bytes += static_cast<int64_t>(expert_file_bytes_[layer]);
       }
       b.staged_slot_ids.assign(pairs, 0);
       b.staged_weights_host.assign(pairs, 0.0f);
       for (size_t p = 0; p < pairs; ++p) {
-        const int32_t index = plan_.slot_of(layer, b.ids[p]) >= 0 ? -1 : staged_index[b.ids[p]];
+        const int32_t index = staged_index[b.ids[p]];  // -1 for resident and pooled experts
         if (index >= static_cast<int32_t>(first) && index < static_cast<int32_t>(first + count)) {
           b.staged_slot_ids[p] = index - static_cast<int32_t>(first);
           b.staged_weights_host[p] = b.weights[p];

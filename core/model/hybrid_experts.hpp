@@ -122,15 +122,15 @@ class HybridExperts {
   // Copies an expert's three matrices from the mapped file into slot of target (gate, up, down).
   void write_expert(const Weight (&target)[3], int32_t slot, int32_t layer, int32_t expert, bool background);
   StagingSet& staging_for(int32_t layer);
-  // The bytes of one expert's three matrices in the file.
-  int64_t expert_file_bytes(int32_t layer) const;
+  std::vector<uint32_t> types_of(int32_t layer) const;
+  strata_weight_desc desc_of(int32_t layer, int matrix) const;
   void start_adapt_round();
   void finish_adapt_round();
 
   Backend& device_;
   Backend& pool_;
-  const gguf::Model& file_;
-  const ExpertStore& store_;  // the bytes copied to the device
+  const ExpertStore& store_;                 // the experts' tensors and the bytes copied to the device
+  std::vector<uint64_t> expert_file_bytes_;  // one expert's three matrices in each layer, as the file has them
   const ModelConfig& config_;
   const ModelWeights& weights_;
   ExpertCacheOptions options_;

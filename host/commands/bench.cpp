@@ -29,12 +29,6 @@ struct BenchOptions {
   int32_t op_tokens = 1;
 };
 
-uint64_t model_bytes(const gguf::Model& file) {
-  uint64_t bytes = 0;
-  for (const auto& tensor : file.tensors()) bytes += tensor.bytes;
-  return bytes;
-}
-
 uint64_t model_params(const gguf::Model& file) {
   uint64_t params = 0;
   for (const auto& tensor : file.tensors()) params += tensor.n_elements;
@@ -139,7 +133,7 @@ void register_bench_command(CLI::App& app) {
                                            .execution = options->engine.execution});
         nlohmann::ordered_json line = {
             {"model", engine.file().first().path().filename().string()},
-            {"model_size", model_bytes(engine.file())},
+            {"model_size", engine.file().tensor_bytes()},
             {"model_params", model_params(engine.file())},
             {"backend", engine.backend().name()},
             {"backend_info", engine.backend().describe()},
@@ -170,7 +164,7 @@ void register_bench_command(CLI::App& app) {
           results.push_back(line);
         } else {
           std::printf("%-32s %8.2f GiB  %-40s %-6s %14s  %10.2f ± %.2f t/s", line["model"].get<std::string>().c_str(),
-                      model_bytes(engine.file()) / 1073741824.0, engine.backend().describe().c_str(),
+                      engine.file().tensor_bytes() / 1073741824.0, engine.backend().describe().c_str(),
                       options->kv.c_str(), result.test.c_str(), result.tokens_per_second, result.stddev);
           if (test.n_decode > 0)
             std::printf("  (%.1f MB weights/token, %.2f GB/s)", bytes_per_token / 1e6,

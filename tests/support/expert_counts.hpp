@@ -1,4 +1,4 @@
-// Helpers of the expert placement tests: hand-made routing counts, a plan's experts, an error's message.
+// Helpers of the expert placement tests: hand-made routing counts, a plan's experts.
 #pragma once
 
 #include <string>
@@ -6,20 +6,8 @@
 
 #include "core/experts/expert_plan.hpp"
 #include "core/experts/routing_counts.hpp"
-#include "core/util/error.hpp"
 
 namespace strata::test {
-
-// The message of the strata::Error f throws, or "" when it throws none.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
 
 // Counts from rows[layer][expert].
 inline RoutingCounts counts_of(const std::vector<std::vector<double>>& rows) {
