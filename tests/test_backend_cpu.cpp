@@ -16,6 +16,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -285,6 +286,52 @@ TEST(ThreadPool, AWorkerThatCannotStartFailsThePoolAfterJoiningTheOthers) {
   }
   EXPECT_EQ(calls, 4);
   EXPECT_EQ(running.load(), 0);
+}
+
+// Jobs of every size, back to back, with and without a minimum share: every item runs once, on a thread of the
+// pool, and a job too small to share runs on the caller alone (worker 0). Many small jobs in a row are what a
+// decode step issues; a worker left out of one must not run a share of the next.
+// Two threads poll on this machine's cores; eight outnumber CI's two and sleep at once.
+TEST(ThreadPool, EveryItemRunsOnceWhateverTheJobSizes) {
+  for (const int threads : {2, 8}) {
+    strata::cpu::ThreadPool pool(threads);
+    std::vector<std::atomic<int>> runs(300);
+    for (int round = 0; round < 2000; ++round) {
+      const int64_t n = 1 + (round * 37) % 300;
+      const int64_t min_per_thread = 1 + round % 90;
+      for (int64_t i = 0; i < n; ++i) runs[i] = 0;
+      std::atomic<int> bad_worker{0}, other_threads{0};
+      pool.parallel_for(
+          n,
+          [&](int64_t begin, int64_t end, int worker) {
+            if (worker < 0 || worker >= pool.size()) ++bad_worker;
+            if (worker != 0) ++other_threads;
+            for (int64_t i = begin; i < end; ++i) ++runs[i];
+          },
+          min_per_thread);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(runs[i].load(), 1) << "item " << i << " of " << n << ", round " << round;
+      ASSERT_EQ(bad_worker.load(), 0);
+      if (n < 2 * min_per_thread) {
+        ASSERT_EQ(other_threads.load(), 0) << n << " items, at least " << min_per_thread;
+      }
+    }
+  }
+}
+
+// A chunk's exception reaches the caller, and the pool keeps working after it.
+TEST(ThreadPool, AChunksExceptionReachesTheCaller) {
+  strata::cpu::ThreadPool pool(3);
+  EXPECT_THROW(pool.parallel_for(30,
+                                 [](int64_t begin, int64_t, int) {
+                                   if (begin > 0) throw std::runtime_error("chunk failed");
+                                 }),
+               std::runtime_error);
+  std::atomic<int64_t> sum{0};
+  pool.parallel_for(30, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) sum += i;
+  });
+  EXPECT_EQ(sum.load(), 435);
 }
 
 TEST(BackendCpu, BuffersRoundTripAndRejectOutOfRangeAccess) {

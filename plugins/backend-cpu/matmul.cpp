@@ -19,6 +19,8 @@ using CpuDotRowsMultiFn = decltype(strata_quant_type::cpu_dot_rows_multi);
 // Rows per tile: the tile's floats (4 rows of a 2048-wide weight, 32 KiB) stay in L1 while all tokens pass
 // over them (twice as fast at 64 tokens as an L2-sized tile), and a 2048-row weight splits into 512 tiles.
 constexpr int64_t kTileFloats = 8192;
+// Activation rows converted per thread at least: a decode step's one or two rows are not worth a fork-join.
+constexpr int64_t kConvertRowsPerThread = 4;
 
 struct TaskPlan {
   MatmulTask task;
@@ -108,15 +110,20 @@ int64_t rows_to_convert(const TaskPlan& plan) {
 void convert_activations(strata_backend& backend, std::vector<TaskPlan>& plans) {
   int64_t total = 0;
   for (const TaskPlan& plan : plans) total += rows_to_convert(plan);
-  backend.pool.parallel_for(total, [&](int64_t begin, int64_t end, int) {
-    for_each_share(plans, begin, end, rows_to_convert, [&](TaskPlan& plan, int64_t from, int64_t to) {
-      const int64_t ne0 = plan.task.weight->ne0;
-      std::byte* destination = backend.activations.data() + plan.activation_offset + from * plan.activation_row_bytes;
-      call_codec([&](strata_error* error) {
-        return plan.activation_type->quantize(plan.task.x + from * ne0, destination, to - from, ne0, nullptr, error);
-      });
-    });
-  });
+  backend.pool.parallel_for(
+      total,
+      [&](int64_t begin, int64_t end, int) {
+        for_each_share(plans, begin, end, rows_to_convert, [&](TaskPlan& plan, int64_t from, int64_t to) {
+          const int64_t ne0 = plan.task.weight->ne0;
+          std::byte* destination =
+              backend.activations.data() + plan.activation_offset + from * plan.activation_row_bytes;
+          call_codec([&](strata_error* error) {
+            return plan.activation_type->quantize(plan.task.x + from * ne0, destination, to - from, ne0, nullptr,
+                                                  error);
+          });
+        });
+      },
+      kConvertRowsPerThread);
 }
 
 // out[t][row0 + r] for the tile's rows through the type's dot kernel: all tokens in one call when the type

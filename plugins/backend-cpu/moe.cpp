@@ -13,6 +13,10 @@
 namespace strata::cpu {
 namespace {
 
+// The row-wise steps around the expert products (gathering inputs, SwiGLU, the weighted sum) take a thread per
+// this many rows at least: a decode step's few rows cost less than waking a thread.
+constexpr int64_t kRowsPerThread = 8;
+
 // probabilities = softmax(logits), max-subtracted, in float.
 void softmax(const float* logits, int32_t n, float* probabilities) {
   const float max_logit = *std::max_element(logits, logits + n);
@@ -106,12 +110,15 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   float* gate_out = grouped_x + n_computed * width;
   float* up_out = gate_out + n_computed * ffn;
   float* down_out = up_out + n_computed * ffn;
-  instance.pool.parallel_for(n_computed, [&](int64_t begin, int64_t end, int) {
-    for (int64_t position = begin; position < end; ++position) {
-      const int64_t token = instance.moe_slots[position] / n_used;
-      std::copy_n(x_values + token * width, width, grouped_x + position * width);
-    }
-  });
+  instance.pool.parallel_for(
+      n_computed,
+      [&](int64_t begin, int64_t end, int) {
+        for (int64_t position = begin; position < end; ++position) {
+          const int64_t token = instance.moe_slots[position] / n_used;
+          std::copy_n(x_values + token * width, width, grouped_x + position * width);
+        }
+      },
+      kRowsPerThread);
 
   std::vector<MatmulTask> tasks;
   for (int64_t expert = 0; expert < n_experts; ++expert) {
@@ -122,9 +129,12 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   }
   run_matmuls(instance, tasks);
 
-  instance.pool.parallel_for(n_computed, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin * ffn; i < end * ffn; ++i) gate_out[i] = silu(gate_out[i]) * up_out[i];
-  });
+  instance.pool.parallel_for(
+      n_computed,
+      [&](int64_t begin, int64_t end, int) {
+        for (int64_t i = begin * ffn; i < end * ffn; ++i) gate_out[i] = silu(gate_out[i]) * up_out[i];
+      },
+      kRowsPerThread);
 
   tasks.clear();
   for (int64_t expert = 0; expert < n_experts; ++expert) {
@@ -135,17 +145,20 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
 
   // Each token sums its experts in its own choice order: the result does not depend on the grouping
   // or the thread count.
-  instance.pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
-    for (int64_t t = begin; t < end; ++t) {
-      float* row = out_values + t * width;
-      std::fill(row, row + width, 0.0f);
-      for (int64_t j = 0; j < n_used; ++j) {
-        const int64_t slot = t * n_used + j;
-        if (position_of_slot[slot] < 0) continue;
-        instance.kernels.axpy(weight_values[slot], down_out + position_of_slot[slot] * width, row, width);
-      }
-    }
-  });
+  instance.pool.parallel_for(
+      n_tokens,
+      [&](int64_t begin, int64_t end, int) {
+        for (int64_t t = begin; t < end; ++t) {
+          float* row = out_values + t * width;
+          std::fill(row, row + width, 0.0f);
+          for (int64_t j = 0; j < n_used; ++j) {
+            const int64_t slot = t * n_used + j;
+            if (position_of_slot[slot] < 0) continue;
+            instance.kernels.axpy(weight_values[slot], down_out + position_of_slot[slot] * width, row, width);
+          }
+        }
+      },
+      kRowsPerThread);
 }
 
 }  // namespace strata::cpu

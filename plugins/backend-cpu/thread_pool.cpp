@@ -1,5 +1,7 @@
 #include "thread_pool.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "strata/plugin.hpp"
@@ -7,9 +9,11 @@
 namespace strata::cpu {
 namespace {
 
-// A worker polls briefly for the next job before sleeping: consecutive ops (a decode step issues hundreds)
-// then start without a futex wake-up, while an idle pool still costs no CPU.
-constexpr int kSpinIterations = 4000;
+// How long an idle worker polls for the next job before it sleeps, and the caller for its workers before it
+// sleeps: the ops of a step follow each other within microseconds (a hybrid placement's pool waits for the GPU
+// between layers for a few hundred), while an idle pool soon costs no CPU.
+constexpr auto kSpinTime = std::chrono::microseconds(500);
+constexpr int kPausesPerClockRead = 64;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -17,9 +21,27 @@ inline void cpu_relax() {
 #endif
 }
 
+// Polls done() for kSpinTime, or not at all where the threads outnumber the cores (a poller would take the core
+// of the thread it waits for). Returns whether done() held.
+template <class Done>
+bool spin_until(bool spin, const Done& done) {
+  if (!spin) return done();
+  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  for (;;) {
+    for (int pause = 0; pause < kPausesPerClockRead; ++pause) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+    // A thread being waited for may be runnable on this core (the system's other load moved it here).
+    std::this_thread::yield();
+  }
+}
+
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads, const ThreadStarter& start_thread) {
+ThreadPool::ThreadPool(int n_threads, const ThreadStarter& start_thread)
+    : spin_(n_threads <= static_cast<int>(std::thread::hardware_concurrency())) {
   const int extra = n_threads > 1 ? n_threads - 1 : 0;
   workers_.reserve(extra);
   for (int worker = 1; worker <= extra; ++worker) {
@@ -47,9 +69,11 @@ void ThreadPool::stop_workers() noexcept {
   for (auto& thread : workers_) thread.join();
 }
 
-void ThreadPool::run(int64_t n, const void* body, ChunkFn chunk_fn) {
+void ThreadPool::run(int64_t n, int64_t min_per_thread, const void* body, ChunkFn chunk_fn) {
   if (n <= 0) return;
-  if (workers_.empty() || n == 1) {
+  const int64_t shares = n / std::max<int64_t>(min_per_thread, 1);
+  const int threads = static_cast<int>(std::clamp<int64_t>(shares, 1, size()));
+  if (threads == 1) {
     chunk_fn(body, 0, n, 0);
     return;
   }
@@ -58,24 +82,27 @@ void ThreadPool::run(int64_t n, const void* body, ChunkFn chunk_fn) {
     body_ = body;
     chunk_fn_ = chunk_fn;
     n_ = n;
-    pending_ = static_cast<int>(workers_.size());
     first_error_ = nullptr;
-    published_generation_.store(++generation_, std::memory_order_release);
+    pending_.store(threads - 1, std::memory_order_relaxed);
+    ++jobs_;
+    published_.store(jobs_ << kThreadBits | static_cast<uint64_t>(threads), std::memory_order_release);
   }
   job_ready_.notify_all();
-  run_chunk(0);
+  run_chunk(0, threads);
+  if (!spin_until(spin_, [this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock lock(mutex_);
+    // Terminates: every worker of the job finishes its chunk (exceptions are caught) and then counts down.
+    job_done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
   std::exception_ptr error;
   {
-    std::unique_lock lock(mutex_);
-    // Terminates: every worker finishes its chunk (exceptions are caught) and then counts down.
-    job_done_.wait(lock, [this] { return pending_ == 0; });
+    std::lock_guard lock(mutex_);
     error = first_error_;
   }
   if (error) std::rethrow_exception(error);
 }
 
-void ThreadPool::run_chunk(int worker) noexcept {
-  const int64_t threads = size();
+void ThreadPool::run_chunk(int worker, int threads) noexcept {
   const int64_t begin = n_ * worker / threads;
   const int64_t end = n_ * (worker + 1) / threads;
   if (begin == end) return;
@@ -87,26 +114,32 @@ void ThreadPool::run_chunk(int worker) noexcept {
   }
 }
 
+uint64_t ThreadPool::wait_for_job(uint64_t seen) {
+  uint64_t job = seen;
+  const auto next = [&] {
+    job = published_.load(std::memory_order_acquire);
+    return job != seen;
+  };
+  if (spin_until(spin_, next)) return job;
+  std::unique_lock lock(mutex_);
+  job_ready_.wait(lock, [&] { return stopping_ || next(); });
+  return stopping_ ? 0 : job;
+}
+
 void ThreadPool::worker_loop(int worker) {
   uint64_t seen = 0;
   for (;;) {
-    for (int spin = 0; spin < kSpinIterations && published_generation_.load(std::memory_order_acquire) == seen;
-         ++spin) {
-      cpu_relax();
-    }
-    {
-      std::unique_lock lock(mutex_);
-      job_ready_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
-    }
-    run_chunk(worker);
-    bool last;
-    {
+    seen = wait_for_job(seen);
+    if (seen == 0) return;
+    // The job's thread count comes with it: a worker left out of a small job must not read the next one's.
+    const int threads = static_cast<int>(seen & kThreadMask);
+    if (worker >= threads) continue;
+    run_chunk(worker, threads);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // Under the lock, so that a caller between its last check and its sleep cannot miss the wake-up.
       std::lock_guard lock(mutex_);
-      last = --pending_ == 0;
+      job_done_.notify_one();
     }
-    if (last) job_done_.notify_one();
   }
 }
 

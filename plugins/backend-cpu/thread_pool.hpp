@@ -1,6 +1,8 @@
 // Persistent worker threads for the ops' data parallelism. parallel_for splits [0, n) into one contiguous
 // chunk per thread (static chunking: the same split for the same n, no work stealing, nothing allocated
-// per call); the calling thread runs chunk 0 itself.
+// per call); the calling thread runs chunk 0 itself. A decode step forks hundreds of small jobs, so both sides
+// poll briefly before they sleep: idle workers after their last job, the caller for its workers'
+// chunks; a job too small to share runs on the caller alone.
 #pragma once
 
 #include <atomic>
@@ -34,12 +36,13 @@ class ThreadPool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Runs body over [0, n) on every thread and returns when all are done; rethrows the first exception
-  // a chunk threw. Not reentrant: one parallel_for at a time per pool.
+  // Runs body over [0, n) and returns when all chunks are done; rethrows the first exception a chunk threw. A
+  // chunk has at least min_per_thread items (fewer threads take part when n is small: waking a thread costs
+  // more than a few rows of work). Not reentrant: one parallel_for at a time per pool.
   template <class Body>
-  void parallel_for(int64_t n, const Body& body) {
+  void parallel_for(int64_t n, const Body& body, int64_t min_per_thread = 1) {
     static_assert(std::is_invocable_v<const Body&, int64_t, int64_t, int>);
-    run(n, &body, [](const void* erased, int64_t begin, int64_t end, int worker) {
+    run(n, min_per_thread, &body, [](const void* erased, int64_t begin, int64_t end, int worker) {
       (*static_cast<const Body*>(erased))(begin, end, worker);
     });
   }
@@ -47,24 +50,31 @@ class ThreadPool {
  private:
   static std::thread start_std_thread(std::function<void()> body) { return std::thread(std::move(body)); }
 
-  void run(int64_t n, const void* body, ChunkFn chunk_fn);
+  void run(int64_t n, int64_t min_per_thread, const void* body, ChunkFn chunk_fn);
   void stop_workers() noexcept;
-  void run_chunk(int worker) noexcept;
+  void run_chunk(int worker, int threads) noexcept;
   void worker_loop(int worker);
+  // The generation of the next job after seen, or 0 once the pool stops.
+  uint64_t wait_for_job(uint64_t seen);
 
+  const bool spin_;  // whether waits poll first: not where the threads outnumber the cores
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable job_ready_;
   std::condition_variable job_done_;
-  // The current job; written under mutex_ before generation_ moves on.
+  // The current job; written under mutex_ before published_ moves on, read by its workers without the lock
+  // (the release store of published_ hands it over; the caller writes the next only after they count down).
   const void* body_ = nullptr;
   ChunkFn chunk_fn_ = nullptr;
   int64_t n_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
+  uint64_t jobs_ = 0;
+  // The job's number and its thread count (the caller's chunk and workers 1 .. count - 1) in one word.
+  static constexpr int kThreadBits = 16;
+  static constexpr uint64_t kThreadMask = (uint64_t{1} << kThreadBits) - 1;
+  std::atomic<uint64_t> published_{0};
+  std::atomic<int> pending_{0};  // workers of the job not done yet
   bool stopping_ = false;
   std::exception_ptr first_error_;
-  std::atomic<uint64_t> published_generation_{0};  // read by spinning workers without the lock
 };
 
 }  // namespace strata::cpu
