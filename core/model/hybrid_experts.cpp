@@ -11,8 +11,9 @@
 namespace strata {
 namespace {
 
-// A step's experts copied over PCIe share these many staging slots per set of types by default: a decode step
-// misses at most n_used experts a layer; a prompt step's copies go through them a set at a time.
+// A step's experts copied over PCIe share these many staging slots per set of types by default, in two halves: a
+// decode step misses at most n_used experts a layer (one half); a prompt step's copies go through them a half at a
+// time, the next half's copies running beside the experts of the last.
 constexpr int32_t kStagingSlotsPerUsedExpert = 4;
 // A swap needs the newcomer's decayed count this much above the victim's: no thrashing between equals.
 constexpr double kSwapMargin = 1.1;
@@ -38,11 +39,13 @@ struct HybridExperts::LayerSlots {
   Weight matrices[3];  // gate, up, down
 };
 
-// Slots for experts copied over PCIe, one set per combination of tensor types (layers may differ).
+// Slots for experts copied over PCIe, one set per combination of tensor types (layers may differ), in two halves
+// of their own weights: an op waits for the copies into the weights it reads, so the copies into one half do not
+// hold up the experts running from the other.
 struct HybridExperts::StagingSet {
   std::vector<uint32_t> types;
-  Weight matrices[3];
-  int32_t slots = 0;
+  Weight halves[2][3];
+  int32_t slots_per_half = 0;
 };
 
 struct HybridExperts::StepBuffers {
@@ -258,15 +261,19 @@ HybridExperts::StagingSet& HybridExperts::staging_for(int32_t layer) {
   }
   auto set = std::make_unique<StagingSet>();
   set->types = types;
-  set->slots = std::min(config_.n_expert, options_.pcie_slots > 0 ? options_.pcie_slots
-                                                                  : config_.n_expert_used * kStagingSlotsPerUsedExpert);
-  for (int m = 0; m < 3; ++m) {
-    strata_weight_desc desc = desc_of(layer, m);
-    const std::string name = std::string("PCIe staging of ") + desc.name;
-    desc.name = name.c_str();
-    desc.ne2 = set->slots;
-    desc.data = nullptr;
-    set->matrices[m] = Weight::allocate(device_, desc);
+  const int32_t slots =
+      std::min(config_.n_expert,
+               options_.pcie_slots > 0 ? options_.pcie_slots : config_.n_expert_used * kStagingSlotsPerUsedExpert);
+  set->slots_per_half = std::max(1, slots / 2);
+  for (auto& half : set->halves) {
+    for (int m = 0; m < 3; ++m) {
+      strata_weight_desc desc = desc_of(layer, m);
+      const std::string name = std::string("PCIe staging of ") + desc.name;
+      desc.name = name.c_str();
+      desc.ne2 = set->slots_per_half;
+      desc.data = nullptr;
+      half[m] = Weight::allocate(device_, desc);
+    }
   }
   staging_.push_back(std::move(set));
   return *staging_.back();
@@ -367,44 +374,50 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     stats_.sync_ms += ms_since(start);
   }
 
-  // The device's part is queued first, so that it runs while the pool computes.
+  // The device's part is queued first, so that it runs while the pool computes: the first staging half's copies
+  // (on the device's copy stream, beside everything queued after them), the resident experts, then the staged
+  // experts a half at a time, each half's copies queued before the experts of the half before it run.
   bool device_wrote = false;
   const auto add_to_out = [&](const Buffer& part) {
     device_.run("add", [&](strata_error* e) {
       return t.add(device_.get(), out.get(), part.get(), int64_t{n} * config_.n_embd, out.get(), e);
     });
   };
+  StagingSet* staging = staged_experts.empty() ? nullptr : &staging_for(layer);
+  const size_t per_half = staging != nullptr ? static_cast<size_t>(staging->slots_per_half) : 1;
+  const size_t n_halves = (staged_experts.size() + per_half - 1) / per_half;  // halves filled in turn
+  const auto copy_in = [&](size_t turn) {
+    const size_t first = turn * per_half, count = std::min(per_half, staged_experts.size() - first);
+    for (size_t k = 0; k < count; ++k) {
+      write_expert(staging->halves[turn % 2], static_cast<int32_t>(k), layer, staged_experts[first + k], false);
+      stats_.pcie_bytes += static_cast<int64_t>(expert_file_bytes_[layer]);
+    }
+  };
+  if (n_halves > 0) copy_in(0);
   if (hits > 0) {
     device_.write(b.device_ids, b.slot_ids.data(), pairs * sizeof(int32_t));
     device_.write(b.device_weights, b.slot_weights.data(), pairs * sizeof(float));
     device_moe(b.device_ids, b.device_weights, cached, out);
     device_wrote = true;
   }
-  // The staged experts a staging set at a time: copy them in, run their pairs, add.
-  if (!staged_experts.empty()) {
-    StagingSet& staging = staging_for(layer);
-    const auto slots = static_cast<size_t>(staging.slots);
-    for (size_t first = 0; first < staged_experts.size(); first += slots) {
-      const size_t count = std::min(slots, staged_experts.size() - first);
-      for (size_t k = 0; k < count; ++k) {
-        write_expert(staging.matrices, static_cast<int32_t>(k), layer, staged_experts[first + k], false);
-        stats_.pcie_bytes += static_cast<int64_t>(expert_file_bytes_[layer]);
+  for (size_t turn = 0; turn < n_halves; ++turn) {
+    if (turn + 1 < n_halves) copy_in(turn + 1);
+    const auto first = static_cast<int32_t>(turn * per_half);
+    const auto last = static_cast<int32_t>(std::min(staged_experts.size(), (turn + 1) * per_half));
+    b.staged_slot_ids.assign(pairs, 0);
+    b.staged_weights_host.assign(pairs, 0.0f);
+    for (size_t p = 0; p < pairs; ++p) {
+      const int32_t index = staged_index[b.ids[p]];  // -1 for resident and pooled experts
+      if (index >= first && index < last) {
+        b.staged_slot_ids[p] = index - first;
+        b.staged_weights_host[p] = b.weights[p];
       }
-      b.staged_slot_ids.assign(pairs, 0);
-      b.staged_weights_host.assign(pairs, 0.0f);
-      for (size_t p = 0; p < pairs; ++p) {
-        const int32_t index = staged_index[b.ids[p]];  // -1 for resident and pooled experts
-        if (index >= static_cast<int32_t>(first) && index < static_cast<int32_t>(first + count)) {
-          b.staged_slot_ids[p] = index - static_cast<int32_t>(first);
-          b.staged_weights_host[p] = b.weights[p];
-        }
-      }
-      device_.write(b.staged_ids, b.staged_slot_ids.data(), pairs * sizeof(int32_t));
-      device_.write(b.staged_weights, b.staged_weights_host.data(), pairs * sizeof(float));
-      device_moe(b.staged_ids, b.staged_weights, staging.matrices, device_wrote ? b.staged_out : out);
-      if (device_wrote) add_to_out(b.staged_out);
-      device_wrote = true;
     }
+    device_.write(b.staged_ids, b.staged_slot_ids.data(), pairs * sizeof(int32_t));
+    device_.write(b.staged_weights, b.staged_weights_host.data(), pairs * sizeof(float));
+    device_moe(b.staged_ids, b.staged_weights, staging->halves[turn % 2], device_wrote ? b.staged_out : out);
+    if (device_wrote) add_to_out(b.staged_out);
+    device_wrote = true;
   }
   if (pooled > 0) {
     start = std::chrono::steady_clock::now();

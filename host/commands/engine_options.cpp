@@ -84,9 +84,11 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   command
-      ->add_option("--pcie-slots", options.expert_options.pcie_slots,
-                   "Staging slots on the GPU for experts copied over PCIe, per combination of the experts' tensor "
-                   "types; more experts go through them a set at a time (default 0: 4 x the experts a token uses)")
+      ->add_option(
+          "--pcie-slots", options.expert_options.pcie_slots,
+          "Staging slots on the GPU for experts copied over PCIe, per combination of the experts' tensor "
+          "types, in two halves: more experts go through them a half at a time, the next half's copies beside the "
+          "last half's experts (default 0: 4 x the experts a token uses)")
       ->check(CLI::NonNegativeNumber);
   command
       ->add_option("--host-experts", options.host_experts,

@@ -72,6 +72,7 @@ struct strata_weight {
   const std::byte* host = nullptr;  // the host's bytes (valid until weight_free): get_rows decodes there
   bool slots = false;               // made by weight_alloc: no host bytes; weight_write fills its matrices
   strata::cuda::DeviceAllocation device;
+  strata::cuda::WriteFence written;  // its last ordered weight_write: ops reading it wait (WeightWrites::await)
 
   size_t matrix_bytes() const { return static_cast<size_t>(ne1) * row_bytes; }
   const std::byte* matrix(int64_t expert) const {

@@ -65,12 +65,12 @@ void weight_write(strata_backend* backend, strata_weight* weight, const strata_w
   std::byte* slot = target.device.as<std::byte>() + static_cast<size_t>(request.matrix) * target.matrix_bytes();
   if (target.layout == target.type && page_locked(data)) {
     // The copy engine reads page-locked bytes directly (the core's pinned expert store): no staging copy.
-    instance.weight_writes.copy_from(mode, instance.stream, slot, data, target.matrix_bytes());
+    instance.weight_writes.copy_from(mode, instance.stream, target.written, slot, data, target.matrix_bytes());
     return;
   }
-  instance.weight_writes.copy(mode, instance.stream, slot, target.matrix_bytes(), [&](std::byte* staging) {
-    to_device_layout(target, data, staging, static_cast<size_t>(target.ne1));
-  });
+  instance.weight_writes.copy(
+      mode, instance.stream, target.written, slot, target.matrix_bytes(),
+      [&](std::byte* staging) { to_device_layout(target, data, staging, static_cast<size_t>(target.ne1)); });
 }
 
 void weight_writes_done(strata_backend* backend, int32_t* done) {

@@ -96,6 +96,7 @@ void graph_begin(strata_backend* backend, strata_graph* graph, const int32_t* po
     case strata_graph::State::warm:
       prepare_recording(instance, g, n_positions);
       std::memcpy(g.pinned_positions.get(bytes), positions, bytes);
+      instance.weight_writes.await_all(instance.stream);  // outside the capture: its ops then wait for none
       check(cudaStreamBeginCapture(instance.stream, cudaStreamCaptureModeRelaxed), "starting a step graph capture");
       instance.recording = &g;
       try {

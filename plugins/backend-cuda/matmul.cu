@@ -205,6 +205,7 @@ void matmul(strata_backend* backend, const strata_weight* w, int32_t expert, con
   auto& instance = deref(backend, "backend");
   instance.take_next_lane();
   const auto& weight = deref(w, "matmul weight");
+  instance.weight_writes.await(weight.written, instance.stream);
   const sdk::MatmulOperands operands = sdk::matmul_operands(weight, expert, x, n_tokens, out);
   const float* bias_values = bias != nullptr ? f32_vector(bias, weight.ne1, "matmul bias") : nullptr;
   multiply_then_bias(instance, weight, expert, *x, operands.x, n_tokens, bias_values, operands.out);
@@ -215,6 +216,7 @@ void matmul_normed(strata_backend* backend, const strata_weight* w, const strata
   auto& instance = deref(backend, "backend");
   instance.take_next_lane();
   const auto& weight = deref(w, "matmul_normed weight");
+  instance.weight_writes.await(weight.written, instance.stream);
   const NormedInput input =
       normed_input(in, n_tokens, static_cast<int32_t>(weight.ne0), "matmul_normed " + weight.name);
   sdk::check_normed_output(in, out, "matmul_normed " + weight.name);

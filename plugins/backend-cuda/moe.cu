@@ -327,6 +327,9 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   const auto& gate_weight = deref(gate, "moe_ffn gate");
   const auto& up_weight = deref(up, "moe_ffn up");
   const auto& down_weight = deref(down, "moe_ffn down");
+  for (const strata_weight* weight : {&gate_weight, &up_weight, &down_weight}) {
+    instance.weight_writes.await(weight->written, instance.stream);
+  }
   const sdk::MoeOperands operands =
       sdk::moe_operands(gate_weight, up_weight, down_weight, x, n_tokens, n_used, ids, weights, out);
   const int64_t width = operands.width, ffn = operands.ffn, n_slots = operands.n_slots;

@@ -449,6 +449,7 @@ void route_experts(strata_backend* backend, const strata_buffer* x, const strata
   sdk::check_router(weight, n_experts);
   const sdk::MatmulOperands product = sdk::matmul_operands(weight, 0, x, n_tokens, logits);
   instance.take_next_lane();
+  instance.weight_writes.await(weight.written, instance.stream);
   route_on_lane(instance, weight, product.x, {}, {}, n_tokens, n_experts, n_used, routing, logits, ids, weights);
 }
 
@@ -463,6 +464,7 @@ void route_experts_normed(strata_backend* backend, const strata_normed_input* in
   for (const strata_buffer* output : {logits, ids, weights})
     sdk::check_normed_output(in, output, "route_experts_normed");
   instance.take_next_lane();
+  instance.weight_writes.await(weight.written, instance.stream);
   if (n_tokens == 0) return;
   NormOutputs normed{input.rows.normed, nullptr, nullptr};
   const bool round = input.normed != nullptr && n_tokens <= kMaxMatvecTokens && width % 32 == 0;

@@ -42,11 +42,16 @@ WeightWrites::Block::~Block() {
   cudaEventDestroy(copied);
 }
 
+WriteFence::~WriteFence() {
+  if (landed != nullptr) cudaEventDestroy(landed);
+}
+
 WeightWrites::~WeightWrites() {
   wait();
   blocks_.clear();
-  if (compute_point_ != nullptr) cudaEventDestroy(compute_point_);
-  if (background_done_ != nullptr) cudaEventDestroy(background_done_);
+  for (cudaEvent_t event : {compute_point_, background_done_, ordered_done_}) {
+    if (event != nullptr) cudaEventDestroy(event);
+  }
   if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
 }
 
@@ -86,49 +91,61 @@ WeightWrites::Block& WeightWrites::staging_block(size_t bytes) {
 // The copy stream last: it says whether the events exist (a failure part way leaves nothing to create twice).
 void WeightWrites::start_copy_stream() {
   if (copy_stream_ != nullptr) return;
-  if (compute_point_ == nullptr) {
-    check(cudaEventCreateWithFlags(&compute_point_, cudaEventDisableTiming), "weight_write: creating an event");
-  }
-  if (background_done_ == nullptr) {
-    check(cudaEventCreateWithFlags(&background_done_, cudaEventDisableTiming), "weight_write: creating an event");
+  for (cudaEvent_t* event : {&compute_point_, &background_done_, &ordered_done_}) {
+    if (*event == nullptr) {
+      check(cudaEventCreateWithFlags(event, cudaEventDisableTiming), "weight_write: creating an event");
+    }
   }
   check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "weight_write: creating a copy stream");
 }
 
-cudaStream_t WeightWrites::copy_stream_for(Mode mode, cudaStream_t stream) {
-  if (mode == Mode::background) {
-    start_copy_stream();
-    check(cudaEventRecord(compute_point_, stream), "weight_write: marking the ops before it");
-    check(cudaStreamWaitEvent(copy_stream_, compute_point_), "weight_write: ordering the copy after them");
-    return copy_stream_;
-  }
-  if (copy_stream_ != nullptr) {
-    check(cudaStreamWaitEvent(stream, background_done_), "weight_write: ordering it after the background writes");
-  }
-  return stream;
+cudaStream_t WeightWrites::copy_stream_after(cudaStream_t stream) {
+  start_copy_stream();
+  check(cudaEventRecord(compute_point_, stream), "weight_write: marking the ops before it");
+  check(cudaStreamWaitEvent(copy_stream_, compute_point_), "weight_write: ordering the copy after them");
+  return copy_stream_;
 }
 
-void WeightWrites::after_copy(Mode mode, cudaStream_t copy_on) {
+void WeightWrites::after_copy(Mode mode, WriteFence& fence) {
   if (mode == Mode::background) {
-    check(cudaEventRecord(background_done_, copy_on), "weight_write: marking the copy");
+    check(cudaEventRecord(background_done_, copy_stream_), "weight_write: marking the copy");
+    return;
   }
+  if (fence.landed == nullptr) {
+    check(cudaEventCreateWithFlags(&fence.landed, cudaEventDisableTiming), "weight_write: creating an event");
+  }
+  check(cudaEventRecord(fence.landed, copy_stream_), "weight_write: marking the copy");
+  check(cudaEventRecord(ordered_done_, copy_stream_), "weight_write: marking the copy");
+  fence.copy = ++ordered_copies_;
 }
 
-void WeightWrites::copy(Mode mode, cudaStream_t stream, void* device, size_t bytes,
+void WeightWrites::copy(Mode mode, cudaStream_t stream, WriteFence& fence, void* device, size_t bytes,
                         const std::function<void(std::byte*)>& fill) {
   Block& block = staging_block(bytes);
   fill(block.memory);
   block.last_use = ++uses_;
-  const cudaStream_t copy_on = copy_stream_for(mode, stream);
+  const cudaStream_t copy_on = copy_stream_after(stream);
   check(cudaMemcpyAsync(device, block.memory, bytes, cudaMemcpyHostToDevice, copy_on), "weight_write: the copy");
   check(cudaEventRecord(block.copied, copy_on), "weight_write: marking the copy");
-  after_copy(mode, copy_on);
+  after_copy(mode, fence);
 }
 
-void WeightWrites::copy_from(Mode mode, cudaStream_t stream, void* device, const std::byte* host, size_t bytes) {
-  const cudaStream_t copy_on = copy_stream_for(mode, stream);
+void WeightWrites::copy_from(Mode mode, cudaStream_t stream, WriteFence& fence, void* device, const std::byte* host,
+                             size_t bytes) {
+  const cudaStream_t copy_on = copy_stream_after(stream);
   check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, copy_on), "weight_write: the copy");
-  after_copy(mode, copy_on);
+  after_copy(mode, fence);
+}
+
+void WeightWrites::await(const WriteFence& fence, cudaStream_t stream) {
+  if (fence.copy <= awaited_) return;
+  check(cudaStreamWaitEvent(stream, fence.landed), "waiting for a weight_write's copy");
+}
+
+void WeightWrites::await_all(cudaStream_t stream) {
+  if (ordered_copies_ <= awaited_) return;
+  check(cudaStreamWaitEvent(stream, ordered_done_), "waiting for the weight_write copies");
+  awaited_ = ordered_copies_;
 }
 
 bool WeightWrites::done() { return copy_stream_ == nullptr || completed(background_done_, "weight_writes_done"); }

@@ -1,9 +1,9 @@
 // weight_write's copies of host bytes into device memory (the slots of an expert cache). One from pageable memory
 // goes through a page-locked staging block the backend owns (the driver may wait for the stream before a copy from
 // pageable memory); one from page-locked memory (the core's pinned expert store) is read by the copy engine
-// directly. Ordered copies queue on the compute stream; background ones on a copy stream of their own that first
-// waits for the work queued so far on the compute stream (ops that still read a slot's old bytes), so that they
-// run beside the ops queued after them.
+// directly. Every copy queues on a copy stream of its own, after the work queued so far on the compute stream
+// (ops that may still read a slot's old bytes), so that it runs beside the ops queued after it. An ordered copy
+// marks its weight with a fence: an op that reads the weight waits for it (await), an op that does not runs on.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,6 +21,16 @@ namespace strata::cuda {
 // that write (the core's swap budget per window keeps its background writes well below it).
 inline constexpr size_t kWriteStagingLimitBytes = size_t{256} << 20;
 
+// A weight's last ordered copy: the op that reads it next waits for this.
+struct WriteFence {
+  WriteFence() = default;
+  ~WriteFence();
+  WriteFence(const WriteFence&) = delete;
+  WriteFence& operator=(const WriteFence&) = delete;
+  cudaEvent_t landed = nullptr;  // recorded on the copy stream after the copy; created by the first
+  uint64_t copy = 0;             // the copy's number (WeightWrites' count); 0: none
+};
+
 class WeightWrites {
  public:
   enum class Mode { ordered, background };
@@ -30,13 +40,19 @@ class WeightWrites {
   WeightWrites(const WeightWrites&) = delete;
   WeightWrites& operator=(const WeightWrites&) = delete;
 
-  // Copies bytes to device: fill writes them into the staging block it is given, then the copy is queued.
-  // ordered: on stream, after every earlier background copy (so two writes of one slot land in call order);
-  // background: on the copy stream, after the work queued on stream so far.
-  void copy(Mode mode, cudaStream_t stream, void* device, size_t bytes, const std::function<void(std::byte*)>& fill);
+  // Copies bytes to device: fill writes them into the staging block it is given, then the copy is queued on the
+  // copy stream after the work queued on stream so far (copies land in call order). ordered: fence is set, so
+  // that ops reading the weight wait (await); background: the core asks done() before it reads.
+  void copy(Mode mode, cudaStream_t stream, WriteFence& fence, void* device, size_t bytes,
+            const std::function<void(std::byte*)>& fill);
   // The same from page-locked host bytes, which the copy reads directly: they must stay as they are until it
   // lands (strata_weight_write's contract).
-  void copy_from(Mode mode, cudaStream_t stream, void* device, const std::byte* host, size_t bytes);
+  void copy_from(Mode mode, cudaStream_t stream, WriteFence& fence, void* device, const std::byte* host, size_t bytes);
+  // Makes stream wait for a weight's ordered copy before the op about to read it; nothing if it waited already.
+  void await(const WriteFence& fence, cudaStream_t stream);
+  // Makes stream wait for every ordered copy so far (before a step graph records: a capture cannot wait on the
+  // copy stream's events, and every fence is then behind it).
+  void await_all(cudaStream_t stream);
   // Whether every background copy has landed; never waits.
   bool done();
   // Waits for the background copies (before the memory they write is freed); errors are left to later calls.
@@ -55,18 +71,21 @@ class WeightWrites {
   };
 
   Block& staging_block(size_t bytes);
-  // Orders a copy of mode after what it must follow and returns the stream it goes on.
-  cudaStream_t copy_stream_for(Mode mode, cudaStream_t stream);
-  // After a copy queued on copy_on: marks the last background copy.
-  void after_copy(Mode mode, cudaStream_t copy_on);
+  // Orders a copy after the ops queued on stream so far and returns the copy stream.
+  cudaStream_t copy_stream_after(cudaStream_t stream);
+  // After a copy queued on the copy stream: marks the last background copy, or the fence of an ordered one.
+  void after_copy(Mode mode, WriteFence& fence);
   void start_copy_stream();
 
   std::vector<std::unique_ptr<Block>> blocks_;
   size_t held_ = 0;
   uint64_t uses_ = 0;
-  cudaStream_t copy_stream_ = nullptr;     // created by the first background copy
-  cudaEvent_t compute_point_ = nullptr;    // the compute stream's work before a background copy
+  cudaStream_t copy_stream_ = nullptr;     // created by the first copy
+  cudaEvent_t compute_point_ = nullptr;    // the compute stream's work before a copy
   cudaEvent_t background_done_ = nullptr;  // after the last background copy
+  cudaEvent_t ordered_done_ = nullptr;     // after the last ordered copy
+  uint64_t ordered_copies_ = 0;            // ordered copies so far: a fence's number
+  uint64_t awaited_ = 0;                   // the stream waited for every ordered copy up to this one
 };
 
 }  // namespace strata::cuda

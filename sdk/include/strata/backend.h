@@ -293,7 +293,7 @@ typedef struct strata_weight_write {
    * weight_writes_done answered 1 after a background one */
   const void* data;
   /* 0: ordered like buffer_write: after the ops called before the call (which still see the old bytes) and
-   *    before those called after it.
+   *    before those called after it that read the weight (a GPU may copy beside those that do not).
    * 1: in the background (a GPU: on a copy stream): the copy starts after the ops called before it and runs
    *    beside the ops called after it, which must not read the matrix until weight_writes_done answered 1
    *    after the call; data must stay valid until then. */
