@@ -6,6 +6,9 @@
 # PROMPT (default 512) and DECODE (default 64) tokens, REPS (default 1) timed runs and THREADS (default: all cores).
 #   scripts/device-experts.sh "--expert-cache off" "--expert-cache 1536 --stats"
 # Environment as scripts/device-test.sh (STRATA_DEVICE_BUILD, OUT); $OUT receives tests.log and bench.txt.
+# BASE=DIR: the source of an earlier commit (`git archive C -- . ':!tests/reference' | tar -x -C .variants/base`,
+# .variants in the call's carry), built without tests into build-base; each placement then runs with it first and
+# with this tree second (lines marked "base" and "this"), on the same model in the same minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device-common.sh
@@ -16,6 +19,12 @@ logs=$build/logs
 mkdir -p "$results" "$logs"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$results/bench.txt"
 configure_and_build "$build" "$PWD/tests/reference" "$logs" || exit 1
+if [ -n "${BASE:-}" ]; then
+  base_build=$PWD/build-base
+  (cd "$BASE" && cmake -S . -B "$base_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_CUDA=ON \
+    -DSTRATA_CUDA_ARCHS="${STRATA_CUDA_ARCHS:-90}" -DSTRATA_BUILD_TESTS=OFF -DSTRATA_WERROR=OFF >"$logs/base-configure.log" 2>&1 &&
+    build_tree "$base_build" "$logs/base-build.log") || { tail -n 20 "$logs/base-build.log"; exit 1; }
+fi
 
 status=0
 "$build/bin/strata_tests" --gtest_filter="${TESTS:-*ExpertCache*:*MoeFfnPairsOfWeightZero*:*ExpertWrite*:*WeightWrite*:*MemoryBudget*:*MemoryInfo*:*HybridExperts*:*ExpertsCli*}" \
@@ -32,11 +41,16 @@ if [ "${LARGE_TESTS:-1}" = 1 ]; then
   grep -E '^\[  (FAILED|PASSED) |mean KL|expert cache|experts:|Failure' "$results/tests.log" | tail -n 12 || true
 fi
 
+# bench BUILD LABEL PLACEMENT: one strata bench run, its lines marked with LABEL.
+bench() {
+  # shellcheck disable=SC2086 # a placement is several flags
+  "$1/bin/strata" bench --model "$model" --backend cuda -t "${THREADS:-$(nproc)}" -p "${PROMPT:-512}" \
+    -n "${DECODE:-64}" -r "${REPS:-1}" $3 2>&1 | grep -v '^\[.*\] \[info\] backend' | sed "s/^/$2 /" |
+    tee -a "$results/bench.txt"
+}
 for placement in "$@"; do
   echo "== strata bench $placement" | tee -a "$results/bench.txt"
-  # shellcheck disable=SC2086 # a placement is several flags
-  "$build/bin/strata" bench --model "$model" --backend cuda -t "${THREADS:-$(nproc)}" -p "${PROMPT:-512}" \
-    -n "${DECODE:-64}" -r "${REPS:-1}" $placement 2>&1 | grep -v '^\[.*\] \[info\] backend' | tee -a "$results/bench.txt" ||
-    status=1
+  if [ -n "${BASE:-}" ]; then bench "$base_build" base "$placement" || status=1; fi
+  bench "$build" this "$placement" || status=1
 done
 exit $status
