@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -33,6 +34,7 @@
 #include "support/backend_harness.hpp"
 #include "support/logit_metrics.hpp"
 #include "support/reference.hpp"
+#include "support/run_command.hpp"
 
 namespace {
 
@@ -2106,6 +2108,41 @@ TEST(BackendCuda, VramReserveFlagLeavesNoRoomForTheModel) {
     FAIL() << "the model loaded within a reserve of 1 PiB";
   } catch (const strata::Error& error) {
     EXPECT_THAT(std::string(error.what()), testing::AllOf(testing::HasSubstr("needs"), testing::HasSubstr("VRAM")));
+  }
+}
+
+// A low locked-memory limit (`ulimit -l 0`) with the expert store on CUDA: auto ends in a result with the same
+// tokens as the mapped store gives (page-locked where the driver still grants it, else the mapped file), and
+// pinned in that result or a one-line error naming page-locked memory; never a stall.
+TEST(BackendCuda, ALowLockedMemoryLimitEndsInAResultOrAClearError) {
+  SKIP_WITHOUT_CUDA();
+  const auto model = strata::test::reference_dir() / "models" / "qwen3moe-tiny-iq3_s.gguf";
+  ASSERT_REFERENCE(model);
+  const auto strata = [&](const std::string& store, const std::string& prefix) {
+    return run_command(prefix + shell_quote(strata_executable().string()) + " generate --model " +
+                       shell_quote(model.string()) +
+                       " --backend cuda --vram-budget-gib 0.25 --expert-cache 4 --tokens 3,14,15,92 -n 8 "
+                       "--host-experts " +
+                       store);
+  };
+  const auto mapped = strata("mapped", "");
+  ASSERT_EQ(mapped.exit_code, 0) << mapped.err;
+  for (const std::string store : {"auto", "pinned"}) {
+    const auto limited = strata(store, "ulimit -l 0; ");
+    EXPECT_LT(limited.seconds, 60.0) << store;
+    const size_t line = limited.err.find("expert store:");
+    std::cout << "ulimit -l 0, --host-experts " << store << ": exit " << limited.exit_code << ", "
+              << (line != std::string::npos ? limited.err.substr(line, limited.err.find('\n', line) - line)
+                                            : limited.err)
+              << "\n";
+    if (limited.exit_code == 0) {
+      EXPECT_EQ(limited.out, mapped.out) << store;
+      continue;
+    }
+    EXPECT_EQ(store, "pinned") << limited.err;
+    EXPECT_EQ(limited.exit_code, 1) << limited.err;
+    EXPECT_NE(limited.err.find("strata: error: --host-experts pinned"), std::string::npos) << limited.err;
+    EXPECT_NE(limited.err.find("page-locked"), std::string::npos) << limited.err;
   }
 }
 

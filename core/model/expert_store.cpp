@@ -98,7 +98,10 @@ ExpertStore::ExpertStore(Backend& device, const gguf::Model& file, const ModelCo
     } catch (const Error& error) {
       blocks_.clear();
       copies_.clear();
-      if (memory == ExpertMemory::pinned) throw;
+      if (memory == ExpertMemory::pinned) {
+        throw Error(fmt::format("--host-experts pinned: {} of page-locked memory for the experts failed ({})",
+                                gib(bytes_), error.what()));
+      }
       log().warn("expert store: page-locking the experts failed ({}); reading the mapped file instead", error.what());
     }
   } else {
