@@ -27,13 +27,15 @@ build_tree() {
   echo "$current" >"$sums"
 }
 
-# synth_bench_model BUILD MODEL LOG: the qwen3-30b-a3b IQ3_S model the benchmarks run, made once per machine;
-# it is moved into place only when complete, so a synth cut short leaves no model for a later run to trust.
+# synth_bench_model BUILD MODEL LOG [SYNTH FLAGS...]: the qwen3-30b-a3b IQ3_S model the benchmarks run (with the
+# flags given, e.g. --routing-skew 1.0), made once per machine; it is moved into place only when complete, so a
+# synth cut short leaves no model for a later run to trust.
 synth_bench_model() {
   local build=$1 model=$2 log=$3
+  shift 3
   [ -f "$model" ] && return 0
   "$build/bin/strata" synth --arch qwen3moe --preset qwen3-30b-a3b --type iq3_s --threads "$(nproc)" \
-    --exact-max-values 1048576 --output "$model.partial" >"$log" 2>&1 && mv "$model.partial" "$model"
+    --exact-max-values 1048576 "$@" --output "$model.partial" >"$log" 2>&1 && mv "$model.partial" "$model"
 }
 
 # build_kernel_tracer BUILD: scripts/kernel-trace.cpp as BUILD/libkernel-trace.so, against the CUPTI of the

@@ -9,6 +9,11 @@
 # BASE=DIR: the source of an earlier commit (`git archive C -- . ':!tests/reference' | tar -x -C .variants/base`,
 # .variants in the call's carry), built without tests into build-base; each placement then runs with it first and
 # with this tree second (lines marked "base" and "this"), on the same model in the same minutes.
+# SKEW=S: the model is synthesized with --routing-skew S instead (a file of its own), `strata profile` counts its
+# routing over PROFILE_PROMPTS (default: the first 24 lines of docs/experts.md, 32 tokens decoded after each) into
+# $OUT/profile-skew-S.json, and the word
+# PROFILE in a placement stands for that file:
+#   SKEW=1.0 scripts/device-experts.sh "--expert-cache 1536 --pcie-frac 0.8 --expert-profile PROFILE --stats"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device-common.sh
@@ -32,9 +37,24 @@ status=0
 grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]' "$results/tests.log" || true
 
 model=$build/qwen3-30b-a3b-iq3_s.gguf
+synth_flags=()
+if [ -n "${SKEW:-}" ]; then
+  model=$build/qwen3-30b-a3b-iq3_s-skew-$SKEW.gguf
+  synth_flags=(--routing-skew "$SKEW")
+fi
 start=$(date +%s)
-synth_bench_model "$build" "$model" "$logs/synth.log" || { tail -n 5 "$logs/synth.log"; exit 1; }
+synth_bench_model "$build" "$model" "$logs/synth.log" "${synth_flags[@]}" || { tail -n 5 "$logs/synth.log"; exit 1; }
 echo "model ready after $(($(date +%s) - start)) s"
+profile=
+if [ -n "${SKEW:-}" ]; then
+  profile=$results/profile-skew-$SKEW.json
+  prompts=${PROFILE_PROMPTS:-$build/profile-prompts.txt}
+  [ -n "${PROFILE_PROMPTS:-}" ] || grep -v '^$' docs/experts.md | head -n 24 >"$prompts"
+  start=$(date +%s)
+  "$build/bin/strata" profile --model "$model" --backend cuda --prompts "$prompts" \
+    --decode 32 -o "$profile" >"$logs/profile.log" 2>&1 || { tail -n 5 "$logs/profile.log"; exit 1; }
+  echo "profile written after $(($(date +%s) - start)) s: $(tail -n 1 "$logs/profile.log")"
+fi
 if [ "${LARGE_TESTS:-1}" = 1 ]; then
   STRATA_TEST_LARGE_MODEL=$model "$build/bin/strata_tests" --gtest_filter='BackendCudaLargeModel.Hybrid*' \
     >>"$results/tests.log" 2>&1 || status=1
@@ -45,7 +65,7 @@ fi
 bench() {
   # shellcheck disable=SC2086 # a placement is several flags
   "$1/bin/strata" bench --model "$model" --backend cuda -t "${THREADS:-$(nproc)}" -p "${PROMPT:-512}" \
-    -n "${DECODE:-64}" -r "${REPS:-1}" $3 2>&1 | grep -v '^\[.*\] \[info\] backend' | sed "s/^/$2 /" |
+    -n "${DECODE:-64}" -r "${REPS:-1}" ${3//PROFILE/$profile} 2>&1 | grep -v '^\[.*\] \[info\] backend' | sed "s/^/$2 /" |
     tee -a "$results/bench.txt"
 }
 for placement in "$@"; do
