@@ -386,12 +386,16 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   StagingSet* staging = staged_experts.empty() ? nullptr : &staging_for(layer);
   const size_t per_half = staging != nullptr ? static_cast<size_t>(staging->slots_per_half) : 1;
   const size_t n_halves = (staged_experts.size() + per_half - 1) / per_half;  // halves filled in turn
+  // Matrix by matrix, so that the writes come in runs into one weight (the CUDA backend marks a run's landing once).
   const auto copy_in = [&](size_t turn) {
     const size_t first = turn * per_half, count = std::min(per_half, staged_experts.size() - first);
-    for (size_t k = 0; k < count; ++k) {
-      write_expert(staging->halves[turn % 2], static_cast<int32_t>(k), layer, staged_experts[first + k], false);
-      stats_.pcie_bytes += static_cast<int64_t>(expert_file_bytes_[layer]);
+    for (int m = 0; m < 3; ++m) {
+      for (size_t k = 0; k < count; ++k) {
+        device_.write_matrix(staging->halves[turn % 2][m], static_cast<int32_t>(k),
+                             store_.expert_matrix(layer, m, staged_experts[first + k]), false);
+      }
     }
+    stats_.pcie_bytes += static_cast<int64_t>(count * expert_file_bytes_[layer]);
   };
   if (n_halves > 0) copy_in(0);
   if (hits > 0) {

@@ -72,7 +72,9 @@ struct strata_weight {
   const std::byte* host = nullptr;  // the host's bytes (valid until weight_free): get_rows decodes there
   bool slots = false;               // made by weight_alloc: no host bytes; weight_write fills its matrices
   strata::cuda::DeviceAllocation device;
-  strata::cuda::WriteFence written;  // its last ordered weight_write: ops reading it wait (WeightWrites::await)
+  // Its last ordered weight_writes: ops reading it wait (WeightWrites::await, which records the fence's event
+  // where the copies have none yet: hence mutable, for ops that take the weight as const).
+  mutable strata::cuda::WriteFence written;
 
   size_t matrix_bytes() const { return static_cast<size_t>(ne1) * row_bytes; }
   const std::byte* matrix(int64_t expert) const {

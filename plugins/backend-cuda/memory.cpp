@@ -119,7 +119,7 @@ void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata
 void weight_free(strata_backend* backend, strata_weight* weight) {
   if (backend != nullptr && weight != nullptr) {
     cudaStreamSynchronize(backend->stream);
-    backend->weight_writes.wait();  // a background weight_write may still copy into it
+    backend->weight_writes.wait(&weight->written);  // a weight_write may still copy into it
   }
   delete weight;
 }

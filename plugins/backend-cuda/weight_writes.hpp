@@ -2,8 +2,10 @@
 // goes through a page-locked staging block the backend owns (the driver may wait for the stream before a copy from
 // pageable memory); one from page-locked memory (the core's pinned expert store) is read by the copy engine
 // directly. Every copy queues on a copy stream of its own, after the work queued so far on the compute stream
-// (ops that may still read a slot's old bytes), so that it runs beside the ops queued after it. An ordered copy
-// marks its weight with a fence: an op that reads the weight waits for it (await), an op that does not runs on.
+// (ops that may still read a slot's old bytes; nothing when that stream is idle), so that it runs beside the ops
+// queued after it. An ordered copy marks its weight with a fence: an op that reads the weight waits for it
+// (await), an op that does not runs on. A fence's event is recorded once per run of copies into one weight (when
+// a copy into another weight follows, or an op awaits it): a decode step's staging writes a few slots of each.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,8 +29,8 @@ struct WriteFence {
   ~WriteFence();
   WriteFence(const WriteFence&) = delete;
   WriteFence& operator=(const WriteFence&) = delete;
-  cudaEvent_t landed = nullptr;  // recorded on the copy stream after the copy; created by the first
-  uint64_t copy = 0;             // the copy's number (WeightWrites' count); 0: none
+  cudaEvent_t landed = nullptr;  // recorded on the copy stream after the copies; created by the first
+  uint64_t copy = 0;             // the last copy's number (WeightWrites' count); 0: none
 };
 
 class WeightWrites {
@@ -48,15 +50,16 @@ class WeightWrites {
   // The same from page-locked host bytes, which the copy reads directly: they must stay as they are until it
   // lands (strata_weight_write's contract).
   void copy_from(Mode mode, cudaStream_t stream, WriteFence& fence, void* device, const std::byte* host, size_t bytes);
-  // Makes stream wait for a weight's ordered copy before the op about to read it; nothing if it waited already.
-  void await(const WriteFence& fence, cudaStream_t stream);
+  // Makes stream wait for a weight's ordered copies before the op about to read it; nothing if it waited already.
+  void await(WriteFence& fence, cudaStream_t stream);
   // Makes stream wait for every ordered copy so far (before a step graph records: a capture cannot wait on the
   // copy stream's events, and every fence is then behind it).
   void await_all(cudaStream_t stream);
   // Whether every background copy has landed; never waits.
   bool done();
-  // Waits for the background copies (before the memory they write is freed); errors are left to later calls.
-  void wait() noexcept;
+  // Waits for every copy (before the memory they write is freed) and forgets fence, whose weight is going; errors
+  // are left to later calls.
+  void wait(const WriteFence* fence = nullptr) noexcept;
 
  private:
   struct Block {
@@ -75,6 +78,8 @@ class WeightWrites {
   cudaStream_t copy_stream_after(cudaStream_t stream);
   // After a copy queued on the copy stream: marks the last background copy, or the fence of an ordered one.
   void after_copy(Mode mode, WriteFence& fence);
+  // Records the event of the fence whose copies have none yet, if any.
+  void record_unrecorded();
   void start_copy_stream();
 
   std::vector<std::unique_ptr<Block>> blocks_;
@@ -83,7 +88,8 @@ class WeightWrites {
   cudaStream_t copy_stream_ = nullptr;     // created by the first copy
   cudaEvent_t compute_point_ = nullptr;    // the compute stream's work before a copy
   cudaEvent_t background_done_ = nullptr;  // after the last background copy
-  cudaEvent_t ordered_done_ = nullptr;     // after the last ordered copy
+  cudaEvent_t all_copied_ = nullptr;       // recorded when await_all asks
+  WriteFence* unrecorded_ = nullptr;       // the fence of the last ordered copies, its event not yet recorded
   uint64_t ordered_copies_ = 0;            // ordered copies so far: a fence's number
   uint64_t awaited_ = 0;                   // the stream waited for every ordered copy up to this one
 };
