@@ -40,6 +40,7 @@ void prepare_recording(strata_backend& backend, strata_graph& graph, int32_t n_p
 }
 
 void launch(strata_backend& backend, strata_graph& graph) {
+  backend.weight_writes.await_all(backend.stream);  // a replay reads what the ops' fences would have waited for
   check(cudaGraphLaunch(graph.exec, backend.stream), "launching a step graph");
   check(cudaEventRecord(graph.launched, backend.stream), "step graph: recording its launch");
 }
