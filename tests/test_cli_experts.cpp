@@ -58,6 +58,25 @@ TEST(ExpertsCli, GenerateStatsAndTheSameTokensAsWithoutPlacement) {
   EXPECT_EQ(placed.out, plain.out);
 }
 
+// --pcie-frac takes auto (one log line with what was measured) or a share from 0 to 1; anything else is a one-line
+// error naming the flag.
+TEST(ExpertsCli, PcieFractionTakesAutoOrAShare) {
+  ASSERT_REFERENCE(tiny_model());
+  const std::string generate = "generate " + model_flags() + "--tokens 3,14,15,92 -n 2 --expert-cache 4 ";
+  const auto automatic = strata(generate + "--pcie-frac auto");
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.err;
+  const size_t line = automatic.err.find("--pcie-frac auto: ");
+  ASSERT_NE(line, std::string::npos) << automatic.err;
+  EXPECT_NE(automatic.err.find(" ms, pooled in ", line), std::string::npos) << automatic.err;
+  for (const std::string bad : {"1.5", "-0.1", "half", ""}) {
+    const auto refused = strata(generate + "--pcie-frac '" + bad + "'");
+    EXPECT_EQ(refused.exit_code, 105) << bad << ": " << refused.err;
+    EXPECT_NE(refused.err.find("--pcie-frac: '" + bad + "' is neither auto nor a number from 0 to 1"),
+              std::string::npos)
+        << refused.err;
+  }
+}
+
 // Nothing of the placement is page-locked on the CPU stand-in (the pool reads the mapped file in place), so a
 // locked-memory limit of 0 changes nothing.
 TEST(ExpertsCli, NoLockedMemoryNeeded) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include "core/engine/engine.hpp"
@@ -25,6 +26,7 @@ struct PlacementRun {
   std::vector<float> logits;  // the prompt's, every position, then one row per decoded token
   ExpertStats stats;
   int64_t slots = 0;
+  double pcie_share = 0.0;
   std::vector<std::vector<int32_t>> residents;  // per layer, at the end
 };
 
@@ -55,6 +57,7 @@ PlacementRun run(const EngineOptions& options) {
   if (const HybridExperts* experts = engine.model().experts()) {
     result.stats = experts->stats();
     result.slots = experts->plan().total_slots();
+    result.pcie_share = experts->pcie_share();
     for (int32_t layer = 0; layer < experts->plan().n_layer(); ++layer) {
       std::vector<int32_t> layer_residents;
       for (int32_t e = 0; e < experts->plan().n_expert(); ++e) {
@@ -135,6 +138,21 @@ TEST_P(HybridExpertsOnModel, LogitsDoNotDependOnWhereExpertsRun) {
   expect_same_logits(plain.logits, streamed.logits, "every miss over PCIe");
   EXPECT_EQ(streamed.stats.pool_pairs, 0);
   EXPECT_EQ(streamed.stats.pcie_pairs, resident.stats.pairs());
+}
+
+// --pcie-frac auto times one token's missed experts through each tier when the cache is placed and takes the share
+// that keeps both equally busy: within (0, 1), so some misses go over PCIe; the logits do not depend on it.
+TEST_P(HybridExpertsOnModel, AutomaticPcieShareIsMeasuredAndChangesNoLogits) {
+  ASSERT_REFERENCE(model());
+  const PlacementRun plain = run(options_for(model(), "off"));
+  EngineOptions automatic = options_for(model(), "1");
+  automatic.expert_options.pcie_fraction = std::nullopt;
+  const PlacementRun measured = run(automatic);
+  expect_same_logits(plain.logits, measured.logits, "--pcie-frac auto");
+  EXPECT_GT(measured.pcie_share, 0.0);
+  EXPECT_LT(measured.pcie_share, 1.0);
+  EXPECT_GT(measured.stats.pcie_pairs, 0);
+  EXPECT_EQ(run(options_for(model(), "1")).pcie_share, 0.0) << "the default share is 0";
 }
 
 TEST_P(HybridExpertsOnModel, AdaptiveTierSwapsHotExpertsInWithoutChangingLogits) {

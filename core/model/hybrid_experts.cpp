@@ -82,8 +82,8 @@ HybridExperts::HybridExperts(Backend& device, Backend& pool, const gguf::Model& 
                 " cannot hold an expert cache (it offers no weight_alloc, weight_write and weight_writes_done): "
                 "use --expert-cache off");
   }
-  if (!(options_.pcie_fraction >= 0.0 && options_.pcie_fraction <= 1.0)) {
-    throw Error("--pcie-frac must be in [0, 1], not " + std::to_string(options_.pcie_fraction));
+  if (options_.pcie_fraction && !(*options_.pcie_fraction >= 0.0 && *options_.pcie_fraction <= 1.0)) {
+    throw Error("--pcie-frac must be auto or in [0, 1], not " + std::to_string(*options_.pcie_fraction));
   }
   if (options_.pcie_min_tokens < 0 || options_.pcie_slots < 0) {
     throw Error("--pcie-min-tokens and --pcie-slots must be 0 or more");
@@ -173,6 +173,7 @@ void HybridExperts::place(int32_t max_batch) {
   if (placed_) return;
   try {
     allocate_and_fill(max_batch);
+    pcie_share_ = options_.pcie_fraction ? *options_.pcie_fraction : measure_pcie_share();
   } catch (...) {
     // Nothing of a failed placement stays on the device; the next session tries again.
     layers_.clear();
@@ -185,7 +186,7 @@ void HybridExperts::place(int32_t max_batch) {
 }
 
 void HybridExperts::allocate_and_fill(int32_t max_batch) {
-  if (options_.pcie_fraction > 0.0 || options_.pcie_min_tokens > 0) {
+  if (options_.pcie_fraction.value_or(1.0) > 0.0 || options_.pcie_min_tokens > 0) {
     for (int32_t layer = 0; layer < config_.n_layer; ++layer) staging_for(layer);
   }
   const int64_t slots = options_.slots ? *options_.slots : automatic_slots(max_batch);
@@ -347,7 +348,7 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   }
   std::stable_sort(missed.begin(), missed.end(),
                    [&](int32_t a, int32_t c) { return missed_tokens[a] > missed_tokens[c]; });
-  const auto share = static_cast<size_t>(std::ceil(options_.pcie_fraction * static_cast<double>(missed.size())));
+  const auto share = static_cast<size_t>(std::ceil(pcie_share_ * static_cast<double>(missed.size())));
   for (size_t k = 0; k < missed.size(); ++k) {
     const bool many_tokens = options_.pcie_min_tokens > 0 && missed_tokens[missed[k]] >= options_.pcie_min_tokens;
     if (k < share || many_tokens) {
@@ -446,6 +447,78 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   stats_.device_pairs += hits;
   stats_.pcie_pairs += staged;
   stats_.pool_pairs += pooled;
+}
+
+// The copies and the pool run side by side, so a decode step is quickest when both take as long: with a staged
+// expert costing c and a pooled one p, the share p / (p + c) of the misses over PCIe. Each is timed on one token
+// through up to n_used missed experts of the first split layer, end to end (the copies, or the input's writes, the
+// experts and the result read back), the best of a few runs after a first that warms up.
+double HybridExperts::measure_pcie_share() {
+  int32_t layer = 0;
+  while (layer < config_.n_layer && (plan_.whole_layer(layer) || plan_.slots(layer) == config_.n_expert)) ++layer;
+  if (layer == config_.n_layer) return 0.0;  // nothing misses
+  StagingSet& staging = staging_for(layer);
+  const size_t wanted = static_cast<size_t>(std::min(config_.n_expert_used, staging.slots_per_half));
+  std::vector<int32_t> missed;
+  for (int32_t e = 0; e < config_.n_expert && missed.size() < wanted; ++e) {
+    if (!plan_.resident(layer, e)) missed.push_back(e);
+  }
+  const auto count = static_cast<int32_t>(missed.size());
+  const int32_t n_used = config_.n_expert_used;
+  // One token choosing the missed experts (slots 0 .. count - 1 when staged), with equal weights.
+  std::vector<float> x(static_cast<size_t>(config_.n_embd)), weights(n_used, 0.0f), out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * static_cast<float>(static_cast<int64_t>(i % 7) - 3);
+  std::vector<int32_t> slot_ids(n_used, 0), expert_ids(n_used, missed[0]);
+  for (int32_t j = 0; j < count; ++j) {
+    slot_ids[j] = j;
+    expert_ids[j] = missed[j];
+    weights[j] = 1.0f / static_cast<float>(count);
+  }
+  const auto best_of_runs = [](const std::function<void()>& run) {
+    double best = 1e300;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      const auto start = std::chrono::steady_clock::now();
+      run();
+      if (attempt > 0) best = std::min(best, ms_since(start));
+    }
+    return best;
+  };
+  Buffer device_x(device_, floats(1, config_.n_embd)), device_ids(device_, floats(1, n_used)),
+      device_weights(device_, floats(1, n_used)), device_out(device_, floats(1, config_.n_embd));
+  device_.write(device_x, x.data(), x.size() * sizeof(float));
+  device_.write(device_ids, slot_ids.data(), slot_ids.size() * sizeof(int32_t));
+  device_.write(device_weights, weights.data(), weights.size() * sizeof(float));
+  const auto& t = device_.table();
+  const Weight(&half)[3] = staging.halves[0];
+  const double staged_ms = best_of_runs([&] {
+    for (int m = 0; m < 3; ++m) {
+      for (int32_t j = 0; j < count; ++j)
+        device_.write_matrix(half[m], j, store_.expert_matrix(layer, m, missed[j]), false);
+    }
+    device_.run("moe_ffn", [&](strata_error* e) {
+      return t.moe_ffn(device_.get(), device_x.get(), 1, n_used, device_ids.get(), device_weights.get(), half[0].get(),
+                       half[1].get(), half[2].get(), device_out.get(), e);
+    });
+    device_.read(device_out, out.data(), out.size() * sizeof(float));
+  });
+  Buffer pool_x(pool_, floats(1, config_.n_embd)), pool_ids(pool_, floats(1, n_used)),
+      pool_weights(pool_, floats(1, n_used)), pool_out(pool_, floats(1, config_.n_embd));
+  const LayerWeights& w = weights_.layers[layer];
+  const auto& pt = pool_.table();
+  const double pooled_ms = best_of_runs([&] {
+    pool_.write(pool_x, x.data(), x.size() * sizeof(float));
+    pool_.write(pool_ids, expert_ids.data(), expert_ids.size() * sizeof(int32_t));
+    pool_.write(pool_weights, weights.data(), weights.size() * sizeof(float));
+    pool_.run("moe_ffn", [&](strata_error* e) {
+      return pt.moe_ffn(pool_.get(), pool_x.get(), 1, n_used, pool_ids.get(), pool_weights.get(), w.gate_exps.get(),
+                        w.up_exps.get(), w.down_exps.get(), pool_out.get(), e);
+    });
+    pool_.read(pool_out, out.data(), out.size() * sizeof(float));
+  });
+  const double share = pooled_ms / (pooled_ms + std::max(staged_ms, 1e-6));
+  log().info("--pcie-frac auto: {} missed experts of layer {} staged in {:.3f} ms, pooled in {:.3f} ms -> {:.2f}",
+             count, layer, staged_ms, pooled_ms, share);
+  return share;
 }
 
 void HybridExperts::end_step() {

@@ -41,10 +41,12 @@ struct AdaptiveTierOptions {
 
 struct ExpertCacheOptions {
   std::optional<int64_t> slots;  // the cache's slots; none: as many as the device's free memory holds
-  double pcie_fraction = 0.0;    // share of a step's missed experts copied to the device instead of run on the pool
-  int32_t pcie_min_tokens = 8;   // and every missed expert with this many tokens in a step (prompts); 0: none
-  int32_t pcie_slots = 0;        // staging slots per set of tensor types; 0: 4 x n_expert_used
-  RoutingCounts profile;         // ranks the experts for the first placement; empty: uniform
+  // Share of a step's missed experts copied to the device instead of run on the pool; none: measured when the
+  // cache is placed (--pcie-frac auto: the share that keeps the copies and the pool equally busy).
+  std::optional<double> pcie_fraction = 0.0;
+  int32_t pcie_min_tokens = 8;  // and every missed expert with this many tokens in a step (prompts); 0: none
+  int32_t pcie_slots = 0;       // staging slots per set of tensor types; 0: 4 x n_expert_used
+  RoutingCounts profile;        // ranks the experts for the first placement; empty: uniform
   AdaptiveTierOptions adapt;
   ExpertMemory host_memory = ExpertMemory::automatic;  // the experts' host copy (expert_store.hpp)
 };
@@ -103,6 +105,8 @@ class HybridExperts {
 
   const ExpertPlan& plan() const { return plan_; }
   const ExpertStats& stats() const { return stats_; }
+  // The share of a step's misses copied to the device: --pcie-frac, or what auto measured at placement.
+  double pcie_share() const { return pcie_share_; }
   // One line for logs: slots, layers split, bytes per slot.
   std::string describe() const;
 
@@ -126,6 +130,8 @@ class HybridExperts {
   strata_weight_desc desc_of(int32_t layer, int matrix) const;
   void start_adapt_round();
   void finish_adapt_round();
+  // --pcie-frac auto: one token's missed experts of a split layer timed through each tier.
+  double measure_pcie_share();
 
   Backend& device_;
   Backend& pool_;
@@ -145,6 +151,7 @@ class HybridExperts {
   Clock::time_point round_start_;
   ExpertStats stats_;
   bool step_split_ = false;
+  double pcie_share_ = 0.0;
 };
 
 }  // namespace strata

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "core/plugin/manifest.hpp"
@@ -24,6 +25,18 @@ CLI::Validator seed_check() {
         return whole ? "" : "'" + text + "' is not an integer from 0 to 2^64-1";
       },
       "0..2^64-1");
+}
+
+// --pcie-frac: auto (none: measured at placement) or a share from 0 to 1.
+std::optional<double> pcie_fraction(const std::string& text) {
+  if (text == "auto") return std::nullopt;
+  double value = 0.0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || stop != end || !(value >= 0.0 && value <= 1.0)) {
+    throw CLI::ValidationError("--pcie-frac", "'" + text + "' is neither auto nor a number from 0 to 1");
+  }
+  return value;
 }
 
 }  // namespace
@@ -71,12 +84,13 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
           "Memory the backend may use in all, in GiB: a smaller GPU than the one at hand (the CPU backend then "
           "stands in for a GPU of that size, to try placements without one)")
       ->check(CLI::PositiveNumber);
-  command
-      ->add_option("--pcie-frac", options.expert_options.pcie_fraction,
-                   "Share of a step's missed experts copied over PCIe into staging slots and run on the GPU instead "
-                   "of on the CPU pool, those with the most tokens first, side by side with the pool's (0 to 1; "
-                   "default 0: the pool only; the best share is the machine's: docs/experts.md)")
-      ->check(CLI::Range(0.0, 1.0));
+  command->add_option_function<std::string>(
+      "--pcie-frac",
+      [&options](const std::string& text) { options.expert_options.pcie_fraction = pcie_fraction(text); },
+      "Share of a step's missed experts copied over PCIe into staging slots and run on the GPU instead of on the CPU "
+      "pool, those with the most tokens first, side by side with the pool's: 0 to 1, or auto (the share that keeps "
+      "both equally busy, from one token's experts timed on each when the cache is placed; one log line). Default "
+      "0: the pool only (docs/experts.md)");
   command
       ->add_option("--pcie-min-tokens", options.expert_options.pcie_min_tokens,
                    "Copy every missed expert with at least this many tokens in a step (a prompt's) over PCIe and run "
