@@ -1590,11 +1590,10 @@ TEST(BackendCuda, ExpertWritesFromPageLockedMemoryMatchTheLoadedExperts) {
   for (void* memory : pinned) cuda.table().host_free(cuda.get(), memory);
 }
 
-// Background writes (on a copy stream) start after the ops queued before them, which still read the slots'
-// old experts, and run beside what comes after; weight_writes_done answers 1 once they have landed, and from
-// then on the slots hold the new experts.
-TEST(BackendCuda, BackgroundExpertWritesLandAfterTheOpsBeforeThem) {
-  SKIP_WITHOUT_CUDA();
+// Eight prompt steps on a cache's old experts are queued, every slot is rewritten with new experts (background or
+// ordered), and a step follows: the queued steps read the old experts, the step after the new. Both kinds of
+// write run on the copy stream, after the ops queued before them, which the copies wait for.
+void expect_writes_land_between_the_steps_around_them(int32_t background) {
   const int64_t width = 256, ffn = 512;
   const int32_t n_experts = 4, n_tokens = 100, n_used = 2;
   const ExpertWeights old_experts({kIQ3_S, kIQ3_S, kQ4_K}, width, ffn, n_experts, 71);
@@ -1611,59 +1610,38 @@ TEST(BackendCuda, BackgroundExpertWritesLandAfterTheOpsBeforeThem) {
   const auto expected_new =
       run_moe(cuda, new_experts.gate, new_experts.up, new_experts.down, x, ids, weights, n_tokens, n_used);
   const CachedExperts cached = cache_experts(cache, old_experts, n_experts, {0, 1, 2, 3}, 0);
-  // Queued, not waited for: prompt steps on the old experts, then the new experts written in the background.
   std::vector<strata_buffer*> before;
   for (int step = 0; step < 8; ++step) {
     before.push_back(queue_moe(cuda, cached.gate, cached.up, cached.down, width, x, ids, weights, n_tokens, n_used));
   }
   for (int64_t e = 0; e < n_experts; ++e) {
-    cache.write_slot(cached.gate, new_experts.gate, e, e, 1);
-    cache.write_slot(cached.up, new_experts.up, e, e, 1);
-    cache.write_slot(cached.down, new_experts.down, e, e, 1);
+    cache.write_slot(cached.gate, new_experts.gate, e, e, background);
+    cache.write_slot(cached.up, new_experts.up, e, e, background);
+    cache.write_slot(cached.down, new_experts.down, e, e, background);
   }
-  ASSERT_TRUE(cache.wait_for_writes()) << "weight_writes_done still answers 0 after 30 s";
+  // A background write may be read once weight_writes_done answers 1; an ordered one at once.
+  if (background != 0) {
+    ASSERT_TRUE(cache.wait_for_writes()) << "weight_writes_done still answers 0 after 30 s";
+  }
+  strata_buffer* after = queue_moe(cuda, cached.gate, cached.up, cached.down, width, x, ids, weights, n_tokens, n_used);
+  expect_close(cuda.read(after, x.size()), expected_new, 1e-6, "a step queued after the writes");
   for (strata_buffer* out : before) {
-    expect_close(cuda.read(out, x.size()), expected_old, 1e-6, "a step queued before the background writes");
+    expect_close(cuda.read(out, x.size()), expected_old, 1e-6, "a step queued before the writes");
   }
-  expect_close(run_moe(cuda, cached.gate, cached.up, cached.down, width, x, ids, weights, n_tokens, n_used),
-               expected_new, 1e-6, "a step after weight_writes_done answered 1");
 }
 
-// Ordered writes run on the copy stream too: after the ops queued before them (which still read the slots' old
-// experts) and before the ops after them that read the weight, without a wait on the host. Queued behind eight
-// prompt steps, the copies start only when those are done, so an op that did not wait for them would read old
+// Background writes run beside what comes after them; weight_writes_done answers 1 once they have landed.
+TEST(BackendCuda, BackgroundExpertWritesLandAfterTheOpsBeforeThem) {
+  SKIP_WITHOUT_CUDA();
+  expect_writes_land_between_the_steps_around_them(1);
+}
+
+// Ordered writes land before the ops after them that read the weight, with no wait on the host: queued behind eight
+// prompt steps, the copies start only when those are done, so a step that did not wait for them would read old
 // bytes.
 TEST(BackendCuda, OrderedExpertWritesLandBetweenTheOpsAroundThem) {
   SKIP_WITHOUT_CUDA();
-  const int64_t width = 256, ffn = 512;
-  const int32_t n_experts = 4, n_tokens = 100, n_used = 2;
-  const ExpertWeights old_experts({kIQ3_S, kIQ3_S, kQ4_K}, width, ffn, n_experts, 81);
-  const ExpertWeights new_experts({kIQ3_S, kIQ3_S, kQ4_K}, width, ffn, n_experts, 82);
-  const auto ids = distinct_choices(n_tokens, n_used, n_experts, 83);
-  const auto weights = random_floats(ids.size(), 84);
-  const auto x = random_floats(static_cast<size_t>(n_tokens * width), 85);
-  Backend cuda(*cuda_plugin().table);
-  ExpertCache cache(cuda);
-  ASSERT_TRUE(cache.offered());
-  const auto expected_old =
-      run_moe(cuda, old_experts.gate, old_experts.up, old_experts.down, x, ids, weights, n_tokens, n_used);
-  const auto expected_new =
-      run_moe(cuda, new_experts.gate, new_experts.up, new_experts.down, x, ids, weights, n_tokens, n_used);
-  const CachedExperts cached = cache_experts(cache, old_experts, n_experts, {0, 1, 2, 3}, 0);
-  std::vector<strata_buffer*> before;
-  for (int step = 0; step < 8; ++step) {
-    before.push_back(queue_moe(cuda, cached.gate, cached.up, cached.down, width, x, ids, weights, n_tokens, n_used));
-  }
-  for (int64_t e = 0; e < n_experts; ++e) {
-    cache.write_slot(cached.gate, new_experts.gate, e, e, 0);
-    cache.write_slot(cached.up, new_experts.up, e, e, 0);
-    cache.write_slot(cached.down, new_experts.down, e, e, 0);
-  }
-  strata_buffer* after = queue_moe(cuda, cached.gate, cached.up, cached.down, width, x, ids, weights, n_tokens, n_used);
-  expect_close(cuda.read(after, x.size()), expected_new, 1e-6, "a step queued after the ordered writes");
-  for (strata_buffer* out : before) {
-    expect_close(cuda.read(out, x.size()), expected_old, 1e-6, "a step queued before the ordered writes");
-  }
+  expect_writes_land_between_the_steps_around_them(0);
 }
 
 // memory_info: the budget's limit and what is in use, which an expert cache raises by at least its bytes. The
