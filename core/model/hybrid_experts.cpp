@@ -293,20 +293,13 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   const int32_t n_used = config_.n_expert_used;
   const auto pairs = static_cast<size_t>(n) * n_used;
   const Weight(&cached)[3] = layers_[layer].matrices;
-  const auto device_moe = [&](const Buffer& moe_ids, const Buffer& moe_weights, const Weight(&matrices)[3],
-                              Buffer& result) {
-    device_.run("moe_ffn", [&](strata_error* e) {
-      return t.moe_ffn(device_.get(), normed.get(), n, n_used, moe_ids.get(), moe_weights.get(), matrices[0].get(),
-                       matrices[1].get(), matrices[2].get(), result.get(), e);
-    });
-  };
   if (plan_.whole_layer(layer)) {
     if (observer) {
       b.ids.resize(pairs);
       device_.read(ids, b.ids.data(), pairs * sizeof(int32_t));
       observer(layer, b.ids);
     }
-    device_moe(ids, weights, cached, out);
+    device_moe(n, normed, ids, weights, cached, out);
     stats_.device_pairs += static_cast<int64_t>(pairs);
     return;
   }
@@ -387,22 +380,16 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   StagingSet* staging = staged_experts.empty() ? nullptr : &staging_for(layer);
   const size_t per_half = staging != nullptr ? static_cast<size_t>(staging->slots_per_half) : 1;
   const size_t n_halves = (staged_experts.size() + per_half - 1) / per_half;  // halves filled in turn
-  // Matrix by matrix, so that the writes come in runs into one weight (the CUDA backend marks a run's landing once).
   const auto copy_in = [&](size_t turn) {
     const size_t first = turn * per_half, count = std::min(per_half, staged_experts.size() - first);
-    for (int m = 0; m < 3; ++m) {
-      for (size_t k = 0; k < count; ++k) {
-        device_.write_matrix(staging->halves[turn % 2][m], static_cast<int32_t>(k),
-                             store_.expert_matrix(layer, m, staged_experts[first + k]), false);
-      }
-    }
+    stage(staging->halves[turn % 2], layer, std::span(staged_experts).subspan(first, count));
     stats_.pcie_bytes += static_cast<int64_t>(count * expert_file_bytes_[layer]);
   };
   if (n_halves > 0) copy_in(0);
   if (hits > 0) {
     device_.write(b.device_ids, b.slot_ids.data(), pairs * sizeof(int32_t));
     device_.write(b.device_weights, b.slot_weights.data(), pairs * sizeof(float));
-    device_moe(b.device_ids, b.device_weights, cached, out);
+    device_moe(n, normed, b.device_ids, b.device_weights, cached, out);
     device_wrote = true;
   }
   for (size_t turn = 0; turn < n_halves; ++turn) {
@@ -420,23 +407,13 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     }
     device_.write(b.staged_ids, b.staged_slot_ids.data(), pairs * sizeof(int32_t));
     device_.write(b.staged_weights, b.staged_weights_host.data(), pairs * sizeof(float));
-    device_moe(b.staged_ids, b.staged_weights, staging->halves[turn % 2], device_wrote ? b.staged_out : out);
+    device_moe(n, normed, b.staged_ids, b.staged_weights, staging->halves[turn % 2], device_wrote ? b.staged_out : out);
     if (device_wrote) add_to_out(b.staged_out);
     device_wrote = true;
   }
   if (pooled > 0) {
     start = std::chrono::steady_clock::now();
-    const LayerWeights& w = weights_.layers[layer];
-    const auto& pt = pool_.table();
-    pool_.write(b.pool_x, b.x.data(), b.x.size() * sizeof(float));
-    pool_.write(b.pool_ids, b.ids.data(), pairs * sizeof(int32_t));
-    pool_.write(b.pool_weights, b.pool_weights_host.data(), pairs * sizeof(float));
-    pool_.run("moe_ffn", [&](strata_error* e) {
-      return pt.moe_ffn(pool_.get(), b.pool_x.get(), n, n_used, b.pool_ids.get(), b.pool_weights.get(),
-                        w.gate_exps.get(), w.up_exps.get(), w.down_exps.get(), b.pool_out.get(), e);
-    });
-    b.out.resize(b.x.size());
-    pool_.read(b.pool_out, b.out.data(), b.out.size() * sizeof(float));
+    pool_moe(layer, n, b, b.ids.data(), b.pool_weights_host.data());
     stats_.pool_ms += ms_since(start);
 
     start = std::chrono::steady_clock::now();
@@ -447,6 +424,38 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   stats_.device_pairs += hits;
   stats_.pcie_pairs += staged;
   stats_.pool_pairs += pooled;
+}
+
+void HybridExperts::stage(const Weight (&target)[3], int32_t layer, std::span<const int32_t> experts) {
+  for (int m = 0; m < 3; ++m) {
+    for (size_t k = 0; k < experts.size(); ++k) {
+      device_.write_matrix(target[m], static_cast<int32_t>(k), store_.expert_matrix(layer, m, experts[k]), false);
+    }
+  }
+}
+
+void HybridExperts::device_moe(int32_t n, const Buffer& x, const Buffer& ids, const Buffer& weights,
+                               const Weight (&matrices)[3], Buffer& result) {
+  const auto& t = device_.table();
+  device_.run("moe_ffn", [&](strata_error* e) {
+    return t.moe_ffn(device_.get(), x.get(), n, config_.n_expert_used, ids.get(), weights.get(), matrices[0].get(),
+                     matrices[1].get(), matrices[2].get(), result.get(), e);
+  });
+}
+
+void HybridExperts::pool_moe(int32_t layer, int32_t n, StepBuffers& b, const int32_t* ids, const float* weights) {
+  const size_t pairs = static_cast<size_t>(n) * config_.n_expert_used;
+  const LayerWeights& w = weights_.layers[layer];
+  const auto& pt = pool_.table();
+  pool_.write(b.pool_x, b.x.data(), b.x.size() * sizeof(float));
+  pool_.write(b.pool_ids, ids, pairs * sizeof(int32_t));
+  pool_.write(b.pool_weights, weights, pairs * sizeof(float));
+  pool_.run("moe_ffn", [&](strata_error* e) {
+    return pt.moe_ffn(pool_.get(), b.pool_x.get(), n, config_.n_expert_used, b.pool_ids.get(), b.pool_weights.get(),
+                      w.gate_exps.get(), w.up_exps.get(), w.down_exps.get(), b.pool_out.get(), e);
+  });
+  b.out.resize(b.x.size());
+  pool_.read(b.pool_out, b.out.data(), b.out.size() * sizeof(float));
 }
 
 // The copies and the pool run side by side, so a decode step is quickest when both take as long: with a staged
@@ -466,8 +475,10 @@ double HybridExperts::measure_pcie_share() {
   const auto count = static_cast<int32_t>(missed.size());
   const int32_t n_used = config_.n_expert_used;
   // One token choosing the missed experts (slots 0 .. count - 1 when staged), with equal weights.
-  std::vector<float> x(static_cast<size_t>(config_.n_embd)), weights(n_used, 0.0f), out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * static_cast<float>(static_cast<int64_t>(i % 7) - 3);
+  const std::shared_ptr<StepBuffers> b = make_buffers(1);
+  b->x.resize(static_cast<size_t>(config_.n_embd));
+  for (size_t i = 0; i < b->x.size(); ++i) b->x[i] = 0.01f * static_cast<float>(static_cast<int64_t>(i % 7) - 3);
+  std::vector<float> weights(n_used, 0.0f);
   std::vector<int32_t> slot_ids(n_used, 0), expert_ids(n_used, missed[0]);
   for (int32_t j = 0; j < count; ++j) {
     slot_ids[j] = j;
@@ -483,38 +494,16 @@ double HybridExperts::measure_pcie_share() {
     }
     return best;
   };
-  Buffer device_x(device_, floats(1, config_.n_embd)), device_ids(device_, floats(1, n_used)),
-      device_weights(device_, floats(1, n_used)), device_out(device_, floats(1, config_.n_embd));
-  device_.write(device_x, x.data(), x.size() * sizeof(float));
-  device_.write(device_ids, slot_ids.data(), slot_ids.size() * sizeof(int32_t));
-  device_.write(device_weights, weights.data(), weights.size() * sizeof(float));
-  const auto& t = device_.table();
-  const Weight(&half)[3] = staging.halves[0];
+  b->out.resize(b->x.size());
+  device_.write(b->pool_result, b->x.data(), b->x.size() * sizeof(float));  // a device buffer for the input
+  device_.write(b->staged_ids, slot_ids.data(), slot_ids.size() * sizeof(int32_t));
+  device_.write(b->staged_weights, weights.data(), weights.size() * sizeof(float));
   const double staged_ms = best_of_runs([&] {
-    for (int m = 0; m < 3; ++m) {
-      for (int32_t j = 0; j < count; ++j)
-        device_.write_matrix(half[m], j, store_.expert_matrix(layer, m, missed[j]), false);
-    }
-    device_.run("moe_ffn", [&](strata_error* e) {
-      return t.moe_ffn(device_.get(), device_x.get(), 1, n_used, device_ids.get(), device_weights.get(), half[0].get(),
-                       half[1].get(), half[2].get(), device_out.get(), e);
-    });
-    device_.read(device_out, out.data(), out.size() * sizeof(float));
+    stage(staging.halves[0], layer, missed);
+    device_moe(1, b->pool_result, b->staged_ids, b->staged_weights, staging.halves[0], b->staged_out);
+    device_.read(b->staged_out, b->out.data(), b->out.size() * sizeof(float));
   });
-  Buffer pool_x(pool_, floats(1, config_.n_embd)), pool_ids(pool_, floats(1, n_used)),
-      pool_weights(pool_, floats(1, n_used)), pool_out(pool_, floats(1, config_.n_embd));
-  const LayerWeights& w = weights_.layers[layer];
-  const auto& pt = pool_.table();
-  const double pooled_ms = best_of_runs([&] {
-    pool_.write(pool_x, x.data(), x.size() * sizeof(float));
-    pool_.write(pool_ids, expert_ids.data(), expert_ids.size() * sizeof(int32_t));
-    pool_.write(pool_weights, weights.data(), weights.size() * sizeof(float));
-    pool_.run("moe_ffn", [&](strata_error* e) {
-      return pt.moe_ffn(pool_.get(), pool_x.get(), 1, n_used, pool_ids.get(), pool_weights.get(), w.gate_exps.get(),
-                        w.up_exps.get(), w.down_exps.get(), pool_out.get(), e);
-    });
-    pool_.read(pool_out, out.data(), out.size() * sizeof(float));
-  });
+  const double pooled_ms = best_of_runs([&] { pool_moe(layer, 1, *b, expert_ids.data(), weights.data()); });
   const double share = pooled_ms / (pooled_ms + std::max(staged_ms, 1e-6));
   log().info("--pcie-frac auto: {} missed experts of layer {} staged in {:.3f} ms, pooled in {:.3f} ms -> {:.2f}",
              count, layer, staged_ms, pooled_ms, share);

@@ -132,6 +132,14 @@ class HybridExperts {
   void finish_adapt_round();
   // --pcie-frac auto: one token's missed experts of a split layer timed through each tier.
   double measure_pcie_share();
+  // Copies experts of layer into target's first slots, matrix by matrix (the writes come in runs into one weight:
+  // the CUDA backend marks a run's landing once).
+  void stage(const Weight (&target)[3], int32_t layer, std::span<const int32_t> experts);
+  // The device's moe_ffn over n tokens of x with the given matrices, ids and weights, into result.
+  void device_moe(int32_t n, const Buffer& x, const Buffer& ids, const Buffer& weights, const Weight (&matrices)[3],
+                  Buffer& result);
+  // The pool's moe_ffn of layer over b.x's n tokens with these ids and weights, into b.out.
+  void pool_moe(int32_t layer, int32_t n, StepBuffers& b, const int32_t* ids, const float* weights);
 
   Backend& device_;
   Backend& pool_;
