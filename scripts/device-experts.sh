@@ -20,7 +20,7 @@ source scripts/device-common.sh
 
 build=${STRATA_DEVICE_BUILD:-build-device}
 results=${OUT:-$build/results}
-logs=$build/logs
+logs=$PWD/$build/logs
 mkdir -p "$results" "$logs"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$results/bench.txt"
 configure_and_build "$build" "$PWD/tests/reference" "$logs" || exit 1
