@@ -275,7 +275,7 @@ TEST(ThreadPool, AWorkerThatCannotStartFailsThePoolAfterJoiningTheOthers) {
     });
   };
   try {
-    strata::cpu::ThreadPool pool(8, start_three);
+    strata::cpu::ThreadPool pool(8, strata::cpu::ThreadPool::kDefaultPoll, start_three);
     ADD_FAILURE() << "the pool started all its workers";
   } catch (const strata::sdk::Failure& failure) {
     const std::string message = failure.what();
@@ -288,13 +288,36 @@ TEST(ThreadPool, AWorkerThatCannotStartFailsThePoolAfterJoiningTheOthers) {
   EXPECT_EQ(running.load(), 0);
 }
 
+// The instance option "poll_us" (--cpu-poll-us) takes a whole number of microseconds up to a second; anything else
+// is refused naming it.
+TEST(BackendCpuOptions, PollTimeIsAWholeNumberOfMicrosecondsUpToASecond) {
+  for (const char* good : {"0", "50", "1000000"}) {
+    const std::string options = std::string(R"({"poll_us": )") + good + "}";
+    EXPECT_NO_THROW(Backend(2, options)) << options;
+  }
+  for (const char* bad : {"-1", "2.5", "\"fast\"", "1000001"}) {
+    const std::string options = std::string(R"({"poll_us": )") + bad + "}";
+    const strata_backend_config config{sizeof(strata_backend_config), 2, options.c_str(), &types(),
+                                       &TestTypes::finder<TestTypes::Variant::as_offered>};
+    strata_backend* backend = nullptr;
+    char message[256] = "";
+    strata_error error{message, sizeof message};
+    EXPECT_EQ(table().create(&config, &backend, &error), STRATA_E_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(std::string(message).find("\"poll_us\" must be a whole number of microseconds"), std::string::npos)
+        << message;
+  }
+}
+
 // Jobs of every size, back to back, with and without a minimum share: every item runs once, on a thread of the
 // pool, and a job too small to share runs on the caller alone (worker 0). Many small jobs in a row are what a
 // decode step issues; a worker left out of one must not run a share of the next.
-// Two threads poll on this machine's cores; eight outnumber CI's two and sleep at once.
+// Two threads poll on this machine's cores unless told not to; eight outnumber CI's two and sleep at once.
 TEST(ThreadPool, EveryItemRunsOnceWhateverTheJobSizes) {
-  for (const int threads : {2, 8}) {
-    strata::cpu::ThreadPool pool(threads);
+  using std::chrono::microseconds;
+  for (const auto& [threads, poll] :
+       {std::pair{2, strata::cpu::ThreadPool::kDefaultPoll}, std::pair{2, microseconds(0)},
+        std::pair{8, strata::cpu::ThreadPool::kDefaultPoll}}) {
+    strata::cpu::ThreadPool pool(threads, poll);
     std::vector<std::atomic<int>> runs(300);
     for (int round = 0; round < 2000; ++round) {
       const int64_t n = 1 + (round * 37) % 300;

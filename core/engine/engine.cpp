@@ -29,6 +29,7 @@ Engine::Engine(const EngineOptions& options) {
   nlohmann::json instance_options = nlohmann::json::object();
   if (options.vram_reserve_mib >= 0) instance_options["vram_reserve_mib"] = options.vram_reserve_mib;
   if (options.repacked_weights >= 0) instance_options["repacked_weights"] = options.repacked_weights;
+  if (options.cpu_poll_us >= 0) instance_options["poll_us"] = options.cpu_poll_us;
   const std::string pool_options = instance_options.dump();
   if (options.vram_budget_gib > 0.0) {
     instance_options["memory_budget_mib"] = options.vram_budget_gib * 1024.0;

@@ -59,6 +59,12 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
   command->add_option("-t,--threads", options.threads, thread_count_help("CPU threads", "0: the physical cores"))
       ->check(thread_count_check());
   command
+      ->add_option("--cpu-poll-us", options.cpu_poll_us,
+                   "How long idle CPU threads poll for their next piece of work before they sleep, in microseconds "
+                   "(default 500; 0: they sleep at once, for a machine shared with other work; never polls where "
+                   "the threads outnumber the cores)")
+      ->check(CLI::Range(0, 1000000));
+  command
       ->add_option("--vram-reserve-mib", options.vram_reserve_mib,
                    "VRAM the GPU backend leaves free, in MiB (default: the manifest's vram_reserve_mib, else 512); "
                    "a model that does not fit then fails at load naming the tensor")

@@ -1,5 +1,6 @@
 // Creating a backend instance: its options (the manifest's, then its own), thread count and instruction set.
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,16 @@ uint64_t memory_budget_option(const nlohmann::json& options) {
   return static_cast<uint64_t>(mib * 1048576.0);
 }
 
+// The option "poll_us": how long the pool's idle threads poll for work before they sleep (the default without it).
+std::chrono::microseconds poll_option(const nlohmann::json& options) {
+  const auto poll = options.find("poll_us");
+  if (poll == options.end()) return ThreadPool::kDefaultPoll;
+  if (!poll->is_number_integer() || poll->get<int64_t>() < 0 || poll->get<int64_t>() > 1000000) {
+    invalid_argument("backend-cpu option \"poll_us\" must be a whole number of microseconds from 0 to 1000000");
+  }
+  return std::chrono::microseconds(poll->get<int64_t>());
+}
+
 // The manifest's "isa" for this plugin (set at init); an instance's own option wins over it.
 std::string& manifest_isa() {
   static std::string isa;
@@ -65,12 +76,12 @@ void create(const strata_backend_config* config, strata_backend** out) {
     invalid_argument("config: n_threads is " + std::to_string(checked.n_threads) + ", more than STRATA_MAX_THREADS (" +
                      std::to_string(STRATA_MAX_THREADS) + ")");
   }
-  // Instances also get options meant for other backends (vram_reserve_mib): "isa" and "memory_budget_mib" are
-  // the CPU's.
+  // Instances also get options meant for other backends (vram_reserve_mib): "isa", "memory_budget_mib" and
+  // "poll_us" are the CPU's.
   const auto options = parse_options(checked.options_json, "backend-cpu options");
   const CpuIsa isa = select_isa(isa_option(options, "backend-cpu option"), manifest_isa());
   const int n_threads = checked.n_threads > 0 ? checked.n_threads : std::min(physical_core_count(), STRATA_MAX_THREADS);
-  auto instance = std::make_unique<strata_backend>(n_threads, isa, checked);
+  auto instance = std::make_unique<strata_backend>(n_threads, poll_option(options), isa, checked);
   instance->memory.set_limit(memory_budget_option(options));
   *out = instance.release();
 }
@@ -81,8 +92,9 @@ const char* describe(strata_backend* backend) { return deref(backend, "backend")
 
 }  // namespace strata::cpu
 
-strata_backend::strata_backend(int n_threads, strata::cpu::CpuIsa isa, const strata_backend_config& config)
-    : pool(n_threads),
+strata_backend::strata_backend(int n_threads, std::chrono::microseconds poll, strata::cpu::CpuIsa isa,
+                               const strata_backend_config& config)
+    : pool(n_threads, poll),
       isa(isa),
       kernels(strata::cpu::float_kernels(isa)),
       quant_context(config.quant_context),

@@ -56,7 +56,8 @@ struct strata_weight {
 };
 
 struct strata_backend {
-  strata_backend(int n_threads, strata::cpu::CpuIsa isa, const strata_backend_config& config);
+  strata_backend(int n_threads, std::chrono::microseconds poll, strata::cpu::CpuIsa isa,
+                 const strata_backend_config& config);
 
   strata::cpu::ThreadPool pool;
   strata::cpu::CpuIsa isa;

@@ -9,10 +9,6 @@
 namespace strata::cpu {
 namespace {
 
-// How long an idle worker polls for the next job before it sleeps, and the caller for its workers before it
-// sleeps: the ops of a step follow each other within microseconds (a hybrid placement's pool waits for the GPU
-// between layers for a few hundred), while an idle pool soon costs no CPU.
-constexpr auto kSpinTime = std::chrono::microseconds(500);
 constexpr int kPausesPerClockRead = 64;
 
 inline void cpu_relax() {
@@ -21,12 +17,11 @@ inline void cpu_relax() {
 #endif
 }
 
-// Polls done() for kSpinTime, or not at all where the threads outnumber the cores (a poller would take the core
-// of the thread it waits for). Returns whether done() held.
+// Polls done() for poll (not at all where it is zero). Returns whether done() held.
 template <class Done>
-bool spin_until(bool spin, const Done& done) {
-  if (!spin) return done();
-  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+bool spin_until(std::chrono::microseconds poll, const Done& done) {
+  if (poll.count() <= 0) return done();
+  const auto deadline = std::chrono::steady_clock::now() + poll;
   for (;;) {
     for (int pause = 0; pause < kPausesPerClockRead; ++pause) {
       if (done()) return true;
@@ -40,8 +35,8 @@ bool spin_until(bool spin, const Done& done) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads, const ThreadStarter& start_thread)
-    : spin_(n_threads <= static_cast<int>(std::thread::hardware_concurrency())) {
+ThreadPool::ThreadPool(int n_threads, std::chrono::microseconds poll, const ThreadStarter& start_thread)
+    : poll_(n_threads <= static_cast<int>(std::thread::hardware_concurrency()) ? poll : std::chrono::microseconds(0)) {
   const int extra = n_threads > 1 ? n_threads - 1 : 0;
   workers_.reserve(extra);
   for (int worker = 1; worker <= extra; ++worker) {
@@ -89,7 +84,7 @@ void ThreadPool::run(int64_t n, int64_t min_per_thread, const void* body, ChunkF
   }
   job_ready_.notify_all();
   run_chunk(0, threads);
-  if (!spin_until(spin_, [this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+  if (!spin_until(poll_, [this] { return pending_.load(std::memory_order_acquire) == 0; })) {
     std::unique_lock lock(mutex_);
     // Terminates: every worker of the job finishes its chunk (exceptions are caught) and then counts down.
     job_done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
@@ -120,7 +115,7 @@ uint64_t ThreadPool::wait_for_job(uint64_t seen) {
     job = published_.load(std::memory_order_acquire);
     return job != seen;
   };
-  if (spin_until(spin_, next)) return job;
+  if (spin_until(poll_, next)) return job;
   std::unique_lock lock(mutex_);
   job_ready_.wait(lock, [&] { return stopping_ || next(); });
   return stopping_ ? 0 : job;

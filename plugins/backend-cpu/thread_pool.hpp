@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -27,9 +28,16 @@ class ThreadPool {
   // system has no thread to give (a limit on processes or on memory for its stack). Tests pass one that fails.
   using ThreadStarter = std::function<std::thread(std::function<void()> body)>;
 
+  // How long waits poll before they sleep by default (the backend option "poll_us" sets it): the ops of a step
+  // follow each other within microseconds (a hybrid placement's pool waits for the GPU between layers for a few
+  // hundred), while an idle pool soon costs no CPU.
+  static constexpr std::chrono::microseconds kDefaultPoll{500};
+
   // Starts n_threads - 1 workers. When one cannot start, joins those that did and throws sdk::Failure
-  // naming n_threads and the system's reason.
-  explicit ThreadPool(int n_threads, const ThreadStarter& start_thread = start_std_thread);
+  // naming n_threads and the system's reason. Waits poll for poll first (none where it is zero or the threads
+  // outnumber the cores: a poller would take the core of the thread it waits for).
+  explicit ThreadPool(int n_threads, std::chrono::microseconds poll = kDefaultPoll,
+                      const ThreadStarter& start_thread = start_std_thread);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -57,7 +65,7 @@ class ThreadPool {
   // The generation of the next job after seen, or 0 once the pool stops.
   uint64_t wait_for_job(uint64_t seen);
 
-  const bool spin_;  // whether waits poll first: not where the threads outnumber the cores
+  const std::chrono::microseconds poll_;  // how long waits poll first; zero: they sleep at once
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable job_ready_;
