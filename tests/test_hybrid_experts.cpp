@@ -140,6 +140,31 @@ TEST_P(HybridExpertsOnModel, LogitsDoNotDependOnWhereExpertsRun) {
   EXPECT_EQ(streamed.stats.pcie_pairs, resident.stats.pairs());
 }
 
+// --expert-prefetch: a decode step's split layers predict the next layer's experts through its router and copy
+// the missed ones ahead; the next layer runs those it chooses from the ahead slots, the rest as before. The
+// logits do not change, every pair still runs once, and on these models the prediction is mostly right.
+TEST_P(HybridExpertsOnModel, ExpertsCopiedAheadRunWhereChosenAndChangeNoLogits) {
+  ASSERT_REFERENCE(model());
+  const PlacementRun plain = run(options_for(model(), "off"));
+  const gguf::Model file(model());
+  const ModelConfig config = ModelConfig::from_gguf(file);
+  const std::string quarter = std::to_string(config.n_layer * config.n_expert / 4);
+  const int64_t all_pairs = run(options_for(model(), "0")).stats.pairs();
+  for (const double pcie_fraction : {0.0, 0.5}) {
+    EngineOptions ahead = options_for(model(), quarter);
+    ahead.expert_options.pcie_fraction = pcie_fraction;
+    ahead.expert_options.prefetch = config.n_expert_used;
+    const PlacementRun prefetched = run(ahead);
+    const std::string what = "experts copied ahead, a share of " + std::to_string(pcie_fraction) + " over PCIe";
+    expect_same_logits(plain.logits, prefetched.logits, what);
+    EXPECT_GT(prefetched.stats.prefetched, 0) << what;
+    EXPECT_GT(prefetched.stats.prefetch_used, 0) << what;
+    EXPECT_LE(prefetched.stats.prefetch_used, prefetched.stats.prefetched) << what;
+    EXPECT_GT(prefetched.stats.pcie_pairs, 0) << what;
+    EXPECT_EQ(prefetched.stats.pairs(), all_pairs) << what << ": every (token, expert) pair runs exactly once";
+  }
+}
+
 // --pcie-frac auto times one token's missed experts through each tier when the cache is placed and takes the share
 // that keeps both equally busy: within (0, 1), so some misses go over PCIe; the logits do not depend on it.
 TEST_P(HybridExpertsOnModel, AutomaticPcieShareIsMeasuredAndChangesNoLogits) {

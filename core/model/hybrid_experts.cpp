@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "core/experts/placement_estimate.hpp"
 #include "core/util/error.hpp"
@@ -42,10 +43,13 @@ struct HybridExperts::LayerSlots {
 // Slots for experts copied over PCIe, one set per combination of tensor types (layers may differ), in two halves
 // of their own weights: an op waits for the copies into the weights it reads, so the copies into one half do not
 // hold up the experts running from the other.
+// With --expert-prefetch, also the slots for experts copied ahead of their layer's routing, a set per layer parity.
 struct HybridExperts::StagingSet {
   std::vector<uint32_t> types;
   Weight halves[2][3];
   int32_t slots_per_half = 0;
+  Weight ahead[2][3];
+  int32_t ahead_slots = 0;
 };
 
 struct HybridExperts::StepBuffers {
@@ -56,15 +60,22 @@ struct HybridExperts::StepBuffers {
         staged_weights(device, floats(max_batch, c.n_expert_used)),
         staged_out(device, floats(max_batch, c.n_embd)),
         pool_result(device, floats(max_batch, c.n_embd)),
+        ahead_ids(device, floats(max_batch, c.n_expert_used)),
+        ahead_weights(device, floats(max_batch, c.n_expert_used)),
+        predicted_logits(device, floats(max_batch, c.n_expert)),
+        predicted_ids(device, floats(max_batch, c.n_expert_used)),
+        predicted_weights(device, floats(max_batch, c.n_expert_used)),
         pool_x(pool, floats(max_batch, c.n_embd)),
         pool_ids(pool, floats(max_batch, c.n_expert_used)),
         pool_weights(pool, floats(max_batch, c.n_expert_used)),
         pool_out(pool, floats(max_batch, c.n_embd)) {}
-  Buffer device_ids, device_weights, staged_ids, staged_weights, staged_out, pool_result;
+  Buffer device_ids, device_weights, staged_ids, staged_weights, staged_out, pool_result, ahead_ids, ahead_weights;
+  Buffer predicted_logits, predicted_ids, predicted_weights;  // the next layer's router on this layer's input
   Buffer pool_x, pool_ids, pool_weights, pool_out;
-  // Host copies: the router's choices, the experts' input, and each tier's share of the pairs.
-  std::vector<int32_t> ids, slot_ids, staged_slot_ids;
-  std::vector<float> weights, slot_weights, staged_weights_host, pool_weights_host, x, out;
+  // Host copies: the router's choices, the experts' input, each tier's share of the pairs, the next layer's
+  // predicted choices.
+  std::vector<int32_t> ids, slot_ids, staged_slot_ids, ahead_slot_ids, predicted;
+  std::vector<float> weights, slot_weights, staged_weights_host, ahead_weights_host, pool_weights_host, x, out;
 };
 
 HybridExperts::HybridExperts(Backend& device, Backend& pool, const gguf::Model& file, const ExpertStore& store,
@@ -85,8 +96,8 @@ HybridExperts::HybridExperts(Backend& device, Backend& pool, const gguf::Model& 
   if (options_.pcie_fraction && !(*options_.pcie_fraction >= 0.0 && *options_.pcie_fraction <= 1.0)) {
     throw Error("--pcie-frac must be auto or in [0, 1], not " + std::to_string(*options_.pcie_fraction));
   }
-  if (options_.pcie_min_tokens < 0 || options_.pcie_slots < 0) {
-    throw Error("--pcie-min-tokens and --pcie-slots must be 0 or more");
+  if (options_.pcie_min_tokens < 0 || options_.pcie_slots < 0 || options_.prefetch < 0) {
+    throw Error("--pcie-min-tokens, --pcie-slots and --expert-prefetch must be 0 or more");
   }
   if (options_.adapt.every < 0 || options_.adapt.swaps < 0 || !(options_.adapt.decay >= 0.0) ||
       options_.adapt.decay > 1.0) {
@@ -186,7 +197,7 @@ void HybridExperts::place(int32_t max_batch) {
 }
 
 void HybridExperts::allocate_and_fill(int32_t max_batch) {
-  if (options_.pcie_fraction.value_or(1.0) > 0.0 || options_.pcie_min_tokens > 0) {
+  if (options_.pcie_fraction.value_or(1.0) > 0.0 || options_.pcie_min_tokens > 0 || options_.prefetch > 0) {
     for (int32_t layer = 0; layer < config_.n_layer; ++layer) staging_for(layer);
   }
   const int64_t slots = options_.slots ? *options_.slots : automatic_slots(max_batch);
@@ -266,15 +277,20 @@ HybridExperts::StagingSet& HybridExperts::staging_for(int32_t layer) {
       std::min(config_.n_expert,
                options_.pcie_slots > 0 ? options_.pcie_slots : config_.n_expert_used * kStagingSlotsPerUsedExpert);
   set->slots_per_half = std::max(1, slots / 2);
-  for (auto& half : set->halves) {
+  set->ahead_slots = std::min(config_.n_expert, options_.prefetch);
+  const auto allocate = [&](Weight(&matrices)[3], const char* purpose, int32_t slot_count) {
     for (int m = 0; m < 3; ++m) {
       strata_weight_desc desc = desc_of(layer, m);
-      const std::string name = std::string("PCIe staging of ") + desc.name;
+      const std::string name = purpose + std::string(desc.name);
       desc.name = name.c_str();
-      desc.ne2 = set->slots_per_half;
+      desc.ne2 = slot_count;
       desc.data = nullptr;
-      half[m] = Weight::allocate(device_, desc);
+      matrices[m] = Weight::allocate(device_, desc);
     }
+  };
+  for (auto& half : set->halves) allocate(half, "PCIe staging of ", set->slots_per_half);
+  if (set->ahead_slots > 0) {
+    for (auto& ahead : set->ahead) allocate(ahead, "prefetch slots of ", set->ahead_slots);
   }
   staging_.push_back(std::move(set));
   return *staging_.back();
@@ -305,32 +321,54 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   }
   step_split_ = true;
 
-  // The router's choices on the host (the one wait for the device in the layer).
+  // The router's choices on the host (the one wait for the device in the layer), and the next layer's predicted
+  // ones, queued before that wait.
+  const bool predicting = prefetches_after(layer, n);
+  if (predicting) predict_next(layer, n, normed, b);
   auto start = std::chrono::steady_clock::now();
   b.ids.resize(pairs);
   b.weights.resize(pairs);
   device_.read(ids, b.ids.data(), pairs * sizeof(int32_t));
   device_.read(weights, b.weights.data(), pairs * sizeof(float));
+  if (predicting) {
+    b.predicted.resize(pairs);
+    device_.read(b.predicted_ids, b.predicted.data(), pairs * sizeof(int32_t));
+  }
   stats_.sync_ms += ms_since(start);
   if (observer) observer(layer, b.ids);
   if (!recent_.empty()) recent_.add(layer, b.ids);
 
-  // Each pair to one tier: a zero weight hides it from the others.
+  // Each pair to one tier: a zero weight hides it from the others. A missed expert copied ahead (its slot in the
+  // ahead set) runs there.
+  const Ahead& ahead = ahead_[layer % 2];
+  std::vector<int32_t> ahead_slot(config_.n_expert, -1);
+  if (ahead.layer == layer) {
+    for (size_t k = 0; k < ahead.experts.size(); ++k) ahead_slot[ahead.experts[k]] = static_cast<int32_t>(k);
+  }
   b.slot_ids.assign(pairs, 0);
   b.slot_weights.assign(pairs, 0.0f);
+  b.ahead_slot_ids.assign(pairs, 0);
+  b.ahead_weights_host.assign(pairs, 0.0f);
   b.pool_weights_host.assign(pairs, 0.0f);
-  int64_t hits = 0, staged = 0, pooled = 0;
+  int64_t hits = 0, ahead_pairs = 0, staged = 0, pooled = 0;
   std::vector<int32_t> missed_tokens(config_.n_expert, 0);
+  std::vector<bool> ahead_used(ahead.experts.size(), false);
   for (size_t p = 0; p < pairs; ++p) {
     const int32_t slot = plan_.slot_of(layer, b.ids[p]);
     if (slot >= 0) {
       b.slot_ids[p] = slot;
       b.slot_weights[p] = b.weights[p];
       ++hits;
+    } else if (const int32_t copied = ahead_slot[b.ids[p]]; copied >= 0) {
+      b.ahead_slot_ids[p] = copied;
+      b.ahead_weights_host[p] = b.weights[p];
+      ahead_used[copied] = true;
+      ++ahead_pairs;
     } else {
       ++missed_tokens[b.ids[p]];
     }
   }
+  stats_.prefetch_used += std::count(ahead_used.begin(), ahead_used.end(), true);
   // The PCIe share: every missed expert with at least pcie_min_tokens tokens in the step (a prompt's: a copy costs
   // less than the pool's work on them), and the share pcie_fraction of the others, those with the most tokens.
   std::vector<int32_t> staged_index(config_.n_expert, -1);  // an expert's place among the staged
@@ -350,7 +388,7 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     }
   }
   for (size_t p = 0; p < pairs; ++p) {
-    if (plan_.slot_of(layer, b.ids[p]) >= 0) continue;
+    if (plan_.slot_of(layer, b.ids[p]) >= 0 || ahead_slot[b.ids[p]] >= 0) continue;
     if (staged_index[b.ids[p]] >= 0) {
       ++staged;
     } else {
@@ -369,15 +407,25 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   }
 
   // The device's part is queued first, so that it runs while the pool computes: the first staging half's copies
-  // (on the device's copy stream, beside everything queued after them), the resident experts, then the staged
-  // experts a half at a time, each half's copies queued before the experts of the half before it run.
+  // (on the device's copy stream, beside everything queued after them), the next layer's copies ahead (a copy
+  // waits for the ops queued before it, so before any op of this layer), the resident experts, those copied ahead,
+  // then the staged experts a half at a time, each half's copies queued before the experts of the half before run.
   bool device_wrote = false;
   const auto add_to_out = [&](const Buffer& part) {
     device_.run("add", [&](strata_error* e) {
       return t.add(device_.get(), out.get(), part.get(), int64_t{n} * config_.n_embd, out.get(), e);
     });
   };
-  StagingSet* staging = staged_experts.empty() ? nullptr : &staging_for(layer);
+  // One tier's pairs on the device (the others' weights zero), into out or added to it.
+  const auto device_part = [&](Buffer& device_ids, const std::vector<int32_t>& slot_ids, Buffer& device_weights,
+                               const std::vector<float>& slot_weights, const Weight(&matrices)[3]) {
+    device_.write(device_ids, slot_ids.data(), pairs * sizeof(int32_t));
+    device_.write(device_weights, slot_weights.data(), pairs * sizeof(float));
+    device_moe(n, normed, device_ids, device_weights, matrices, device_wrote ? b.staged_out : out);
+    if (device_wrote) add_to_out(b.staged_out);
+    device_wrote = true;
+  };
+  StagingSet* staging = staged_experts.empty() && ahead_pairs == 0 ? nullptr : &staging_for(layer);
   const size_t per_half = staging != nullptr ? static_cast<size_t>(staging->slots_per_half) : 1;
   const size_t n_halves = (staged_experts.size() + per_half - 1) / per_half;  // halves filled in turn
   const auto copy_in = [&](size_t turn) {
@@ -386,11 +434,10 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     stats_.pcie_bytes += static_cast<int64_t>(count * expert_file_bytes_[layer]);
   };
   if (n_halves > 0) copy_in(0);
-  if (hits > 0) {
-    device_.write(b.device_ids, b.slot_ids.data(), pairs * sizeof(int32_t));
-    device_.write(b.device_weights, b.slot_weights.data(), pairs * sizeof(float));
-    device_moe(n, normed, b.device_ids, b.device_weights, cached, out);
-    device_wrote = true;
+  if (predicting && n_halves <= 1) prefetch_next(layer, b);
+  if (hits > 0) device_part(b.device_ids, b.slot_ids, b.device_weights, b.slot_weights, cached);
+  if (ahead_pairs > 0) {
+    device_part(b.ahead_ids, b.ahead_slot_ids, b.ahead_weights, b.ahead_weights_host, staging->ahead[layer % 2]);
   }
   for (size_t turn = 0; turn < n_halves; ++turn) {
     if (turn + 1 < n_halves) copy_in(turn + 1);
@@ -399,17 +446,13 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     b.staged_slot_ids.assign(pairs, 0);
     b.staged_weights_host.assign(pairs, 0.0f);
     for (size_t p = 0; p < pairs; ++p) {
-      const int32_t index = staged_index[b.ids[p]];  // -1 for resident and pooled experts
+      const int32_t index = staged_index[b.ids[p]];  // -1 for resident, ahead and pooled experts
       if (index >= first && index < last) {
         b.staged_slot_ids[p] = index - first;
         b.staged_weights_host[p] = b.weights[p];
       }
     }
-    device_.write(b.staged_ids, b.staged_slot_ids.data(), pairs * sizeof(int32_t));
-    device_.write(b.staged_weights, b.staged_weights_host.data(), pairs * sizeof(float));
-    device_moe(n, normed, b.staged_ids, b.staged_weights, staging->halves[turn % 2], device_wrote ? b.staged_out : out);
-    if (device_wrote) add_to_out(b.staged_out);
-    device_wrote = true;
+    device_part(b.staged_ids, b.staged_slot_ids, b.staged_weights, b.staged_weights_host, staging->halves[turn % 2]);
   }
   if (pooled > 0) {
     start = std::chrono::steady_clock::now();
@@ -422,8 +465,61 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     stats_.sync_ms += ms_since(start);
   }
   stats_.device_pairs += hits;
-  stats_.pcie_pairs += staged;
+  stats_.pcie_pairs += ahead_pairs + staged;
   stats_.pool_pairs += pooled;
+}
+
+bool HybridExperts::prefetches_after(int32_t layer, int32_t n) const {
+  const int32_t next = layer + 1;
+  return options_.prefetch > 0 && next < config_.n_layer && !plan_.whole_layer(next) &&
+         plan_.slots(next) < config_.n_expert && (options_.pcie_min_tokens == 0 || n < options_.pcie_min_tokens);
+}
+
+void HybridExperts::predict_next(int32_t layer, int32_t n, const Buffer& normed, StepBuffers& b) {
+  const auto& t = device_.table();
+  const strata_weight* router = weights_.layers[layer + 1].router.get();
+  const int32_t routing = config_.architecture->routing;
+  if (device_.has_route_experts()) {
+    device_.run("the next layer's router + route", [&](strata_error* e) {
+      return t.route_experts(device_.get(), normed.get(), router, n, config_.n_expert, config_.n_expert_used, routing,
+                             b.predicted_logits.get(), b.predicted_ids.get(), b.predicted_weights.get(), e);
+    });
+    return;
+  }
+  device_.run("the next layer's router", [&](strata_error* e) {
+    return t.matmul(device_.get(), router, 0, normed.get(), n, nullptr, b.predicted_logits.get(), e);
+  });
+  device_.run("the next layer's route", [&](strata_error* e) {
+    return t.route(device_.get(), b.predicted_logits.get(), n, config_.n_expert, config_.n_expert_used, routing,
+                   b.predicted_ids.get(), b.predicted_weights.get(), e);
+  });
+}
+
+void HybridExperts::prefetch_next(int32_t layer, StepBuffers& b) {
+  const int32_t next = layer + 1, n_used = config_.n_expert_used;
+  // The tokens that chose each expert, and its best place in a token's choices (best first): ties go to the likelier.
+  std::vector<int32_t> tokens(config_.n_expert, 0), best_place(config_.n_expert, n_used);
+  for (size_t p = 0; p < b.predicted.size(); ++p) {
+    const int32_t e = b.predicted[p];
+    if (e < 0 || e >= config_.n_expert) continue;
+    ++tokens[e];
+    best_place[e] = std::min(best_place[e], static_cast<int32_t>(p % n_used));
+  }
+  std::vector<int32_t> missed;
+  for (int32_t e = 0; e < config_.n_expert; ++e) {
+    if (tokens[e] > 0 && !plan_.resident(next, e)) missed.push_back(e);
+  }
+  std::sort(missed.begin(), missed.end(), [&](int32_t a, int32_t c) {
+    return std::tuple(-tokens[a], best_place[a], a) < std::tuple(-tokens[c], best_place[c], c);
+  });
+  StagingSet& staging = staging_for(next);
+  missed.resize(std::min(missed.size(), static_cast<size_t>(staging.ahead_slots)));
+  Ahead& ahead = ahead_[next % 2];
+  ahead.layer = next;
+  ahead.experts = missed;
+  stage(staging.ahead[next % 2], next, missed);
+  stats_.prefetched += static_cast<int64_t>(missed.size());
+  stats_.pcie_bytes += static_cast<int64_t>(missed.size() * expert_file_bytes_[next]);
 }
 
 void HybridExperts::stage(const Weight (&target)[3], int32_t layer, std::span<const int32_t> experts) {
@@ -513,6 +609,7 @@ double HybridExperts::measure_pcie_share() {
 void HybridExperts::end_step() {
   if (step_split_) ++stats_.steps;
   step_split_ = false;
+  for (Ahead& ahead : ahead_) ahead.layer = -1;  // copied for this step's tokens
   if (recent_.empty()) return;
   ++steps_since_round_;
   if (!pending_.empty()) {
@@ -574,6 +671,8 @@ ExpertStats ExpertStats::since(const ExpertStats& earlier) const {
   d.pcie_pairs -= earlier.pcie_pairs;
   d.pool_pairs -= earlier.pool_pairs;
   d.pcie_bytes -= earlier.pcie_bytes;
+  d.prefetched -= earlier.prefetched;
+  d.prefetch_used -= earlier.prefetch_used;
   d.pool_ms -= earlier.pool_ms;
   d.sync_ms -= earlier.sync_ms;
   d.adapt_rounds -= earlier.adapt_rounds;
@@ -592,6 +691,8 @@ nlohmann::ordered_json ExpertStats::to_json() const {
           {"pool_ms_per_step", pool_ms * per_step},
           {"sync_ms_per_step", sync_ms * per_step},
           {"pcie_bytes", pcie_bytes},
+          {"prefetched", prefetched},
+          {"prefetch_used", prefetch_used},
           {"adapt_rounds", adapt_rounds},
           {"adapt_swapped", adapt_swapped},
           {"adapt_round_ms_mean", adapt_rounds > 0 ? adapt_round_ms_sum / static_cast<double>(adapt_rounds) : 0.0},
@@ -602,9 +703,10 @@ std::string ExpertStats::text() const {
   const double per_step = steps > 0 ? 1.0 / static_cast<double>(steps) : 0.0;
   return fmt::format(
       "experts: hit rate {:.1f}%, pairs {} on the device, {} over PCIe ({}), {} on the pool; per split step "
-      "{:.2f} ms pool, {:.2f} ms waiting for the device ({} steps); adaptive: {} rounds, {} swapped",
+      "{:.2f} ms pool, {:.2f} ms waiting for the device ({} steps); prefetch: {} copied ahead, {} used; adaptive: "
+      "{} rounds, {} swapped",
       100.0 * hit_rate(), device_pairs, pcie_pairs, mib(static_cast<double>(pcie_bytes)), pool_pairs,
-      pool_ms * per_step, sync_ms * per_step, steps, adapt_rounds, adapt_swapped);
+      pool_ms * per_step, sync_ms * per_step, steps, prefetched, prefetch_used, adapt_rounds, adapt_swapped);
 }
 
 std::string HybridExperts::describe() const {

@@ -6,7 +6,9 @@
 // tier: the device for a resident expert, else a PCIe copy into a staging slot then the device (a share of the
 // misses, --pcie-frac), else the pool. The device's part is queued before the pool computes, so both run at
 // once; their outputs are added. A layer whose experts are all resident runs as without placement (no host
-// round trip). The adaptive tier moves hot experts into the cache between steps.
+// round trip). With --expert-prefetch, a split layer also runs the next layer's router on its own input and copies
+// the experts it predicts ahead, beside the rest of the layer. The adaptive tier moves hot experts into the cache
+// between steps.
 #pragma once
 
 #include <chrono>
@@ -46,7 +48,10 @@ struct ExpertCacheOptions {
   std::optional<double> pcie_fraction = 0.0;
   int32_t pcie_min_tokens = 8;  // and every missed expert with this many tokens in a step (prompts); 0: none
   int32_t pcie_slots = 0;       // staging slots per set of tensor types; 0: 4 x n_expert_used
-  RoutingCounts profile;        // ranks the experts for the first placement; empty: uniform
+  // Missed experts of the next layer copied ahead per split layer of a decode step, as the next router predicts
+  // them from this layer's input; 0: none.
+  int32_t prefetch = 0;
+  RoutingCounts profile;  // ranks the experts for the first placement; empty: uniform
   AdaptiveTierOptions adapt;
   ExpertMemory host_memory = ExpertMemory::automatic;  // the experts' host copy (expert_store.hpp)
 };
@@ -55,9 +60,10 @@ struct ExpertCacheOptions {
 struct ExpertStats {
   int64_t steps = 0;  // steps with at least one split layer
   int64_t device_pairs = 0, pcie_pairs = 0, pool_pairs = 0;
-  int64_t pcie_bytes = 0;  // expert bytes copied for PCIe pairs (the file's layout)
-  double pool_ms = 0.0;    // host time the pool computed
-  double sync_ms = 0.0;    // host time waiting for the device: routing read back, results joined
+  int64_t pcie_bytes = 0;  // expert bytes copied for PCIe pairs (the file's layout), prefetched ones included
+  int64_t prefetched = 0, prefetch_used = 0;  // experts copied ahead of their layer's routing; those it chose
+  double pool_ms = 0.0;                       // host time the pool computed
+  double sync_ms = 0.0;                       // host time waiting for the device: routing read back, results joined
   int64_t adapt_rounds = 0, adapt_swapped = 0;
   double adapt_round_ms_max = 0.0, adapt_round_ms_sum = 0.0;  // from a round's first copy to its switch
 
@@ -132,6 +138,13 @@ class HybridExperts {
   void finish_adapt_round();
   // --pcie-frac auto: one token's missed experts of a split layer timed through each tier.
   double measure_pcie_share();
+  // Whether a step of n tokens in layer predicts the next layer's experts to copy them ahead.
+  bool prefetches_after(int32_t layer, int32_t n) const;
+  // Queues the next layer's router and routing on this layer's input (before the routing is read back, which
+  // then waits for both).
+  void predict_next(int32_t layer, int32_t n, const Buffer& normed, StepBuffers& b);
+  // Copies the predicted experts of layer + 1 that it misses, those most tokens chose first, into its ahead slots.
+  void prefetch_next(int32_t layer, StepBuffers& b);
   // Copies experts of layer into target's first slots, matrix by matrix (the writes come in runs into one weight:
   // the CUDA backend marks a run's landing once).
   void stage(const Weight (&target)[3], int32_t layer, std::span<const int32_t> experts);
@@ -157,6 +170,13 @@ class HybridExperts {
   int64_t steps_since_round_ = 0;
   std::vector<PendingSwap> pending_;
   Clock::time_point round_start_;
+  // The experts copied ahead into the ahead slots of layers of each parity (two sets: a layer's copies must not
+  // overwrite the slots the layer before it still reads), and the layer they belong to (-1: none this step).
+  struct Ahead {
+    int32_t layer = -1;
+    std::vector<int32_t> experts;  // by slot
+  };
+  Ahead ahead_[2];
   ExpertStats stats_;
   bool step_split_ = false;
   double pcie_share_ = 0.0;

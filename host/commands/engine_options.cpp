@@ -111,6 +111,14 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
           "last half's experts (default 0: 4 x the experts a token uses)")
       ->check(CLI::NonNegativeNumber);
   command
+      ->add_option("--expert-prefetch", options.expert_options.prefetch,
+                   "Per split layer of a decode step, run the next layer's router on this layer's input and copy up "
+                   "to N of the experts it predicts that the next layer misses over PCIe ahead of its routing, beside "
+                   "this layer's work; the next layer runs those it does choose on the GPU (default 0: off; steps of "
+                   "--pcie-min-tokens tokens or more never prefetch)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  command
       ->add_option("--host-experts", options.host_experts,
                    "Where a hybrid placement keeps the experts in host memory: pinned (a page-locked copy, which "
                    "the GPU's copies read directly; needs the experts' size free in host memory, with 2 GiB to "
