@@ -2199,7 +2199,8 @@ TEST(BackendCudaLargeModel, CpuAndCudaLogitsAgree) {
 }
 
 // Larger than VRAM: a budget of a quarter of the file holds the dense weights, the cache and some of the experts;
-// the rest run on the CPU expert pool, or over PCIe. The logits of a 64-token prompt stay as close to the CPU's.
+// the rest run on the CPU expert pool, or over PCIe (after the routing, or ahead of it as predicted). The logits of
+// a 64-token sequence stay as close to the CPU's.
 TEST(BackendCudaLargeModel, HybridPlacementInAQuarterOfTheFileAgreesWithCpu) {
   SKIP_WITHOUT_CUDA();
   if (std::getenv("STRATA_TEST_LARGE_MODEL") == nullptr) {
@@ -2215,6 +2216,8 @@ TEST(BackendCudaLargeModel, HybridPlacementInAQuarterOfTheFileAgreesWithCpu) {
   expect_close_to_cpu(cpu, large_model_logits(hybrid, kTokens), kTokens, "cuda in a quarter of the file");
   hybrid.expert_options.pcie_fraction = 0.5;
   expect_close_to_cpu(cpu, large_model_logits(hybrid, kTokens), kTokens, "the same, half the misses over PCIe");
+  hybrid.expert_options.prefetch = 8;
+  expect_close_to_cpu(cpu, large_model_logits(hybrid, kTokens), kTokens, "the same, decode's experts copied ahead");
 }
 
 }  // namespace
