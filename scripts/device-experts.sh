@@ -32,7 +32,7 @@ if [ -n "${BASE:-}" ]; then
 fi
 
 status=0
-"$build/bin/strata_tests" --gtest_filter="${TESTS:-*ExpertCache*:*MoeFfnPairsOfWeightZero*:*ExpertWrite*:*WeightWrite*:*MemoryBudget*:*MemoryInfo*:*HybridExperts*:*ExpertsCli*:*LowLocked*}" \
+"$build/bin/strata_tests" --gtest_filter="${TESTS:-*ExpertCache*:*MoeFfnPairsOfWeightZero*:*ExpertWrite*:*WeightWrite*:*MemoryBudget*:*MemoryInfo*:*HybridExperts*:*ExpertsCli*:*LowLocked*:*CpuPollTime*}" \
   >"$results/tests.log" 2>&1 || status=1
 grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]' "$results/tests.log" || true
 

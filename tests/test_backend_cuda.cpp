@@ -2198,6 +2198,26 @@ TEST(BackendCudaLargeModel, CpuAndCudaLogitsAgree) {
   expect_close_to_cpu(cpu, large_model_logits(large_model_options("cuda"), kTokens), kTokens, "cuda");
 }
 
+// --cpu-poll-us is the CPU backend's option: it reaches a hybrid placement's expert pool, and the CUDA backend,
+// which refuses options it does not know, never sees it.
+TEST(BackendCudaEngine, TheCpuPollTimeReachesOnlyTheExpertPool) {
+  SKIP_WITHOUT_CUDA();
+  const auto model = strata::test::reference_dir() / "models" / "qwen3moe-tiny-iq3_s.gguf";
+  ASSERT_REFERENCE(model);
+  strata::EngineOptions options;
+  options.model = model;
+  options.manifest = strata::test::default_manifest_path();
+  options.backend = "cuda";
+  options.expert_cache = "2";
+  options.cpu_poll_us = 50;
+  try {
+    const strata::Engine engine(options);
+    EXPECT_NE(engine.expert_pool(), nullptr);
+  } catch (const std::exception& error) {
+    ADD_FAILURE() << error.what();
+  }
+}
+
 // Larger than VRAM: a budget of a quarter of the file holds the dense weights, the cache and some of the experts;
 // the rest run on the CPU expert pool, or over PCIe (after the routing, or ahead of it as predicted). The logits of
 // a 64-token sequence stay as close to the CPU's.

@@ -24,20 +24,23 @@ Engine::Engine(const EngineOptions& options) {
   plugins_ = PluginHost::open(load_manifest(manifest_path));
   file_ = std::make_unique<gguf::Model>(options.model);
   const BackendPlugin& chosen = plugins_->choose_backend(options.backend);
-  // Instance options override the manifest's; backends ignore keys that are not theirs (the CPU backend
-  // has no VRAM).
+  const BackendPlugin& cpu = plugins_->choose_backend("cpu");
+  // Instance options override the manifest's; the CPU backend ignores the GPU's keys (it has no VRAM), while a GPU
+  // backend refuses keys it does not know, so the CPU's own go to CPU instances only.
   nlohmann::json instance_options = nlohmann::json::object();
   if (options.vram_reserve_mib >= 0) instance_options["vram_reserve_mib"] = options.vram_reserve_mib;
   if (options.repacked_weights >= 0) instance_options["repacked_weights"] = options.repacked_weights;
-  if (options.cpu_poll_us >= 0) instance_options["poll_us"] = options.cpu_poll_us;
-  const std::string pool_options = instance_options.dump();
+  nlohmann::json pool_options = instance_options;
+  if (options.cpu_poll_us >= 0) {
+    pool_options["poll_us"] = options.cpu_poll_us;
+    if (chosen.name == cpu.name) instance_options["poll_us"] = options.cpu_poll_us;
+  }
   if (options.vram_budget_gib > 0.0) {
     instance_options["memory_budget_mib"] = options.vram_budget_gib * 1024.0;
   }
   backend_ = std::make_unique<Backend>(chosen.name, *chosen.table, plugins_->quants(), options.threads,
                                        instance_options.dump());
   log().info("backend: {}", backend_->describe());
-  const BackendPlugin& cpu = plugins_->choose_backend("cpu");
   std::optional<ExpertCacheOptions> placement =
       expert_placement(options, chosen.name == cpu.name, *backend_, file_->tensor_bytes());
   if (!placement) {
@@ -52,7 +55,8 @@ Engine::Engine(const EngineOptions& options) {
     const ModelConfig config = ModelConfig::from_gguf(*file_);
     placement->profile = read_expert_profile(options.expert_profile, config.n_layer, config.n_expert).counts;
   }
-  expert_pool_ = std::make_unique<Backend>(cpu.name, *cpu.table, plugins_->quants(), options.threads, pool_options);
+  expert_pool_ =
+      std::make_unique<Backend>(cpu.name, *cpu.table, plugins_->quants(), options.threads, pool_options.dump());
   log().info("expert pool: {}", expert_pool_->describe());
   model_ = std::make_unique<Model>(*file_, *backend_, *expert_pool_, std::move(*placement));
 }
