@@ -2070,16 +2070,22 @@ TEST_P(BackendCudaReferenceLogits, Int8KvCacheStaysWithinFourTimesTheBar) {
 INSTANTIATE_TEST_SUITE_P(All, BackendCudaReferenceLogits, testing::ValuesIn(strata::test::reference_model_names()),
                          [](const auto& info) { return strata::test::test_name(info.param); });
 
+// Opens model on CUDA with the default manifest.
+strata::EngineOptions cuda_engine_options(const std::filesystem::path& model) {
+  strata::EngineOptions options;
+  options.model = model;
+  options.manifest = strata::test::default_manifest_path();
+  options.backend = "cuda";
+  return options;
+}
+
 // --vram-reserve-mib reaches the backend: a reserve larger than the card leaves no room for the first
 // weight, and loading fails naming it and the sizes.
 TEST(BackendCuda, VramReserveFlagLeavesNoRoomForTheModel) {
   SKIP_WITHOUT_CUDA();
   const auto model = strata::test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf";
   ASSERT_REFERENCE(model);
-  strata::EngineOptions options;
-  options.model = model;
-  options.manifest = strata::test::default_manifest_path();
-  options.backend = "cuda";
+  strata::EngineOptions options = cuda_engine_options(model);
   options.vram_reserve_mib = int64_t{1} << 30;  // 1 PiB
   try {
     const strata::Engine engine(options);
@@ -2204,10 +2210,7 @@ TEST(BackendCudaEngine, TheCpuPollTimeReachesOnlyTheExpertPool) {
   SKIP_WITHOUT_CUDA();
   const auto model = strata::test::reference_dir() / "models" / "qwen3moe-tiny-iq3_s.gguf";
   ASSERT_REFERENCE(model);
-  strata::EngineOptions options;
-  options.model = model;
-  options.manifest = strata::test::default_manifest_path();
-  options.backend = "cuda";
+  strata::EngineOptions options = cuda_engine_options(model);
   options.expert_cache = "2";
   options.cpu_poll_us = 50;
   try {
