@@ -5,6 +5,10 @@
 # ninja with STRATA_BUILD_JOBS (default all cores); on a failed build, its last lines and status 1.
 configure_and_build() {
   local build=$1 reference=$2 logs=$3
+  # PCRE2 carried in .deps (scripts/device-deps.sh) where the machine has no headers of its own.
+  if [ -d .deps/pcre2 ] && ! pkg-config --exists libpcre2-8 2>/dev/null; then
+    export PKG_CONFIG_PATH=$PWD/.deps/pcre2/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+  fi
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_CUDA=ON \
     -DSTRATA_CUDA_ARCHS="${STRATA_CUDA_ARCHS:-90}" -DSTRATA_REFERENCE_DIR="$reference" -DSTRATA_WERROR=OFF \
     >"$logs/configure.log" 2>&1

@@ -10,8 +10,8 @@
 # .variants in the call's carry), built without tests into build-base; each placement then runs with it first and
 # with this tree second (lines marked "base" and "this"), on the same model in the same minutes.
 # SKEW=S: the model is synthesized with --routing-skew S instead (a file of its own), `strata profile` counts its
-# routing over PROFILE_PROMPTS (default: the first 24 lines of docs/experts.md, 32 tokens decoded after each) into
-# $OUT/profile-skew-S.json, and the word
+# routing over PROFILE_PROMPTS (default: the first 24 lines of docs/experts.md, 32 tokens decoded after each; the
+# tokenizer needs PCRE2: run scripts/device-deps.sh here and carry ".deps") into $OUT/profile-skew-S.json, and the word
 # PROFILE in a placement stands for that file:
 #   SKEW=1.0 scripts/device-experts.sh "--expert-cache 1536 --pcie-frac 0.8 --expert-profile PROFILE --stats"
 set -euo pipefail
@@ -49,7 +49,7 @@ profile=
 if [ -n "${SKEW:-}" ]; then
   profile=$results/profile-skew-$SKEW.json
   prompts=${PROFILE_PROMPTS:-$build/profile-prompts.txt}
-  [ -n "${PROFILE_PROMPTS:-}" ] || grep -v '^$' docs/experts.md | head -n 24 >"$prompts"
+  [ -n "${PROFILE_PROMPTS:-}" ] || awk 'NF && ++n <= 24' docs/experts.md >"$prompts"
   start=$(date +%s)
   "$build/bin/strata" profile --model "$model" --backend cuda --prompts "$prompts" \
     --decode 32 -o "$profile" >"$logs/profile.log" 2>&1 || { tail -n 5 "$logs/profile.log"; exit 1; }
