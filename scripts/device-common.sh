@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Steps shared by scripts/device-test.sh and scripts/device-variants.sh (sourced, not run).
 
 # configure_and_build BUILD REFERENCE_DIR LOG_DIR: CMake with CUDA for STRATA_CUDA_ARCHS (default 90; warnings are
