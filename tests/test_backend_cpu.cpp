@@ -75,12 +75,25 @@ strata_quant_type make_test_type(uint32_t id, uint32_t activation_type, decltype
   return type;
 }
 
+// IQ3_S under a type id of its own whose int8 row decoder counts its calls: which matrix kernel ran.
+constexpr uint32_t kTestIq3SCountedInt8 = 202;
+std::atomic<int64_t> int8_decodes{0};
+void counted_iq3_s_to_int8(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, int8_t* levels,
+                           int16_t* group_scales, float* block_scales) {
+  ++int8_decodes;
+  test_types().type(kIQ3_S).cpu_rows_to_int8(n, n_rows, weight, row_bytes, levels, group_scales, block_scales);
+}
+
 // The shared test types plus the test-only dot types.
 TestTypes& types() {
   static TestTypes& types = []() -> TestTypes& {
     TestTypes& shared = test_types();
     shared.add(make_test_type(kTestQ8DotQ8, kQ8_0, &test_dot_rows<false>));
     shared.add(make_test_type(kTestQ8DotF32, kF32, &test_dot_rows<true>));
+    strata_quant_type counted = shared.type(kIQ3_S);
+    counted.type_id = kTestIq3SCountedInt8;
+    counted.cpu_rows_to_int8 = &counted_iq3_s_to_int8;
+    shared.add(counted);
     return shared;
   }();
   return types;
@@ -94,14 +107,27 @@ const strata_backend_table& table_with_test_types() {
 
 // A CPU backend instance whose quant types carry all, some or none of their CPU dot kernels.
 class Backend : public TestBackend {
+  using Variant = TestTypes::Variant;
+
  public:
-  enum Kernels { with_dot_kernels, without_dot_kernels, one_token_dot_kernels };
+  enum Kernels { with_dot_kernels, without_dot_kernels, one_token_dot_kernels, dot_kernels_without_int8 };
+
+  static auto finder(Kernels kernels) {
+    switch (kernels) {
+      case without_dot_kernels:
+        return &TestTypes::finder<Variant::without_cpu_dot>;
+      case one_token_dot_kernels:
+        return &TestTypes::finder<Variant::one_token_dot>;
+      case dot_kernels_without_int8:
+        return &TestTypes::finder<Variant::without_int8>;
+      case with_dot_kernels:
+        break;
+    }
+    return &TestTypes::finder<Variant::as_offered>;
+  }
 
   explicit Backend(int n_threads, const std::string& options = "{}", Kernels kernels = with_dot_kernels)
-      : TestBackend(table_with_test_types(), n_threads, options,
-                    kernels == with_dot_kernels      ? &TestTypes::finder<TestTypes::Variant::as_offered>
-                    : kernels == without_dot_kernels ? &TestTypes::finder<TestTypes::Variant::without_cpu_dot>
-                                                     : &TestTypes::finder<TestTypes::Variant::one_token_dot>) {
+      : TestBackend(table_with_test_types(), n_threads, options, finder(kernels)) {
     EXPECT_EQ(create_status(), STRATA_OK) << message();
   }
 
@@ -444,13 +470,53 @@ TEST(BackendCpu, MatmulMultiTokenKernelMatchesOneTokenAtATime) {
   for (uint32_t type : {kIQ3_XXS, kIQ3_S}) {
     ASSERT_NE(types().type(type).cpu_dot_rows_multi, nullptr) << types().type(type).name;
     const HostWeight w = make_weight(type, 512, 45, 2, 60);
-    Backend multi(2), one_token(2, "{}", Backend::one_token_dot_kernels);
+    Backend multi(2, "{}", Backend::dot_kernels_without_int8), one_token(2, "{}", Backend::one_token_dot_kernels);
     for (int32_t n_tokens : {2, 8, 19}) {
       const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * 512, 61);
       EXPECT_EQ(multi.matmul(w, 1, x, n_tokens), one_token.matmul(w, 1, x, n_tokens))
           << types().type(type).name << " x " << n_tokens;
     }
   }
+}
+
+// The int8 kernel (AVX-512 VNNI, int8_gemm.hpp) against the multi-token dot kernel: both read the same Q8_K
+// activations and do the same float operations (strata_quant_type::cpu_rows_to_int8), so every product is the
+// same float. Rows 3 blocks long, a row count no multiple of the kernel's 4-row block, 1 to 40 tokens (the int8
+// kernel from 8 on, groups of 16 with a partial one).
+TEST(BackendCpu, MatmulInt8KernelGivesTheMultiTokenKernelsFloats) {
+  for (uint32_t type : {kIQ3_XXS, kIQ3_S}) {
+    ASSERT_NE(types().type(type).cpu_rows_to_int8, nullptr) << types().type(type).name;
+    const int64_t n = 768, rows = 45;
+    const HostWeight w = make_weight(type, n, rows, 2, 70);
+    Backend int8(2), dot(2, "{}", Backend::dot_kernels_without_int8);
+    for (int32_t n_tokens = 1; n_tokens <= 40; ++n_tokens) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * n, 71 + n_tokens);
+      const auto got = int8.matmul(w, 1, x, n_tokens), expected = dot.matmul(w, 1, x, n_tokens);
+      ASSERT_EQ(got, expected) << types().type(type).name << ", " << n_tokens << " tokens";
+    }
+  }
+}
+
+TEST(BackendCpu, MatmulInt8KernelDoesNotDependOnTheThreadCount) {
+  const HostWeight w = make_weight(kIQ3_S, 512, 301, 1, 72);
+  const std::vector<float> x = random_floats(37 * 512, 73);
+  Backend one(1), three(3);
+  EXPECT_EQ(one.matmul(w, 0, x, 37), three.matmul(w, 0, x, 37));
+}
+
+// Below AVX-512 (VNNI) the dot kernels run; at it, the int8 kernel (its row decoder is called).
+TEST(BackendCpu, MatmulInt8KernelRunsAtTheAvx512LevelOnly) {
+  const HostWeight w = make_weight(kTestIq3SCountedInt8, 512, 20, 1, 74);
+  const std::vector<float> x = random_floats(24 * 512, 75);
+  int8_decodes = 0;
+  {
+    const ScopedEnvironment avx2("STRATA_CPU_ISA", "avx2");  // what the instance's level is decided from first
+    Backend(2).matmul(w, 0, x, 24);
+    EXPECT_EQ(int8_decodes.load(), 0);
+  }
+  if (strata::sdk::cpu_isa() < strata::sdk::CpuIsa::avx512) GTEST_SKIP() << "this CPU or STRATA_CPU_ISA has no avx512";
+  Backend(2).matmul(w, 0, x, 24);
+  EXPECT_GT(int8_decodes.load(), 0);
 }
 
 TEST(BackendCpu, MatmulAddsTheBias) {

@@ -249,6 +249,41 @@ INSTANTIATE_TEST_SUITE_P(Types, CpuKernel,
                                          KernelCase{"IQ3_S", &quant_type_v<Iq3SCodec>, 15, &strata::iq3::kIq3SDot}),
                          case_name);
 
+// cpu_rows_to_int8 (the CPU backend's int8 matrix kernel reads it): block scale * (group scale * level) is the
+// dequantizer's float exactly, at every level this CPU has, for rows further apart than their bytes.
+struct Int8Case {
+  std::string name;
+  const strata_quant_type* type;
+  const strata::sdk::CpuRowsToInt8Variants* variants;
+};
+void PrintTo(const Int8Case& c, std::ostream* os) { *os << c.name; }
+
+class CpuRowsToInt8 : public testing::TestWithParam<Int8Case> {};
+
+TEST_P(CpuRowsToInt8, GivesTheDequantizedFloatsExactlyAtEveryLevel) {
+  const Int8Case& c = GetParam();
+  ASSERT_EQ(c.type->cpu_rows_to_int8 != nullptr, true);
+  const Problem p = make_problem({c.name, c.type, 15, nullptr}, 3, 7, 40, 80);
+  for (CpuIsa isa : strata::sdk::kAllCpuIsas) {
+    if (isa > strata::sdk::detect_cpu_isa()) continue;
+    std::vector<int8_t> levels(p.n * p.n_rows);
+    std::vector<int16_t> group_scales(p.n * p.n_rows / STRATA_CPU_INT8_GROUP, -1);
+    std::vector<float> block_scales(p.n * p.n_rows / STRATA_CPU_INT8_BLOCK, std::nanf(""));
+    c.variants->pick(isa)(p.n, p.n_rows, p.weight.data(), p.row_bytes, levels.data(), group_scales.data(),
+                          block_scales.data());
+    for (int64_t i = 0; i < p.n * p.n_rows; ++i) {
+      const int32_t integer = group_scales[i / STRATA_CPU_INT8_GROUP] * levels[i];
+      ASSERT_EQ(block_scales[i / STRATA_CPU_INT8_BLOCK] * static_cast<float>(integer), p.weight_values[i])
+          << c.name << " at " << strata::sdk::cpu_isa_name(isa) << ", value " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CpuRowsToInt8,
+                         testing::Values(Int8Case{"IQ3_XXS", &quant_type_v<Iq3XxsCodec>, &strata::iq3::kIq3XxsToInt8},
+                                         Int8Case{"IQ3_S", &quant_type_v<Iq3SCodec>, &strata::iq3::kIq3SToInt8}),
+                         [](const testing::TestParamInfo<Int8Case>& info) { return info.param.name; });
+
 TEST(CpuIsaChoice, AutoOrUnsetTakesTheBestLevel) {
   EXPECT_EQ(strata::sdk::choose_cpu_isa(nullptr, CpuIsa::avx512).isa, CpuIsa::avx512);
   EXPECT_EQ(strata::sdk::choose_cpu_isa("auto", CpuIsa::avx2).isa, CpuIsa::avx2);

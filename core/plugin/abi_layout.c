@@ -26,7 +26,7 @@
 #define PIN_VALUE(name, value) _Static_assert((name) == (value), #name " changed value: constants are ABI")
 
 PIN_VALUE(STRATA_ABI_MAJOR, 1);
-PIN_VALUE(STRATA_ABI_MINOR, 7);
+PIN_VALUE(STRATA_ABI_MINOR, 8);
 
 /* strata_error (plugin.h, ABI 1.0) */
 PIN(strata_error, message, 0, 8);
@@ -86,7 +86,9 @@ PIN_MINOR_END(strata_quant_type, "1.5", cuda_matvec_normed, 112);
 PIN(strata_quant_type, cuda_repacked, 112, 8);
 PIN(strata_quant_type, cuda_repack, 120, 8);
 PIN_MINOR_END(strata_quant_type, "1.6", cuda_repack, 128);
-PIN_SIZE(strata_quant_type, 128);
+PIN(strata_quant_type, cpu_rows_to_int8, 128, 8);
+PIN_MINOR_END(strata_quant_type, "1.8", cpu_rows_to_int8, 136);
+PIN_SIZE(strata_quant_type, 136);
 
 /* strata_cuda_expert_matvec (quant.h): a plugin of each minor has the fields up to that minor's
  * end (a minor that appended nothing here keeps the previous end) */
@@ -271,6 +273,8 @@ PIN_VALUE(STRATA_EXPERT_MATVEC_SWIGLU, 1);
 PIN_VALUE(STRATA_EXPERT_MATVEC_WEIGHTED_SUM, 2);
 PIN_VALUE(STRATA_GEMM_TILE_TOKENS, 64);
 PIN_VALUE(STRATA_REPACKED_TYPE_BIT, 0x80000000u);
+PIN_VALUE(STRATA_CPU_INT8_GROUP, 32);
+PIN_VALUE(STRATA_CPU_INT8_BLOCK, 256);
 PIN_VALUE(STRATA_KV_F16, 1);
 PIN_VALUE(STRATA_KV_INT8, 2);
 PIN_VALUE(STRATA_ROUTING_SOFTMAX_TOPK, 1);

@@ -1,7 +1,9 @@
 // Weights stay where the host mapped them. A type with a CPU dot kernel gets each activation row converted
 // once to the kernel's activation type; any other type is dequantized a tile of rows at a time into the
-// worker's scratch and multiplied in float. Either way a tile of weight rows meets every token before
-// the next tile is read, so each weight byte comes from memory once per call.
+// worker's scratch and multiplied in float. Many tokens of a type that decodes rows to int8 take the int8
+// kernel where the CPU has it (int8_gemm.hpp): Q8_K activations re-laid out once, each tile decoded once.
+// Either way a tile of weight rows meets every token before the next tile is read, so each weight byte
+// comes from memory once per call.
 #include "matmul.hpp"
 
 #include <algorithm>
@@ -9,12 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "int8_gemm.hpp"
 #include "ops.hpp"
 
 namespace strata::cpu {
 namespace {
 
 using CpuDotRowsMultiFn = decltype(strata_quant_type::cpu_dot_rows_multi);
+constexpr uint32_t kTypeQ8K = 15;
 
 // Rows per tile: the tile's floats (4 rows of a 2048-wide weight, 32 KiB) stay in L1 while all tokens pass
 // over them (twice as fast at 64 tokens as an L2-sized tile), and a 2048-row weight splits into 512 tiles.
@@ -28,8 +32,11 @@ struct TaskPlan {
   CpuDotRowsMultiFn dot_rows_multi = nullptr;
   const strata_quant_type* activation_type = nullptr;  // set when activations must be converted
   size_t activation_row_bytes = 0;
-  size_t activation_offset = 0;        // into backend.activations
-  int64_t shares_activations_of = -1;  // an earlier plan whose converted activations this one reuses
+  size_t activation_offset = 0;                 // into backend.activations
+  int64_t shares_activations_of = -1;           // an earlier plan whose converted activations this one reuses
+  sdk::CpuRowsToInt8Fn rows_to_int8 = nullptr;  // set when the int8 kernel multiplies this task
+  size_t interleaved_offset = 0;                // into backend.interleaved
+  int64_t shares_interleaved_of = -1;           // likewise for the int8 kernel's activations
   int64_t tile_rows = 0;
   int64_t n_tiles = 0;
 };
@@ -39,10 +46,28 @@ CpuDotRowsMultiFn multi_token_kernel(const strata_quant_type& type) {
   return STRATA_HAS_FIELD(&type, cpu_dot_rows_multi) ? type.cpu_dot_rows_multi : nullptr;
 }
 
-// The CPU dot kernel of a weight's type, when there is one whose activation type this backend can produce.
+// The type's int8 row decoder, when this task is worth the int8 kernel and this CPU runs it.
+sdk::CpuRowsToInt8Fn int8_decoder(const strata_backend& backend, const TaskPlan& plan, const strata_quant_type* q8k) {
+  const strata_weight& weight = *plan.task.weight;
+  const strata_quant_type& type = *weight.type;
+  if (!STRATA_HAS_FIELD(&type, cpu_rows_to_int8) || type.cpu_rows_to_int8 == nullptr) return nullptr;
+  if (!int8::available(backend.isa) || plan.task.n_tokens < int8::kMinTokens) return nullptr;
+  if (q8k == nullptr || q8k->quantize == nullptr || weight.ne0 % int8::kRowMultiple != 0) return nullptr;
+  return type.cpu_rows_to_int8;
+}
+
+// The CPU dot kernel of a weight's type, when there is one whose activation type this backend can produce;
+// or the int8 kernel, which reads Q8_K activations.
 void choose_kernel(strata_backend& backend, TaskPlan& plan) {
   const strata_weight& weight = *plan.task.weight;
   const strata_quant_type& type = *weight.type;
+  const strata_quant_type* q8k = backend.find_type(kTypeQ8K);
+  plan.rows_to_int8 = int8_decoder(backend, plan, q8k);
+  if (plan.rows_to_int8 != nullptr) {
+    plan.activation_type = q8k;
+    plan.activation_row_bytes = static_cast<size_t>(weight.ne0 / q8k->block_elements) * q8k->block_bytes;
+    return;
+  }
   if (!STRATA_HAS_FIELD(&type, cpu_dot_rows) || type.cpu_dot_rows == nullptr) return;
   if (type.cpu_activation_type == kTypeF32) {
     plan.use_dot_rows = true;
@@ -62,6 +87,25 @@ void choose_kernel(strata_backend& backend, TaskPlan& plan) {
 bool same_activations(const TaskPlan& a, const TaskPlan& b) {
   return a.task.x == b.task.x && a.task.n_tokens == b.task.n_tokens && a.task.weight->ne0 == b.task.weight->ne0 &&
          a.activation_type == b.activation_type;
+}
+
+// Places the int8 kernel's activations of the int8 plans: an earlier plan's where it has the same.
+size_t place_interleaved(std::vector<TaskPlan>& plans) {
+  size_t bytes = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    TaskPlan& plan = plans[i];
+    if (plan.rows_to_int8 == nullptr) continue;
+    for (size_t j = 0; j < i && plan.shares_interleaved_of < 0; ++j) {
+      if (plans[j].rows_to_int8 != nullptr && plans[j].shares_interleaved_of < 0 && same_activations(plans[j], plan)) {
+        plan.shares_interleaved_of = static_cast<int64_t>(j);
+        plan.interleaved_offset = plans[j].interleaved_offset;
+      }
+    }
+    if (plan.shares_interleaved_of >= 0) continue;
+    plan.interleaved_offset = bytes;
+    bytes += int8::activation_bytes(plan.task.weight->ne0, plan.task.n_tokens);
+  }
+  return bytes;
 }
 
 std::vector<TaskPlan> make_plans(strata_backend& backend, std::span<const MatmulTask> tasks) {
@@ -87,6 +131,7 @@ std::vector<TaskPlan> make_plans(strata_backend& backend, std::span<const Matmul
     activation_bytes += plan.activation_row_bytes * plan.task.n_tokens;
   }
   if (backend.activations.size() < activation_bytes) backend.activations.resize(activation_bytes);
+  backend.interleaved.reserve(place_interleaved(plans));
   return plans;
 }
 
@@ -105,6 +150,27 @@ void for_each_share(std::vector<TaskPlan>& plans, int64_t begin, int64_t end, Co
 
 int64_t rows_to_convert(const TaskPlan& plan) {
   return plan.activation_type != nullptr && plan.shares_activations_of < 0 ? plan.task.n_tokens : 0;
+}
+
+int64_t groups_to_interleave(const TaskPlan& plan) {
+  if (plan.rows_to_int8 == nullptr || plan.shares_interleaved_of >= 0) return 0;
+  return (plan.task.n_tokens + int8::kGroupTokens - 1) / int8::kGroupTokens;
+}
+
+// The int8 kernel's activations from the converted Q8_K rows, a group of tokens at a time.
+void interleave_activations(strata_backend& backend, std::vector<TaskPlan>& plans) {
+  int64_t total = 0;
+  for (const TaskPlan& plan : plans) total += groups_to_interleave(plan);
+  if (total == 0) return;
+  backend.pool.parallel_for(total, [&](int64_t begin, int64_t end, int) {
+    for_each_share(plans, begin, end, groups_to_interleave, [&](TaskPlan& plan, int64_t from, int64_t to) {
+      for (int64_t group = from; group < to; ++group) {
+        int8::interleave_group(plan.task.weight->ne0, backend.activations.data() + plan.activation_offset,
+                               plan.activation_row_bytes, plan.task.n_tokens, group,
+                               backend.interleaved.base() + plan.interleaved_offset);
+      }
+    });
+  });
 }
 
 void convert_activations(strata_backend& backend, std::vector<TaskPlan>& plans) {
@@ -179,6 +245,7 @@ void tile_in_float(strata_backend& backend, const TaskPlan& plan, const std::byt
 void run_matmuls(strata_backend& backend, std::span<const MatmulTask> tasks) {
   std::vector<TaskPlan> plans = make_plans(backend, tasks);
   convert_activations(backend, plans);
+  interleave_activations(backend, plans);
   int64_t total_tiles = 0;
   for (const TaskPlan& plan : plans) total_tiles += plan.n_tiles;
   const auto tiles = [](const TaskPlan& plan) { return plan.n_tiles; };
@@ -189,7 +256,12 @@ void run_matmuls(strata_backend& backend, std::span<const MatmulTask> tasks) {
         const int64_t row0 = tile * plan.tile_rows;
         const int64_t n_rows = std::min(plan.tile_rows, weight.ne1 - row0);
         const std::byte* rows = weight.matrix(plan.task.expert) + row0 * weight.row_bytes;
-        if (plan.use_dot_rows) {
+        if (plan.rows_to_int8 != nullptr) {
+          float* scratch = backend.worker_floats(worker, int8::tile_scratch_floats(weight.ne0, plan.tile_rows));
+          int8::multiply_tile(plan.rows_to_int8, weight.ne0, n_rows, rows, weight.row_bytes,
+                              backend.interleaved.base() + plan.interleaved_offset, plan.task.n_tokens,
+                              plan.task.out + row0, static_cast<size_t>(weight.ne1), scratch);
+        } else if (plan.use_dot_rows) {
           tile_with_dot_rows(backend, plan, rows, row0, n_rows);
         } else {
           tile_in_float(backend, plan, rows, row0, n_rows, worker);

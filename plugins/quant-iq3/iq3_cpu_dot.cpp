@@ -1,5 +1,7 @@
 #include "iq3_cpu_dot.hpp"
 
+#include <cmath>
+
 #include "iq3_quantizer.hpp"
 #include "iq3_tables.hpp"
 #include "strata/half.hpp"
@@ -89,6 +91,22 @@ struct S {
 #endif
 };
 
+// A block's values as signed levels (the grid bytes with their signs): times the sub-block's scale and the
+// block's float scale, the dequantizer's floats.
+template <class Format>
+void decode_levels(const uint8_t* block, int8_t* levels) {
+  for (int ib = 0; ib < kSubBlocks; ++ib) {
+    const uint32_t sign_bits = Format::sign_bits(block, ib);
+    for (int g = 0; g < kGroupsPerSubBlock; ++g) {
+      const uint32_t point = Format::kGrid[Format::grid_index(block, ib, g)];
+      for (int j = 0; j < kGroupValues; ++j) {
+        const int i = kGroupValues * g + j, magnitude = static_cast<int>((point >> (8 * j)) & 0xff);
+        levels[kSubBlockValues * ib + i] = static_cast<int8_t>((sign_bits >> i) & 1 ? -magnitude : magnitude);
+      }
+    }
+  }
+}
+
 // The scalar kernel: sums[t] = dot(row, token t's activation row), each block decoded once for all tokens.
 template <class Format>
 void iq3_row_dot_tokens_scalar(int64_t n, const uint8_t* row, const uint8_t* activations, size_t stride, int n_tokens,
@@ -97,18 +115,9 @@ void iq3_row_dot_tokens_scalar(int64_t n, const uint8_t* row, const uint8_t* act
   for (int64_t b = 0; b < n / kBlockValues; ++b) {
     const uint8_t* block = row + b * Format::kBlockBytes;
     int8_t weights[kBlockValues];
+    decode_levels<Format>(block, weights);
     int32_t scales[kSubBlocks];
-    for (int ib = 0; ib < kSubBlocks; ++ib) {
-      const uint32_t sign_bits = Format::sign_bits(block, ib);
-      for (int g = 0; g < kGroupsPerSubBlock; ++g) {
-        const uint32_t point = Format::kGrid[Format::grid_index(block, ib, g)];
-        for (int j = 0; j < kGroupValues; ++j) {
-          const int i = kGroupValues * g + j, magnitude = static_cast<int>((point >> (8 * j)) & 0xff);
-          weights[kSubBlockValues * ib + i] = static_cast<int8_t>((sign_bits >> i) & 1 ? -magnitude : magnitude);
-        }
-      }
-      scales[ib] = Format::scale(block, ib);
-    }
+    for (int ib = 0; ib < kSubBlocks; ++ib) scales[ib] = Format::scale(block, ib);
     const float d = Format::kScaleFactor * sdk::fp16_to_fp32(load_u16(block));
     for (int t = 0; t < n_tokens; ++t) {
       const uint8_t* a = activations + t * stride + b * Q8K::kBytes;
@@ -121,6 +130,29 @@ void iq3_row_dot_tokens_scalar(int64_t n, const uint8_t* row, const uint8_t* act
         scaled += scales[ib] * dot;
       }
       sums[t] += d * Q8K::scale(a) * static_cast<float>(scaled);
+    }
+  }
+}
+
+// Rows as int8 levels, integer scales per 32 and float scales per 256 (strata_quant_type::cpu_rows_to_int8): a
+// sub-block of both formats is 32 values sharing the odd scale 2l + 1, the block one float d * kScaleFactor; the
+// products are the dequantizer's floats exactly (d is a half, the integer product at most 31 * 62). The scales as
+// the dot kernels apply them:
+template <class Format>
+void write_scales(const uint8_t* block, int16_t* group_scales, float* block_scale) {
+  for (int ib = 0; ib < kSubBlocks; ++ib) group_scales[ib] = static_cast<int16_t>(Format::scale(block, ib));
+  *block_scale = Format::kScaleFactor * sdk::fp16_to_fp32(load_u16(block));
+}
+
+template <class Format>
+void iq3_rows_to_int8_scalar(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, int8_t* levels,
+                             int16_t* group_scales, float* block_scales) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(weight) + static_cast<size_t>(r) * row_bytes;
+    for (int64_t b = 0; b < n / kBlockValues; ++b, levels += kBlockValues, group_scales += kSubBlocks, ++block_scales) {
+      const uint8_t* block = row + b * Format::kBlockBytes;
+      decode_levels<Format>(block, levels);
+      write_scales<Format>(block, group_scales, block_scales);
     }
   }
 }
@@ -214,14 +246,16 @@ struct BlockAvx512 {
     common = block_common<Format>(block, scale_words);
   }
 
-  STRATA_TARGET_AVX512 __m512 accumulate(const uint8_t* a, __m512 acc) const {
+  // sum + the block's product with a token, as cpu_rows_to_int8 promises a backend's int8 kernel may compute it
+  // too: the block's exact integer, then one fused multiply-add.
+  STRATA_TARGET_AVX512 float accumulate(const uint8_t* a, float sum) const {
     const int8_t* q8 = Q8K::values(a);
-    __m512i sum = _mm512_zextsi256_si512(minus_offset_share<Format::kOffsetShift>(a, common.scales16));
+    __m512i lanes = _mm512_zextsi256_si512(minus_offset_share<Format::kOffsetShift>(a, common.scales16));
     for (int p = 0; p < kPairs; ++p) {
       const __m512i q = _mm512_loadu_si512(q8 + 2 * kSubBlockValues * p);
-      sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(weights[p], q), scales[p]));
+      lanes = _mm512_add_epi32(lanes, _mm512_madd_epi16(_mm512_maddubs_epi16(weights[p], q), scales[p]));
     }
-    return _mm512_fmadd_ps(_mm512_set1_ps(common.d * Q8K::scale(a)), _mm512_cvtepi32_ps(sum), acc);
+    return std::fma(common.d * Q8K::scale(a), static_cast<float>(_mm512_reduce_add_epi32(lanes)), sum);
   }
 };
 
@@ -241,19 +275,39 @@ STRATA_TARGET_AVX2 void iq3_row_dot_tokens_avx2(int64_t n, const uint8_t* row, c
 template <class Format>
 STRATA_TARGET_AVX512 void iq3_row_dot_tokens_avx512(int64_t n, const uint8_t* row, const uint8_t* activations,
                                                     size_t stride, int n_tokens, float* sums) {
-  __m512 acc[sdk::kDotTokens];
-  for (int t = 0; t < n_tokens; ++t) acc[t] = _mm512_setzero_ps();
+  for (int t = 0; t < n_tokens; ++t) sums[t] = 0.0f;
   for (int64_t b = 0; b < n / kBlockValues; ++b) {
     const BlockAvx512<Format> block(row + b * Format::kBlockBytes);
-    for (int t = 0; t < n_tokens; ++t) acc[t] = block.accumulate(activations + t * stride + b * Q8K::kBytes, acc[t]);
+    for (int t = 0; t < n_tokens; ++t) sums[t] = block.accumulate(activations + t * stride + b * Q8K::kBytes, sums[t]);
   }
-  for (int t = 0; t < n_tokens; ++t) sums[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+// As iq3_rows_to_int8_scalar, two sub-blocks per gather and the signs applied under a mask.
+template <class Format>
+STRATA_TARGET_AVX512 void iq3_rows_to_int8_avx512(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
+                                                  int8_t* levels, int16_t* group_scales, float* block_scales) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(weight) + static_cast<size_t>(r) * row_bytes;
+    for (int64_t b = 0; b < n / kBlockValues; ++b, levels += kBlockValues, group_scales += kSubBlocks, ++block_scales) {
+      const uint8_t* block = row + b * Format::kBlockBytes;
+      for (int p = 0; p < kSubBlocks / 2; ++p) {
+        const __m512i magnitudes = _mm512_i32gather_epi32(Format::grid_indices_avx512(block, p), Format::kGrid, 4);
+        const __mmask64 negative =
+            Format::sign_bits(block, 2 * p) | static_cast<uint64_t>(Format::sign_bits(block, 2 * p + 1)) << 32;
+        _mm512_storeu_si512(levels + 2 * kSubBlockValues * p,
+                            _mm512_mask_sub_epi8(magnitudes, negative, _mm512_setzero_si512(), magnitudes));
+      }
+      write_scales<Format>(block, group_scales, block_scales);
+    }
+  }
 }
 
 template <class Format>
 constexpr sdk::CpuDotKernel kAvx2 = sdk::kTokensDotKernel<iq3_row_dot_tokens_avx2<Format>>;
 template <class Format>
 constexpr sdk::CpuDotKernel kAvx512 = sdk::kTokensDotKernel<iq3_row_dot_tokens_avx512<Format>>;
+template <class Format>
+constexpr sdk::CpuRowsToInt8Fn kToInt8Avx512 = iq3_rows_to_int8_avx512<Format>;
 
 #else
 
@@ -261,6 +315,8 @@ template <class Format>
 constexpr sdk::CpuDotKernel kAvx2 = {};
 template <class Format>
 constexpr sdk::CpuDotKernel kAvx512 = {};
+template <class Format>
+constexpr sdk::CpuRowsToInt8Fn kToInt8Avx512 = nullptr;
 
 #endif
 
@@ -271,5 +327,7 @@ constexpr sdk::CpuDotKernel kScalar = sdk::kTokensDotKernel<iq3_row_dot_tokens_s
 
 const sdk::CpuDotVariants kIq3XxsDot{kScalar<Xxs>, kAvx2<Xxs>, kAvx512<Xxs>};
 const sdk::CpuDotVariants kIq3SDot{kScalar<S>, kAvx2<S>, kAvx512<S>};
+const sdk::CpuRowsToInt8Variants kIq3XxsToInt8{iq3_rows_to_int8_scalar<Xxs>, kToInt8Avx512<Xxs>};
+const sdk::CpuRowsToInt8Variants kIq3SToInt8{iq3_rows_to_int8_scalar<S>, kToInt8Avx512<S>};
 
 }  // namespace strata::iq3

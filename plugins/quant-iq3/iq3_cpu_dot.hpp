@@ -1,5 +1,5 @@
 // CPU dot kernels of IQ3_XXS and IQ3_S rows against Q8_K activations, one token or several at once (a
-// scalar variant, AVX2 and AVX-512).
+// scalar variant, AVX2 and AVX-512), and their rows decoded to int8 for the CPU backend's int8 matrix kernels.
 #pragma once
 
 #include "strata/cpu_dot.hpp"
@@ -10,5 +10,8 @@ inline constexpr uint32_t kQ8KTypeId = 15;
 
 extern const sdk::CpuDotVariants kIq3XxsDot;
 extern const sdk::CpuDotVariants kIq3SDot;
+// Their rows as int8 levels, integer scales per 32 and float scales per 256 (strata_quant_type::cpu_rows_to_int8).
+extern const sdk::CpuRowsToInt8Variants kIq3XxsToInt8;
+extern const sdk::CpuRowsToInt8Variants kIq3SToInt8;
 
 }  // namespace strata::iq3

@@ -38,6 +38,7 @@ struct Iq3SCodec {
   static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kIq3SDot>;
   static constexpr auto& cpu_dot_rows_multi = sdk::dispatched_dot_rows_multi<kIq3SDot>;
+  static constexpr auto& cpu_rows_to_int8 = sdk::dispatched_rows_to_int8<kIq3SToInt8>;
 #ifdef STRATA_WITH_CUDA
   STRATA_CODEC_CUDA_LAUNCHERS(cuda, iq3_s);
   // On the GPU its values may be kept as 4-bit levels (iq3_s_nibbles.hpp).

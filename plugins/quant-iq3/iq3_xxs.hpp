@@ -23,6 +23,7 @@ struct Iq3XxsCodec {
   static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kIq3XxsDot>;
   static constexpr auto& cpu_dot_rows_multi = sdk::dispatched_dot_rows_multi<kIq3XxsDot>;
+  static constexpr auto& cpu_rows_to_int8 = sdk::dispatched_rows_to_int8<kIq3XxsToInt8>;
 #ifdef STRATA_WITH_CUDA
   STRATA_CODEC_CUDA_LAUNCHERS(cuda, iq3_xxs);
 #endif

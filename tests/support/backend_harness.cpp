@@ -40,9 +40,14 @@ const strata_quant_type* TestTypes::find(uint32_t type_id, Variant variant) {
       copy.cpu_activation_type = 0;
       copy.cpu_dot_rows = nullptr;
       copy.cpu_dot_rows_multi = nullptr;
+      copy.cpu_rows_to_int8 = nullptr;
       break;
     case Variant::one_token_dot:
       copy.cpu_dot_rows_multi = nullptr;
+      copy.cpu_rows_to_int8 = nullptr;
+      break;
+    case Variant::without_int8:
+      copy.cpu_rows_to_int8 = nullptr;
       break;
     case Variant::abi_1_0:
       copy.struct_size = STRATA_FIELD_END(strata_quant_type, cpu_dot_rows_multi);

@@ -30,6 +30,7 @@ class TestTypes {
     as_offered,
     without_cpu_dot,  // no CPU dot kernels: the CPU backend multiplies decoded floats
     one_token_dot,    // no multi-token CPU kernel: one cpu_dot_rows call per token
+    without_int8,     // the dot kernels without cpu_rows_to_int8: no int8 matrix kernel
     abi_1_0           // the table an ABI 1.0 plugin has: ends before the grouped CUDA launchers
   };
 

@@ -117,6 +117,26 @@ void dispatched_dot_rows_multi(int64_t n, int64_t n_rows, const void* weight, si
   chosen(n, n_rows, weight, row_bytes, activations, activation_stride, n_tokens, out, out_stride);
 }
 
+// strata_quant_type::cpu_rows_to_int8.
+using CpuRowsToInt8Fn = void (*)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, int8_t* levels,
+                                 int16_t* group_scales, float* block_scales);
+
+// A type's int8 row decoders per level (the output is the same at every level; a level only decodes faster).
+struct CpuRowsToInt8Variants {
+  CpuRowsToInt8Fn scalar;
+  CpuRowsToInt8Fn avx512 = nullptr;
+
+  CpuRowsToInt8Fn pick(CpuIsa isa) const { return isa >= CpuIsa::avx512 && avx512 != nullptr ? avx512 : scalar; }
+};
+
+// A codec's cpu_rows_to_int8: the variant for this process's level, looked up on the first call.
+template <const CpuRowsToInt8Variants& Variants>
+void dispatched_rows_to_int8(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, int8_t* levels,
+                             int16_t* group_scales, float* block_scales) {
+  static const CpuRowsToInt8Fn chosen = Variants.pick(cpu_isa());
+  chosen(n, n_rows, weight, row_bytes, levels, group_scales, block_scales);
+}
+
 // The Q8_K activation block (type 15) that k-quant and IQ kernels read: float d, int8 q[256], and the
 // int16 sums of each 16 q, so that a per-16 or per-32 constant term costs one multiply.
 struct Q8K {

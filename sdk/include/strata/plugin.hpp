@@ -102,6 +102,15 @@ concept HasCpuDotMulti = HasCpuDot<Codec> && requires {
   &Codec::cpu_dot_rows_multi;
 };
 
+// And, optionally, its rows as int8 levels, integer scales per 32 and float scales per 256 for the CPU backend's
+// int8 matrix kernels (strata_quant_type::cpu_rows_to_int8, ABI 1.8):
+//   static void cpu_rows_to_int8(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, int8_t* levels,
+//                                int16_t* group_scales, float* block_scales);
+template <class Codec>
+concept HasCpuRowsToInt8 = requires {
+  &Codec::cpu_rows_to_int8;
+};
+
 // And CUDA launchers (see quant.h), when the plugin is built with CUDA:
 //   static strata_status cuda_dequantize_f16(const void*, uint16_t*, int64_t, void*, strata_error*);
 //   static strata_status cuda_matvec(const void*, int64_t, int64_t, size_t, const float*, int64_t, float*,
@@ -184,7 +193,8 @@ constexpr strata_quant_type quant_type_without_kernels(uint32_t type_id, const c
           .cuda_matvec_q8 = nullptr,
           .cuda_matvec_normed = nullptr,
           .cuda_repacked = nullptr,
-          .cuda_repack = nullptr};
+          .cuda_repack = nullptr,
+          .cpu_rows_to_int8 = nullptr};
 }
 
 template <class Codec>
@@ -198,6 +208,7 @@ constexpr strata_quant_type make_quant_type() {
     type.cpu_dot_rows = &Codec::cpu_dot_rows;
   }
   if constexpr (HasCpuDotMulti<Codec>) type.cpu_dot_rows_multi = &Codec::cpu_dot_rows_multi;
+  if constexpr (HasCpuRowsToInt8<Codec>) type.cpu_rows_to_int8 = &Codec::cpu_rows_to_int8;
   if constexpr (HasCudaKernels<Codec>) {
     type.cuda_dequantize_f16 = &Codec::cuda_dequantize_f16;
     type.cuda_matvec = &Codec::cuda_matvec;

@@ -154,7 +154,27 @@ typedef struct strata_quant_type {
    * blocks. Host threads call cuda_repack, several at once on parts of one weight: it must be thread-safe. */
   const struct strata_quant_type* cuda_repacked;
   strata_status (*cuda_repack)(const void* blocks, void* out, int64_t n_blocks, strata_error* error);
+
+  /* ABI 1.8. Optional (NULL: the CPU backend multiplies through cpu_dot_rows_multi). Weight rows as signed
+   * 8-bit levels, an integer scale per STRATA_CPU_INT8_GROUP values and a float scale per STRATA_CPU_INT8_BLOCK
+   * values, for a CPU backend's int8 matrix kernels (AVX-512 VNNI, AMX), which decode a tile of rows once for
+   * all of a prompt's tokens and then multiply bytes: for r < n_rows and k < n (whole blocks), value k of row r
+   * is exactly the dequantizer's float block_scales[r * (n / STRATA_CPU_INT8_BLOCK) + k / STRATA_CPU_INT8_BLOCK]
+   * * (group_scales[r * (n / STRATA_CPU_INT8_GROUP) + k / STRATA_CPU_INT8_GROUP] * levels[r * n + k]); rows start
+   * row_bytes apart in weight. Any level -128..127, any group scale -32768..32767. Only for types whose values
+   * are such products (block_elements a multiple of the block; no offsets) and whose Q8_K dot kernels (cpu_dot_rows
+   * at the avx512 level) sum per token, block by block in order, sum = fma(block_scale * activation_scale,
+   * (float) integer, sum) with the integer the block's exact sum of group_scale * level * q8: the backend's int8
+   * kernels then give each product the same float as the dot kernels, so a logit does not depend on how many
+   * tokens a step has. Thread-safe as cpu_dot_rows. */
+  void (*cpu_rows_to_int8)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, int8_t* levels,
+                           int16_t* group_scales, float* block_scales);
 } strata_quant_type;
+
+/* ABI 1.8: the values that share one integer scale, and one float scale, in strata_quant_type::cpu_rows_to_int8's
+ * output (the Q8_K activation block is the float scale's block). */
+#define STRATA_CPU_INT8_GROUP 32
+#define STRATA_CPU_INT8_BLOCK 256
 
 /* ABI 1.6: set in the type_id of a repacked layout (strata_quant_type::cuda_repacked). */
 #define STRATA_REPACKED_TYPE_BIT 0x80000000u

@@ -1,0 +1,240 @@
+// See int8_gemm.hpp for the layouts. The loops over the register block are unrolled (GCC 12 otherwise keeps
+// the accumulator arrays on the stack and loads and stores them around every vpdpbusd). Register blocking: 4
+// weight rows x 2 token groups (32 tokens) per pass over a row; each vpdpbusd reads its row's 4 levels as a
+// broadcast memory operand, each activation vector serves 4 rows. A 32-value group's integer dot is multiplied
+// by its integer scale and summed over the 256-value block in integers, exactly; the block's sum is then scaled
+// by one fused multiply-add per row and group of tokens, block after block: the float operations the type's dot
+// kernels do (strata_quant_type::cpu_rows_to_int8), so a product is the same float whatever kernel, blocking or
+// thread count computed it.
+#include "int8_gemm.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace strata::cpu::int8 {
+namespace {
+
+using sdk::Q8K;
+
+constexpr int64_t kScaleGroup = STRATA_CPU_INT8_GROUP;
+constexpr int64_t kScaleBlock = STRATA_CPU_INT8_BLOCK;
+constexpr int64_t kGroupsPerBlock = kScaleBlock / kScaleGroup;
+static_assert(kScaleBlock == sdk::Q8K::kValues, "a weight block's float scale meets one activation block's");
+constexpr int64_t kStepValues = 4;  // bytes one int32 lane of vpdpbusd multiplies
+constexpr int64_t kStepsPerGroup = kScaleGroup / kStepValues;
+constexpr int64_t kStepBytes = kStepValues * kGroupTokens;  // one activation vector
+constexpr int kOffset = 128;                                // q8 + kOffset is an unsigned byte
+constexpr int kRows = 4, kGroups = 2;                       // the register block
+
+size_t group_bytes(int64_t n) {
+  return static_cast<size_t>(n) * kGroupTokens + static_cast<size_t>(n / Q8K::kValues * kGroupTokens) * sizeof(float);
+}
+
+// A tile's decoded rows in the worker's scratch: levels [rows][n]; per 32 values the integer scale and
+// -kOffset * (sum of the levels), the start of each integer dot; per 256 values the float scale.
+struct DecodedRows {
+  const int8_t* levels;
+  const int16_t* group_scales;
+  const int32_t* corrections;
+  const float* block_scales;
+  int64_t n;
+};
+
+// The scratch's parts for n_rows rows of n values, in floats (each part starts at a whole float).
+struct ScratchParts {
+  int64_t levels, group_scales, corrections, block_scales;
+  ScratchParts(int64_t n, int64_t n_rows)
+      : levels(n_rows * n / static_cast<int64_t>(sizeof(float))),
+        group_scales((n_rows * n / kScaleGroup + 1) / 2),
+        corrections(n_rows * n / kScaleGroup),
+        block_scales(n_rows * n / kScaleBlock) {}
+  int64_t total() const { return levels + group_scales + corrections + block_scales; }
+};
+
+}  // namespace
+
+size_t activation_bytes(int64_t n, int64_t n_tokens) {
+  return static_cast<size_t>((n_tokens + kGroupTokens - 1) / kGroupTokens) * group_bytes(n);
+}
+
+size_t tile_scratch_floats(int64_t n, int64_t n_rows) { return static_cast<size_t>(ScratchParts(n, n_rows).total()); }
+
+#if STRATA_X86
+
+namespace {
+
+template <int Rows, int Groups>
+STRATA_TARGET_AVX512 void multiply_block(const DecodedRows& w, int64_t row0, const std::byte* interleaved,
+                                         int64_t group0, int64_t n_tokens, float* out, size_t out_stride) {
+  const int64_t n = w.n, n_scale_groups = n / kScaleGroup, n_blocks = n / kScaleBlock;
+  const int8_t* levels[Rows];
+  const int16_t* group_scales[Rows];
+  const int32_t* corrections[Rows];
+  const float* block_scales[Rows];
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    levels[r] = w.levels + (row0 + r) * n;
+    group_scales[r] = w.group_scales + (row0 + r) * n_scale_groups;
+    corrections[r] = w.corrections + (row0 + r) * n_scale_groups;
+    block_scales[r] = w.block_scales + (row0 + r) * n_blocks;
+  }
+  const uint8_t* x[Groups];
+  const float* x_scales[Groups];
+#pragma GCC unroll 8
+  for (int g = 0; g < Groups; ++g) {
+    x[g] = reinterpret_cast<const uint8_t*>(interleaved + (group0 + g) * group_bytes(n));
+    x_scales[g] = reinterpret_cast<const float*>(x[g] + n * kGroupTokens);
+  }
+  __m512 acc[Rows][Groups];
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 8
+    for (int g = 0; g < Groups; ++g) acc[r][g] = _mm512_setzero_ps();
+  }
+  for (int64_t block = 0; block < n_blocks; ++block) {
+    __m512i block_sum[Rows][Groups];
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 8
+      for (int g = 0; g < Groups; ++g) block_sum[r][g] = _mm512_setzero_si512();
+    }
+    for (int64_t b = block * kGroupsPerBlock; b < (block + 1) * kGroupsPerBlock; ++b) {
+      __m512i dot[Rows][Groups];
+#pragma GCC unroll 8
+      for (int r = 0; r < Rows; ++r) {
+        const __m512i start = _mm512_set1_epi32(corrections[r][b]);
+#pragma GCC unroll 8
+        for (int g = 0; g < Groups; ++g) dot[r][g] = start;
+      }
+#pragma GCC unroll 8
+      for (int64_t s = 0; s < kStepsPerGroup; ++s) {
+        const int64_t step = b * kStepsPerGroup + s;
+        __m512i xv[Groups];
+#pragma GCC unroll 8
+        for (int g = 0; g < Groups; ++g) xv[g] = _mm512_load_si512(x[g] + step * kStepBytes);
+#pragma GCC unroll 8
+        for (int r = 0; r < Rows; ++r) {
+          int32_t four;
+          std::memcpy(&four, levels[r] + step * kStepValues, sizeof four);
+          const __m512i wv = _mm512_set1_epi32(four);
+#pragma GCC unroll 8
+          for (int g = 0; g < Groups; ++g) dot[r][g] = _mm512_dpbusd_epi32(dot[r][g], xv[g], wv);
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < Rows; ++r) {
+        const __m512i scale = _mm512_set1_epi32(group_scales[r][b]);
+#pragma GCC unroll 8
+        for (int g = 0; g < Groups; ++g) {
+          block_sum[r][g] = _mm512_add_epi32(block_sum[r][g], _mm512_mullo_epi32(dot[r][g], scale));
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < Groups; ++g) {
+      const __m512 x_scale = _mm512_load_ps(x_scales[g] + block * kGroupTokens);
+#pragma GCC unroll 8
+      for (int r = 0; r < Rows; ++r) {
+        const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(block_scales[r][block]), x_scale);
+        acc[r][g] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(block_sum[r][g]), acc[r][g]);
+      }
+    }
+  }
+  // Lane i is token 16 * group + i: a column of out.
+  const __m512i token_offsets =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(out_stride)));
+#pragma GCC unroll 8
+  for (int g = 0; g < Groups; ++g) {
+    const int64_t token0 = (group0 + g) * kGroupTokens;
+    const int64_t count = std::min(kGroupTokens, n_tokens - token0);
+    const auto present = static_cast<__mmask16>((1u << count) - 1);
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      _mm512_mask_i32scatter_ps(out + static_cast<size_t>(token0) * out_stride + row0 + r, present, token_offsets,
+                                acc[r][g], sizeof(float));
+    }
+  }
+}
+
+// -kOffset * the sum of each 32 levels: a sum of bytes of levels + 128 (vpsadbw) less 32 * 128.
+STRATA_TARGET_AVX512 void write_corrections(const int8_t* levels, int64_t n_scale_groups, int32_t* corrections) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < n_scale_groups; ++b) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(levels + b * kScaleGroup));
+    const __m256i sums = _mm256_sad_epu8(_mm256_xor_si256(v, flip), _mm256_setzero_si256());
+    const __m128i half = _mm_add_epi64(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
+    const int64_t biased = _mm_cvtsi128_si64(half) + _mm_extract_epi64(half, 1);
+    corrections[b] = static_cast<int32_t>(-kOffset * (biased - kOffset * kScaleGroup));
+  }
+}
+
+STRATA_TARGET_AVX512 void interleave_group_avx512(int64_t n, const std::byte* q8k_rows, size_t stride, int64_t n_tokens,
+                                                  int64_t group, std::byte* interleaved) {
+  auto* levels = reinterpret_cast<uint8_t*>(interleaved + group * group_bytes(n));
+  auto* scales = reinterpret_cast<float*>(levels + n * kGroupTokens);
+  const int64_t token0 = group * kGroupTokens;
+  const auto present = static_cast<__mmask16>((1u << std::min(kGroupTokens, n_tokens - token0)) - 1);
+  const __m512i row_offsets =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(stride)));
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const std::byte* first = q8k_rows + static_cast<size_t>(token0) * stride;
+  constexpr int64_t kStepsPerBlock = Q8K::kValues / kStepValues;
+  for (int64_t kb = 0; kb < n / Q8K::kValues; ++kb) {
+    const std::byte* block = first + kb * Q8K::kBytes;
+    for (int64_t s = 0; s < kStepsPerBlock; ++s) {
+      const __m512i q = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, row_offsets,
+                                                    block + Q8K::kValuesOffset + kStepValues * s, 1);
+      _mm512_store_si512(levels + (kb * kStepsPerBlock + s) * kStepBytes, _mm512_xor_si512(q, flip));
+    }
+    _mm512_store_ps(scales + kb * kGroupTokens,
+                    _mm512_mask_i32gather_ps(_mm512_setzero_ps(), present, row_offsets, block, 1));
+  }
+}
+
+}  // namespace
+
+bool available(CpuIsa isa) { return isa >= CpuIsa::avx512; }
+
+void interleave_group(int64_t n, const std::byte* q8k_rows, size_t stride, int64_t n_tokens, int64_t group,
+                      std::byte* interleaved) {
+  interleave_group_avx512(n, q8k_rows, stride, n_tokens, group, interleaved);
+}
+
+void multiply_tile(sdk::CpuRowsToInt8Fn to_int8, int64_t n, int64_t n_rows, const std::byte* rows, size_t row_bytes,
+                   const std::byte* interleaved, int64_t n_tokens, float* out, size_t out_stride, float* scratch) {
+  const ScratchParts parts(n, n_rows);
+  auto* levels = reinterpret_cast<int8_t*>(scratch);
+  auto* group_scales = reinterpret_cast<int16_t*>(scratch + parts.levels);
+  auto* corrections = reinterpret_cast<int32_t*>(scratch + parts.levels + parts.group_scales);
+  float* block_scales = scratch + parts.levels + parts.group_scales + parts.corrections;
+  to_int8(n, n_rows, rows, row_bytes, levels, group_scales, block_scales);
+  write_corrections(levels, n_rows * (n / kScaleGroup), corrections);
+  const DecodedRows w{levels, group_scales, corrections, block_scales, n};
+  const int64_t n_groups = (n_tokens + kGroupTokens - 1) / kGroupTokens;
+  int64_t r = 0;
+  for (; r + kRows <= n_rows; r += kRows) {
+    int64_t g = 0;
+    for (; g + kGroups <= n_groups; g += kGroups) {
+      multiply_block<kRows, kGroups>(w, r, interleaved, g, n_tokens, out, out_stride);
+    }
+    for (; g < n_groups; ++g) multiply_block<kRows, 1>(w, r, interleaved, g, n_tokens, out, out_stride);
+  }
+  for (; r < n_rows; ++r) {
+    for (int64_t g = 0; g < n_groups; ++g) multiply_block<1, 1>(w, r, interleaved, g, n_tokens, out, out_stride);
+  }
+}
+
+#else
+
+bool available(CpuIsa) { return false; }
+
+// Never called where available() is false.
+void interleave_group(int64_t, const std::byte*, size_t, int64_t, int64_t, std::byte*) {}
+void multiply_tile(sdk::CpuRowsToInt8Fn, int64_t, int64_t, const std::byte*, size_t, const std::byte*, int64_t, float*,
+                   size_t, float*) {}
+
+#endif
+
+}  // namespace strata::cpu::int8
