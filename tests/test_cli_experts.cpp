@@ -58,6 +58,25 @@ TEST(ExpertsCli, GenerateStatsAndTheSameTokensAsWithoutPlacement) {
   EXPECT_EQ(placed.out, plain.out);
 }
 
+// --expert-prefetch reaches the placement: bench --json counts the experts copied ahead and those then chosen, and
+// generate's tokens stay those without placement.
+TEST(ExpertsCli, PrefetchIsCountedAndChangesNoTokens) {
+  ASSERT_REFERENCE(tiny_model());
+  const auto bench =
+      strata("bench --log-level warn " + model_flags() + "--expert-cache 4 --expert-prefetch 4 -p 0 -n 8 -r 1 --json");
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  const auto experts = nlohmann::json::parse(bench.out).at(0).at("experts");
+  EXPECT_GT(experts.at("prefetched").get<int64_t>(), 0) << experts.dump();
+  EXPECT_GT(experts.at("prefetch_used").get<int64_t>(), 0) << experts.dump();
+  EXPECT_LE(experts.at("prefetch_used").get<int64_t>(), experts.at("prefetched").get<int64_t>());
+  const std::string generate = "generate --log-level warn " + model_flags() + "--tokens 3,14,15,92 -n 8 ";
+  const auto prefetched = strata(generate + "--expert-cache 4 --expert-prefetch 4");
+  ASSERT_EQ(prefetched.exit_code, 0) << prefetched.err;
+  const auto plain = strata(generate + "--expert-cache off");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(prefetched.out, plain.out);
+}
+
 // --pcie-frac takes auto (one log line with what was measured) or a share from 0 to 1; anything else is a one-line
 // error naming the flag.
 TEST(ExpertsCli, PcieFractionTakesAutoOrAShare) {
