@@ -284,6 +284,45 @@ INSTANTIATE_TEST_SUITE_P(Types, CpuRowsToInt8,
                                          Int8Case{"IQ3_S", &quant_type_v<Iq3SCodec>, &strata::iq3::kIq3SToInt8}),
                          [](const testing::TestParamInfo<Int8Case>& info) { return info.param.name; });
 
+// The AVX-512 Q8_K quantizer writes the scalar one's bytes: random rows, rows whose products fall on halves (lround
+// rounds them away from zero), the largest magnitude twice with both signs (the first one's sign wins), zeros,
+// tiny values and a non-finite value.
+TEST(Q8KQuantizer, Avx512WritesTheScalarBytes) {
+  if (strata::sdk::detect_cpu_isa() < CpuIsa::avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  constexpr int64_t kBlocks = 8, n = 256 * kBlocks;
+  std::mt19937 rng(81);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<std::vector<float>> rows;
+  for (int r = 0; r < 20; ++r) {
+    std::vector<float> row(n);
+    for (float& v : row) v = normal(rng);
+    rows.push_back(row);
+  }
+  std::vector<float> halves(n);
+  for (int64_t i = 0; i < n; ++i) halves[i] = static_cast<float>(i % 257 - 128) * 0.5f;  // max -64: q = 2 x
+  for (int64_t b = 0; b < kBlocks; ++b) halves[b * 256 + 7] = -64.0f;
+  rows.push_back(halves);
+  std::vector<float> special(n, 0.0f);                  // block 0: all zero
+  special[256 + 3] = 5.0f, special[256 + 200] = -5.0f;  // block 1: the largest twice, + first
+  special[512 + 9] = -5.0f, special[512 + 10] = 5.0f;   // block 2: - first
+  for (int i = 0; i < 256; ++i) special[768 + i] = 1e-38f * static_cast<float>(i - 100);  // block 3: tiny
+  special[1024 + 17] = std::numeric_limits<float>::infinity();                            // block 4
+  special[1280 + 30] = std::numeric_limits<float>::quiet_NaN();                           // block 5
+  for (int i = 0; i < 256; ++i) special[1536 + i] = static_cast<float>(i % 3) - 1.0f;     // block 6: -1, 0, 1
+  rows.push_back(special);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::vector<uint8_t> scalar(strata::cpu_kernels::kQ8KBlockBytes * kBlocks, 0xAB);
+    std::vector<uint8_t> avx512(scalar.size(), 0xCD);
+    strata::cpu_kernels::quantize_q8_k_scalar(rows[r].data(), scalar.data(), n);
+    strata::cpu_kernels::quantize_q8_k_avx512(rows[r].data(), avx512.data(), n);
+    for (size_t i = 0; i < scalar.size(); ++i) {
+      // A NaN scale is the same NaN either way; compare the other bytes as they are.
+      ASSERT_EQ(scalar[i], avx512[i]) << "row " << r << ", block " << i / strata::cpu_kernels::kQ8KBlockBytes
+                                      << ", byte " << i % strata::cpu_kernels::kQ8KBlockBytes;
+    }
+  }
+}
+
 TEST(CpuIsaChoice, AutoOrUnsetTakesTheBestLevel) {
   EXPECT_EQ(strata::sdk::choose_cpu_isa(nullptr, CpuIsa::avx512).isa, CpuIsa::avx512);
   EXPECT_EQ(strata::sdk::choose_cpu_isa("auto", CpuIsa::avx2).isa, CpuIsa::avx2);

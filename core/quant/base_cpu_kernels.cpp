@@ -1,6 +1,9 @@
 #include "core/quant/base_cpu_kernels.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "strata/half.hpp"
 
@@ -39,6 +42,15 @@ float float_row_dot_scalar(int64_t n, const uint8_t* row, const void* activation
   for (float lane : lanes) sum += lane;
   for (; i < n; ++i) sum += Load(row + i * Bytes) * a[i];
   return sum;
+}
+
+// ---- Q8_K activations ----
+
+constexpr int kQ8KValues = 256, kQ8KGroup = 16, kQ8KValuesOffset = 4, kQ8KSumsOffset = 260;
+
+void write_q8_k_header(uint8_t* block, float d, const int16_t* sums) {
+  std::memcpy(block, &d, 4);
+  std::memcpy(block + kQ8KSumsOffset, sums, sizeof(int16_t) * (kQ8KValues / kQ8KGroup));
 }
 
 // ---- Q8_0 weights against Q8_0 activations: 32 int8 and an f16 scale per block ----
@@ -122,5 +134,103 @@ const sdk::CpuDotVariants kF32Dot{{dot_rows<float_row_dot_scalar<load_f32, 4>>},
 const sdk::CpuDotVariants kF16Dot{{dot_rows<float_row_dot_scalar<load_f16, 2>>}, {kF16Avx2}};
 const sdk::CpuDotVariants kBF16Dot{{dot_rows<float_row_dot_scalar<load_bf16, 2>>}, {kBF16Avx2}};
 const sdk::CpuDotVariants kQ8_0Dot{{dot_rows<q8_0_row_dot_scalar>}, {kQ8_0Avx2}};
+
+void quantize_q8_k_scalar(const float* src, uint8_t* blocks, int64_t n) {
+  for (int64_t b = 0; b < n / kQ8KValues; ++b) {
+    const float* x = src + b * kQ8KValues;
+    uint8_t* block = blocks + b * kQ8KBlockBytes;
+    float max = 0.0f, amax = 0.0f, non_finite = 0.0f;  // as in Q8_0
+    for (int i = 0; i < kQ8KValues; ++i) {
+      non_finite += x[i] * 0.0f;
+      if (std::fabs(x[i]) > amax) {
+        amax = std::fabs(x[i]);
+        max = x[i];
+      }
+    }
+    auto* q = reinterpret_cast<int8_t*>(block + kQ8KValuesOffset);
+    int16_t sums[kQ8KValues / kQ8KGroup] = {};
+    float d = 0.0f;
+    if (non_finite != 0.0f) {
+      std::memset(q, 0, kQ8KValues);
+      d = std::numeric_limits<float>::quiet_NaN();
+    } else if (amax > 0.0f) {
+      const float inverse = -128.0f / max;
+      for (int i = 0; i < kQ8KValues; ++i) {
+        q[i] = static_cast<int8_t>(std::min(127L, std::lround(inverse * x[i])));
+        sums[i / kQ8KGroup] = static_cast<int16_t>(sums[i / kQ8KGroup] + q[i]);
+      }
+      d = 1.0f / inverse;
+    } else {
+      std::memset(q, 0, kQ8KValues);
+    }
+    write_q8_k_header(block, d, sums);
+  }
+}
+
+#if STRATA_X86
+
+// Each vector of 16 values is one group of the sums. lround (half away from zero) as trunc plus the sign where the
+// fraction's magnitude is at least one half: exact, the products being at most 128 in magnitude.
+STRATA_TARGET_AVX512 void quantize_q8_k_avx512(const float* src, uint8_t* blocks, int64_t n) {
+  constexpr int kVectors = kQ8KValues / kQ8KGroup;
+  const __m512 zero = _mm512_setzero_ps(), half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+  const __m512 largest = _mm512_set1_ps(127.0f);
+  const __m512i sign_bit = _mm512_set1_epi32(static_cast<int32_t>(0x80000000u));
+  for (int64_t b = 0; b < n / kQ8KValues; ++b) {
+    const float* x = src + b * kQ8KValues;
+    uint8_t* block = blocks + b * kQ8KBlockBytes;
+    auto* q = reinterpret_cast<int8_t*>(block + kQ8KValuesOffset);
+    __m512 v[kVectors];
+    __m512 amax = zero;
+    __mmask16 non_finite = 0;
+    for (int k = 0; k < kVectors; ++k) {
+      v[k] = _mm512_loadu_ps(x + kQ8KGroup * k);
+      non_finite |= _mm512_cmp_ps_mask(_mm512_mul_ps(v[k], zero), zero, _CMP_NEQ_UQ);
+      amax = _mm512_max_ps(amax, _mm512_abs_ps(v[k]));
+    }
+    int16_t sums[kVectors] = {};
+    const float largest_magnitude = _mm512_reduce_max_ps(amax);
+    if (non_finite != 0 || !(largest_magnitude > 0.0f)) {
+      std::memset(q, 0, kQ8KValues);
+      write_q8_k_header(block, non_finite != 0 ? std::numeric_limits<float>::quiet_NaN() : 0.0f, sums);
+      continue;
+    }
+    // The first value of that magnitude gives the sign, as the scalar scan's strict comparison does.
+    float max = 0.0f;
+    const __m512 target = _mm512_set1_ps(largest_magnitude);
+    for (int k = 0; k < kVectors; ++k) {
+      const __mmask16 equal = _mm512_cmp_ps_mask(_mm512_abs_ps(v[k]), target, _CMP_EQ_OQ);
+      if (equal != 0) {
+        max = x[kQ8KGroup * k + __builtin_ctz(equal)];
+        break;
+      }
+    }
+    const float inverse = -128.0f / max;
+    const __m512 scale = _mm512_set1_ps(inverse);
+    for (int k = 0; k < kVectors; ++k) {
+      const __m512 scaled = _mm512_mul_ps(scale, v[k]);
+      const __m512 truncated = _mm512_roundscale_ps(scaled, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __mmask16 away = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(scaled, truncated)), half, _CMP_GE_OQ);
+      const __m512 sign_one = _mm512_castsi512_ps(
+          _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(scaled), sign_bit), _mm512_castps_si512(one)));
+      const __m512 rounded = _mm512_min_ps(_mm512_mask_add_ps(truncated, away, truncated, sign_one), largest);
+      const __m512i integers = _mm512_cvttps_epi32(rounded);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + kQ8KGroup * k), _mm512_cvtepi32_epi8(integers));
+      sums[k] = static_cast<int16_t>(_mm512_reduce_add_epi32(integers));
+    }
+    write_q8_k_header(block, 1.0f / inverse, sums);
+  }
+}
+
+#else
+
+void quantize_q8_k_avx512(const float* src, uint8_t* blocks, int64_t n) { quantize_q8_k_scalar(src, blocks, n); }
+
+#endif
+
+void quantize_q8_k(const float* x, uint8_t* blocks, int64_t n) {
+  static const auto chosen = sdk::cpu_isa() >= sdk::CpuIsa::avx512 ? &quantize_q8_k_avx512 : &quantize_q8_k_scalar;
+  chosen(x, blocks, n);
+}
 
 }  // namespace strata::cpu_kernels

@@ -112,38 +112,9 @@ struct Q8_KCodec {
       for (int i = 0; i < 256; ++i) out[b * 256 + i] = d * static_cast<float>(q[i]);
     }
   }
+  static_assert(block_bytes == cpu_kernels::kQ8KBlockBytes);
   static void quantize_row(const float* src, uint8_t* blocks, int64_t n, const float*) {
-    for (int64_t b = 0; b < n / 256; ++b) {
-      const float* x = src + b * 256;
-      uint8_t* block = blocks + b * block_bytes;
-      // The value of largest magnitude maps to -128, so the full int8 range is used.
-      float max = 0.0f, amax = 0.0f, non_finite = 0.0f;  // as in Q8_0
-      for (int i = 0; i < 256; ++i) {
-        non_finite += x[i] * 0.0f;
-        if (std::fabs(x[i]) > amax) {
-          amax = std::fabs(x[i]);
-          max = x[i];
-        }
-      }
-      auto* q = reinterpret_cast<int8_t*>(block + 4);
-      int16_t sums[16] = {};
-      float d = 0.0f;
-      if (non_finite != 0.0f) {
-        std::memset(q, 0, 256);
-        d = kNaN;
-      } else if (amax > 0.0f) {
-        const float inverse = -128.0f / max;
-        for (int i = 0; i < 256; ++i) {
-          q[i] = static_cast<int8_t>(std::min(127L, std::lround(inverse * x[i])));
-          sums[i / 16] = static_cast<int16_t>(sums[i / 16] + q[i]);
-        }
-        d = 1.0f / inverse;
-      } else {
-        std::memset(q, 0, 256);
-      }
-      std::memcpy(block, &d, 4);
-      std::memcpy(block + 260, sums, sizeof sums);
-    }
+    cpu_kernels::quantize_q8_k(src, blocks, n);
   }
 };
 
