@@ -304,7 +304,7 @@ bool HybridExperts::splits_layers() const {
 }
 
 void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Buffer& ids, const Buffer& weights,
-                        Buffer& out, StepBuffers& b, const RoutingObserver& observer) {
+                        Buffer& out, StepBuffers& b, const RoutingObserver& observer, const ExpertRouter& route) {
   const auto& t = device_.table();
   const int32_t n_used = config_.n_expert_used;
   const auto pairs = static_cast<size_t>(n) * n_used;
@@ -324,7 +324,7 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   // The router's choices on the host (the one wait for the device in the layer), and the next layer's predicted
   // ones, queued before that wait.
   const bool predicting = prefetches_after(layer, n);
-  if (predicting) predict_next(layer, n, normed, b);
+  if (predicting) route(layer + 1, normed, b.predicted_logits, b.predicted_ids, b.predicted_weights);
   auto start = std::chrono::steady_clock::now();
   b.ids.resize(pairs);
   b.weights.resize(pairs);
@@ -473,26 +473,6 @@ bool HybridExperts::prefetches_after(int32_t layer, int32_t n) const {
   const int32_t next = layer + 1;
   return options_.prefetch > 0 && next < config_.n_layer && !plan_.whole_layer(next) &&
          plan_.slots(next) < config_.n_expert && (options_.pcie_min_tokens == 0 || n < options_.pcie_min_tokens);
-}
-
-void HybridExperts::predict_next(int32_t layer, int32_t n, const Buffer& normed, StepBuffers& b) {
-  const auto& t = device_.table();
-  const strata_weight* router = weights_.layers[layer + 1].router.get();
-  const int32_t routing = config_.architecture->routing;
-  if (device_.has_route_experts()) {
-    device_.run("the next layer's router + route", [&](strata_error* e) {
-      return t.route_experts(device_.get(), normed.get(), router, n, config_.n_expert, config_.n_expert_used, routing,
-                             b.predicted_logits.get(), b.predicted_ids.get(), b.predicted_weights.get(), e);
-    });
-    return;
-  }
-  device_.run("the next layer's router", [&](strata_error* e) {
-    return t.matmul(device_.get(), router, 0, normed.get(), n, nullptr, b.predicted_logits.get(), e);
-  });
-  device_.run("the next layer's route", [&](strata_error* e) {
-    return t.route(device_.get(), b.predicted_logits.get(), n, config_.n_expert, config_.n_expert_used, routing,
-                   b.predicted_ids.get(), b.predicted_weights.get(), e);
-  });
 }
 
 void HybridExperts::prefetch_next(int32_t layer, StepBuffers& b) {

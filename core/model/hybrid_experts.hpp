@@ -34,6 +34,10 @@ namespace strata {
 
 // Called with a step's expert choices in one layer: ids is [n_tokens][n_used], best first.
 using RoutingObserver = std::function<void(int32_t layer, std::span<const int32_t> ids)>;
+// Runs layer's router on normed's rows (as many as the step's tokens) into logits, ids and weights: the session's
+// routing, which the next layer's prediction shares.
+using ExpertRouter =
+    std::function<void(int32_t layer, const Buffer& normed, Buffer& logits, Buffer& ids, Buffer& weights)>;
 
 struct AdaptiveTierOptions {
   int32_t every = 0;    // steps between re-plans; 0: off
@@ -100,8 +104,9 @@ class HybridExperts {
   std::shared_ptr<StepBuffers> make_buffers(int32_t max_batch);
 
   // The experts of layer over n tokens: out = moe(normed) with the router's ids and weights (device buffers).
+  // route runs another layer's router (for --expert-prefetch).
   void run(int32_t layer, int32_t n, const Buffer& normed, const Buffer& ids, const Buffer& weights, Buffer& out,
-           StepBuffers& buffers, const RoutingObserver& observer);
+           StepBuffers& buffers, const RoutingObserver& observer, const ExpertRouter& route);
   // After every step: the adaptive tier's bookkeeping, copies and switches.
   void end_step();
 
@@ -140,9 +145,6 @@ class HybridExperts {
   double measure_pcie_share();
   // Whether a step of n tokens in layer predicts the next layer's experts to copy them ahead.
   bool prefetches_after(int32_t layer, int32_t n) const;
-  // Queues the next layer's router and routing on this layer's input (before the routing is read back, which
-  // then waits for both).
-  void predict_next(int32_t layer, int32_t n, const Buffer& normed, StepBuffers& b);
   // Copies the predicted experts of layer + 1 that it misses, those most tokens chose first, into its ahead slots.
   void prefetch_next(int32_t layer, StepBuffers& b);
   // Copies experts of layer into target's first slots, matrix by matrix (the writes come in runs into one weight:

@@ -7,6 +7,7 @@
 #include "core/model/session.hpp"
 
 #include <cmath>
+#include <utility>
 
 #include "core/util/error.hpp"
 #include "core/util/finite_values.hpp"
@@ -422,11 +423,17 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
     move_residual_to_sum();
   } else {
     residual_then_norm(layer.ffn_norm.get(), "ffn_norm.weight", n);
-    route_normed(layer, n);
+    route(layer, s.normed, n, s.router_logits, s.expert_ids, s.expert_weights);
   }
   if (HybridExperts* experts = model_.experts()) {
+    const ExpertRouter route_layer = [&](int32_t other, const Buffer& normed, Buffer& logits, Buffer& ids,
+                                         Buffer& weights) {
+      const int32_t current = std::exchange(check_layer_, other);  // a check names the router's own layer
+      route(model_.weights().layers[other], normed, n, logits, ids, weights);
+      check_layer_ = current;
+    };
     experts->run(check_layer_, n, s.normed, s.expert_ids, s.expert_weights, s.projected, *expert_buffers_,
-                 options_.on_routing);
+                 options_.on_routing, route_layer);
   } else {
     if (options_.on_routing) {
       std::vector<int32_t> ids(static_cast<size_t>(n) * c.n_expert_used);
@@ -473,30 +480,28 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
   residual_pending_ = true;
 }
 
-// The router on the norm in the scratch's normed buffer: its product and the choice, as one op where the
-// backend fuses them.
-void Session::route_normed(const LayerWeights& layer, int32_t n) {
+// The router of layer on normed's n rows: its product and the choice, as one op where the backend fuses them.
+void Session::route(const LayerWeights& layer, const Buffer& normed, int32_t n, Buffer& logits, Buffer& ids,
+                    Buffer& weights) {
   const ModelConfig& c = model_.config();
   const auto& t = backend_.table();
   auto* b = backend_.get();
-  Scratch& s = *scratch_;
   if (options_.execution.fused_ops && backend_.has_route_experts()) {
     backend_.run("router + route", [&](strata_error* e) {
-      return t.route_experts(b, s.normed.get(), layer.router.get(), n, c.n_expert, c.n_expert_used,
-                             c.architecture->routing, s.router_logits.get(), s.expert_ids.get(), s.expert_weights.get(),
-                             e);
+      return t.route_experts(b, normed.get(), layer.router.get(), n, c.n_expert, c.n_expert_used,
+                             c.architecture->routing, logits.get(), ids.get(), weights.get(), e);
     });
     return;
   }
   backend_.run("router", [&](strata_error* e) {
-    return t.matmul(b, layer.router.get(), 0, s.normed.get(), n, nullptr, s.router_logits.get(), e);
+    return t.matmul(b, layer.router.get(), 0, normed.get(), n, nullptr, logits.get(), e);
   });
-  check_output(s.router_logits, n, c.n_expert, "router", "ffn_gate_inp.weight");
+  check_output(logits, n, c.n_expert, "router", "ffn_gate_inp.weight");
   backend_.run("route", [&](strata_error* e) {
-    return t.route(b, s.router_logits.get(), n, c.n_expert, c.n_expert_used, c.architecture->routing,
-                   s.expert_ids.get(), s.expert_weights.get(), e);
+    return t.route(b, logits.get(), n, c.n_expert, c.n_expert_used, c.architecture->routing, ids.get(), weights.get(),
+                   e);
   });
-  check_output(s.expert_weights, n, c.n_expert_used, "routing weights", nullptr);
+  check_output(weights, n, c.n_expert_used, "routing weights", nullptr);
 }
 
 void Session::output_logits(int32_t n, bool all_logits, float* logits) {

@@ -105,7 +105,8 @@ class Session {
   void attention_block(const LayerWeights& layer, int32_t il, int32_t n, const std::vector<int32_t>& positions);
   void prepare_qk_by_ops(const LayerWeights& layer, int32_t n, const std::vector<int32_t>& positions);
   void moe_block(const LayerWeights& layer, int32_t n);
-  void route_normed(const LayerWeights& layer, int32_t n);
+  // The router of layer on normed's n rows into logits, ids and weights.
+  void route(const LayerWeights& layer, const Buffer& normed, int32_t n, Buffer& logits, Buffer& ids, Buffer& weights);
   void residual_then_norm(const strata_weight* norm, const char* norm_name, int32_t n);
   bool uses_normed_inputs() const;
   strata_normed_input normed_input(const strata_weight* norm, bool writes_sum, Buffer* normed) const;
