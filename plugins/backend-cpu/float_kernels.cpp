@@ -6,6 +6,10 @@
 
 #include <cstring>
 
+#if STRATA_X86
+#include <immintrin.h>
+#endif
+
 #include "strata/half.hpp"
 
 namespace strata::cpu {
@@ -26,27 +30,63 @@ STRATA_INLINE vf load(const float* p) {
 }
 STRATA_INLINE void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
 
-// Exact half -> float without branches (so it vectorizes): the exponent and mantissa bits moved into float
-// position and scaled by 2^112 give every finite half, subnormals included; inf and NaN get the float's
-// all-ones exponent. The inf/NaN mask comes from arithmetic, not a compare: GCC 12 scalarizes compares
-// on vectors wider than the target's registers.
-STRATA_INLINE vf load(const uint16_t* p) {
-  vu16 h;
-  std::memcpy(&h, p, sizeof h);
-  const vi32 bits = __builtin_convertvector(h, vi32);
-  const vi32 magnitude = (bits & 0x7fff) << 13;
-  const vi32 sign = (bits & 0x8000) << 16;
-  const vi32 finite = (vi32)((vf)magnitude * 0x1p112f);
-  const vi32 is_inf_or_nan = -(((magnitude >> 23) + 1) >> 5);  // exponent 31: all-ones lanes, else zero
-  const vi32 result = ((magnitude | 0x7f800000) & is_inf_or_nan) | (finite & ~is_inf_or_nan);
-  return (vf)(result | sign);
-}
+// Halves to floats, exactly, three ways: with F16C (one instruction per 8 or 16 lanes) where the kernel set's
+// target has it, else without branches (so it vectorizes): the exponent and mantissa bits moved into float
+// position and scaled by 2^112 give every finite half, subnormals included; inf and NaN get the float's all-ones
+// exponent. The inf/NaN mask comes from arithmetic, not a compare: GCC 12 scalarizes compares on vectors wider
+// than the target's registers. The F16C loaders are not always_inline: a target-specific function cannot be
+// forced into the generic bodies, so the kernel sets' entry points flatten their calls instead.
+struct BitHalves {
+  STRATA_INLINE static vf load(const uint16_t* p) {
+    vu16 h;
+    std::memcpy(&h, p, sizeof h);
+    const vi32 bits = __builtin_convertvector(h, vi32);
+    const vi32 magnitude = (bits & 0x7fff) << 13;
+    const vi32 sign = (bits & 0x8000) << 16;
+    const vi32 finite = (vi32)((vf)magnitude * 0x1p112f);
+    const vi32 is_inf_or_nan = -(((magnitude >> 23) + 1) >> 5);  // exponent 31: all-ones lanes, else zero
+    const vi32 result = ((magnitude | 0x7f800000) & is_inf_or_nan) | (finite & ~is_inf_or_nan);
+    return (vf)(result | sign);
+  }
+};
+#if STRATA_X86
+struct F16cHalves8 {
+  STRATA_TARGET_AVX2 static vf load(const uint16_t* p) {
+    const __m256 low = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256 high = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
+    vf v;
+    std::memcpy(&v, &low, sizeof low);
+    std::memcpy(reinterpret_cast<char*>(&v) + sizeof low, &high, sizeof high);
+    return v;
+  }
+};
+struct F16cHalves16 {
+  STRATA_TARGET_AVX512 static vf load(const uint16_t* p) {
+    // The zero-masked form: GCC 12 warns of _mm512_cvtph_ps's undefined source as maybe uninitialized.
+    return (vf)_mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+};
+#endif
 
 STRATA_INLINE vf load(const int8_t* p) {
   vi8 q;
   std::memcpy(&q, p, sizeof q);
   // Through int32: GCC scalarizes a direct int8 -> float conversion.
   return __builtin_convertvector(__builtin_convertvector(q, vi32), vf);
+}
+
+// A vector of 16 values of any element type the kernels read, halves through the kernel set's loader.
+template <class Halves>
+STRATA_INLINE vf load_any(const float* p) {
+  return load(p);
+}
+template <class Halves>
+STRATA_INLINE vf load_any(const int8_t* p) {
+  return load(p);
+}
+template <class Halves>
+STRATA_INLINE vf load_any(const uint16_t* p) {
+  return Halves::load(p);
 }
 
 STRATA_INLINE float to_float(float x) { return x; }
@@ -66,13 +106,13 @@ STRATA_INLINE float reduce(vf v) {
 }
 
 // Two accumulators per row hide the add latency.
-template <class T>
+template <class Halves, class T>
 STRATA_INLINE float dot_body(const T* a, const float* b, int64_t n) {
   vf acc0 = {}, acc1 = {};
   int64_t i = 0;
   for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
-    acc0 += load(a + i) * load(b + i);
-    acc1 += load(a + i + kLanes) * load(b + i + kLanes);
+    acc0 += load_any<Halves>(a + i) * load(b + i);
+    acc1 += load_any<Halves>(a + i + kLanes) * load(b + i + kLanes);
   }
   float sum = reduce(acc0 + acc1);
   for (; i < n; ++i) sum += to_float(a[i]) * b[i];
@@ -98,10 +138,10 @@ STRATA_INLINE void dot4_body(const float* w, size_t stride, const float* x, int6
   }
 }
 
-template <class T>
+template <class Halves, class T>
 STRATA_INLINE void axpy_body(float a, const T* x, float* y, int64_t n) {
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) store(y + i, load(y + i) + a * load(x + i));
+  for (; i + kLanes <= n; i += kLanes) store(y + i, load(y + i) + a * load_any<Halves>(x + i));
   for (; i < n; ++i) y[i] += a * to_float(x[i]);
 }
 
@@ -110,7 +150,7 @@ STRATA_INLINE void axpy_body(float a, const T* x, float* y, int64_t n) {
 constexpr int kMaxVectors = 8;
 
 // out[v * out_stride + j] = dot(row j, xs + v * x_stride), summed per vector as dot_body sums.
-template <class T>
+template <class Halves, class T>
 STRATA_INLINE void dot_rows_body(const T* rows, int64_t n_rows, const float* xs, size_t x_stride, int n_x, int64_t n,
                                  float* out, size_t out_stride) {
   for (int v0 = 0; v0 < n_x; v0 += kMaxVectors) {
@@ -121,7 +161,7 @@ STRATA_INLINE void dot_rows_body(const T* rows, int64_t n_rows, const float* xs,
       vf acc[kMaxVectors][2] = {};
       int64_t i = 0;
       for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
-        const vf first = load(row + i), second = load(row + i + kLanes);
+        const vf first = load_any<Halves>(row + i), second = load_any<Halves>(row + i + kLanes);
         for (int v = 0; v < count; ++v) {
           acc[v][0] += first * load(x + v * x_stride + i);
           acc[v][1] += second * load(x + v * x_stride + i + kLanes);
@@ -138,7 +178,7 @@ STRATA_INLINE void dot_rows_body(const T* rows, int64_t n_rows, const float* xs,
 
 // ys[v * y_stride ..] += a[v * a_stride + j] * row j for j < n_rows, in row order per lane (as n_rows axpy
 // calls would), each y chunk kept in a register meanwhile.
-template <class T>
+template <class Halves, class T>
 STRATA_INLINE void axpy_rows_body(const float* a, size_t a_stride, const T* rows, int64_t n_rows, float* ys,
                                   size_t y_stride, int n_y, int64_t n) {
   for (int v0 = 0; v0 < n_y; v0 += kMaxVectors) {
@@ -150,7 +190,7 @@ STRATA_INLINE void axpy_rows_body(const float* a, size_t a_stride, const T* rows
       vf acc[kMaxVectors];
       for (int v = 0; v < count; ++v) acc[v] = load(y + v * y_stride + i);
       for (int64_t j = 0; j < n_rows; ++j) {
-        const vf row = load(rows + j * n + i);
+        const vf row = load_any<Halves>(rows + j * n + i);
         for (int v = 0; v < count; ++v) acc[v] += weights[v * a_stride + j] * row;
       }
       for (int v = 0; v < count; ++v) store(y + v * y_stride + i, acc[v]);
@@ -164,33 +204,48 @@ STRATA_INLINE void axpy_rows_body(const float* a, size_t a_stride, const T* rows
   }
 }
 
-#define STRATA_FLOAT_KERNELS(set_name, target_attribute)                                                              \
+// A kernel set: its entry points flatten their calls, so that the F16C loaders (not always_inline) are inlined.
+#define STRATA_FLOAT_KERNELS(set_name, target_attribute, Halves)                                                      \
   namespace set_name {                                                                                                \
-  target_attribute float dot(const float* a, const float* b, int64_t n) { return dot_body(a, b, n); }                 \
-  target_attribute void dot4(const float* w, size_t stride, const float* x, int64_t n, float* out) {                  \
+  target_attribute [[gnu::flatten]] float dot(const float* a, const float* b, int64_t n) {                            \
+    return dot_body<Halves>(a, b, n);                                                                                 \
+  }                                                                                                                   \
+  target_attribute [[gnu::flatten]] void dot4(const float* w, size_t stride, const float* x, int64_t n, float* out) { \
     dot4_body(w, stride, x, n, out);                                                                                  \
   }                                                                                                                   \
-  target_attribute float dot_f16(const uint16_t* a, const float* b, int64_t n) { return dot_body(a, b, n); }          \
-  target_attribute float dot_i8(const int8_t* a, const float* b, int64_t n) { return dot_body(a, b, n); }             \
-  target_attribute void axpy(float a, const float* x, float* y, int64_t n) { axpy_body(a, x, y, n); }                 \
-  target_attribute void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) { axpy_body(a, x, y, n); }          \
-  target_attribute void axpy_i8(float a, const int8_t* x, float* y, int64_t n) { axpy_body(a, x, y, n); }             \
-  target_attribute void dot_rows_f16(const uint16_t* rows, int64_t n_rows, const float* xs, size_t x_stride, int n_x, \
-                                     int64_t n, float* out, size_t out_stride) {                                      \
-    dot_rows_body(rows, n_rows, xs, x_stride, n_x, n, out, out_stride);                                               \
+  target_attribute [[gnu::flatten]] float dot_f16(const uint16_t* a, const float* b, int64_t n) {                     \
+    return dot_body<Halves>(a, b, n);                                                                                 \
   }                                                                                                                   \
-  target_attribute void axpy_rows_f16(const float* a, size_t a_stride, const uint16_t* rows, int64_t n_rows,          \
-                                      float* ys, size_t y_stride, int n_y, int64_t n) {                               \
-    axpy_rows_body(a, a_stride, rows, n_rows, ys, y_stride, n_y, n);                                                  \
+  target_attribute [[gnu::flatten]] float dot_i8(const int8_t* a, const float* b, int64_t n) {                        \
+    return dot_body<Halves>(a, b, n);                                                                                 \
+  }                                                                                                                   \
+  target_attribute [[gnu::flatten]] void axpy(float a, const float* x, float* y, int64_t n) {                         \
+    axpy_body<Halves>(a, x, y, n);                                                                                    \
+  }                                                                                                                   \
+  target_attribute [[gnu::flatten]] void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) {                  \
+    axpy_body<Halves>(a, x, y, n);                                                                                    \
+  }                                                                                                                   \
+  target_attribute [[gnu::flatten]] void axpy_i8(float a, const int8_t* x, float* y, int64_t n) {                     \
+    axpy_body<Halves>(a, x, y, n);                                                                                    \
+  }                                                                                                                   \
+  target_attribute [[gnu::flatten]] void dot_rows_f16(const uint16_t* rows, int64_t n_rows, const float* xs,          \
+                                                      size_t x_stride, int n_x, int64_t n, float* out,                \
+                                                      size_t out_stride) {                                            \
+    dot_rows_body<Halves>(rows, n_rows, xs, x_stride, n_x, n, out, out_stride);                                       \
+  }                                                                                                                   \
+  target_attribute [[gnu::flatten]] void axpy_rows_f16(const float* a, size_t a_stride, const uint16_t* rows,         \
+                                                       int64_t n_rows, float* ys, size_t y_stride, int n_y,           \
+                                                       int64_t n) {                                                   \
+    axpy_rows_body<Halves>(a, a_stride, rows, n_rows, ys, y_stride, n_y, n);                                          \
   }                                                                                                                   \
   constexpr FloatKernels table{&dot,      &dot4,    &dot_f16,      &dot_i8,       &axpy,                              \
                                &axpy_f16, &axpy_i8, &dot_rows_f16, &axpy_rows_f16};                                   \
   }
 
-STRATA_FLOAT_KERNELS(baseline, )
+STRATA_FLOAT_KERNELS(baseline, , BitHalves)
 #if STRATA_X86
-STRATA_FLOAT_KERNELS(avx2, STRATA_TARGET_AVX2)
-STRATA_FLOAT_KERNELS(avx512, STRATA_TARGET_AVX512)
+STRATA_FLOAT_KERNELS(avx2, STRATA_TARGET_AVX2, F16cHalves8)
+STRATA_FLOAT_KERNELS(avx512, STRATA_TARGET_AVX512, F16cHalves16)
 #endif
 
 }  // namespace
