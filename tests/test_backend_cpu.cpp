@@ -648,6 +648,31 @@ TEST_P(BackendCpuAttention, GroupedQueryHeadsMatchTheReference) {
   }
 }
 
+// Half keys are stored in blocks of 16 positions per (layer, kv head): a context that is no multiple of 16, heads
+// that follow each other and a prompt whose positions cross blocks must each read their own keys.
+TEST_P(BackendCpuAttention, ContextsOfAnyLengthKeepEachHeadsPositionsApart) {
+  const int32_t kv_type = GetParam();
+  const AttentionShape s{6, 3, 40};
+  const int32_t n_ctx = 37;
+  const auto q = random_floats(n_ctx * s.n_head * s.head_dim, 21),
+             k = random_floats(n_ctx * s.n_head_kv * s.head_dim, 22),
+             v = random_floats(n_ctx * s.n_head_kv * s.head_dim, 23);
+  Backend backend(2);
+  strata_kv_cache* cache = backend.kv(3, n_ctx, s.n_head_kv, s.head_dim, kv_type);
+  std::vector<float> actual = run_attention(backend, cache, s, 0, 20, q, k, v);
+  const auto rest = run_attention(backend, cache, s, 20, n_ctx - 20, q, k, v);
+  actual.insert(actual.end(), rest.begin(), rest.end());
+  std::vector<int32_t> positions(n_ctx);
+  std::iota(positions.begin(), positions.end(), 0);
+  const double scale = 1.0f / std::sqrt(40.0f);
+  if (kv_type == STRATA_KV_F16) {
+    expect_near_all(actual, reference_attention(s, positions, q, round_through_f16(k), round_through_f16(v), scale),
+                    1e-5, "f16 cache");
+  } else {
+    expect_near_all(actual, reference_attention(s, positions, q, k, v, scale), 3e-2, "int8 cache");
+  }
+}
+
 TEST_P(BackendCpuAttention, PromptThenSingleStepsEqualOneStep) {
   const int32_t kv_type = GetParam();
   const AttentionShape s{4, 1, 64};

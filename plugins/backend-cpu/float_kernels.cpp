@@ -204,6 +204,39 @@ STRATA_INLINE void axpy_rows_body(const float* a, size_t a_stride, const T* rows
   }
 }
 
+// dot_rows_body over blocks of kLanes rows stored value by value: each vector FMA adds one value's product for
+// kLanes rows at once (two accumulators per vector, for even and odd values, hide the FMA latency).
+template <class Halves>
+STRATA_INLINE void dot_blocks_body(const uint16_t* blocks, int64_t n_rows, const float* xs, size_t x_stride, int n_x,
+                                   int64_t n, float* out, size_t out_stride) {
+  static_assert(kLanes == kBlockLanes);
+  for (int v0 = 0; v0 < n_x; v0 += kMaxVectors) {
+    const int count = n_x - v0 < kMaxVectors ? n_x - v0 : kMaxVectors;
+    const float* x = xs + v0 * x_stride;
+    for (int64_t j0 = 0; j0 < n_rows; j0 += kLanes) {
+      const uint16_t* block = blocks + j0 * n;
+      vf acc[kMaxVectors][2] = {};
+      int64_t i = 0;
+      for (; i + 2 <= n; i += 2) {
+        const vf even = Halves::load(block + i * kLanes), odd = Halves::load(block + (i + 1) * kLanes);
+        for (int v = 0; v < count; ++v) {
+          acc[v][0] += x[v * x_stride + i] * even;
+          acc[v][1] += x[v * x_stride + i + 1] * odd;
+        }
+      }
+      if (i < n) {
+        const vf last = Halves::load(block + i * kLanes);
+        for (int v = 0; v < count; ++v) acc[v][0] += x[v * x_stride + i] * last;
+      }
+      const int64_t rows = n_rows - j0 < kLanes ? n_rows - j0 : kLanes;
+      for (int v = 0; v < count; ++v) {
+        const vf sum = acc[v][0] + acc[v][1];
+        std::memcpy(out + (v0 + v) * out_stride + j0, &sum, static_cast<size_t>(rows) * sizeof(float));
+      }
+    }
+  }
+}
+
 // A kernel set: its entry points flatten their calls, so that the F16C loaders (not always_inline) are inlined.
 #define STRATA_FLOAT_KERNELS(set_name, target_attribute, Halves)                                                      \
   namespace set_name {                                                                                                \
@@ -238,8 +271,13 @@ STRATA_INLINE void axpy_rows_body(const float* a, size_t a_stride, const T* rows
                                                        int64_t n) {                                                   \
     axpy_rows_body<Halves>(a, a_stride, rows, n_rows, ys, y_stride, n_y, n);                                          \
   }                                                                                                                   \
-  constexpr FloatKernels table{&dot,      &dot4,    &dot_f16,      &dot_i8,       &axpy,                              \
-                               &axpy_f16, &axpy_i8, &dot_rows_f16, &axpy_rows_f16};                                   \
+  target_attribute [[gnu::flatten]] void dot_blocks_f16(const uint16_t* blocks, int64_t n_rows, const float* xs,      \
+                                                        size_t x_stride, int n_x, int64_t n, float* out,              \
+                                                        size_t out_stride) {                                          \
+    dot_blocks_body<Halves>(blocks, n_rows, xs, x_stride, n_x, n, out, out_stride);                                   \
+  }                                                                                                                   \
+  constexpr FloatKernels table{&dot,      &dot4,    &dot_f16,      &dot_i8,        &axpy,                             \
+                               &axpy_f16, &axpy_i8, &dot_rows_f16, &axpy_rows_f16, &dot_blocks_f16};                  \
   }
 
 STRATA_FLOAT_KERNELS(baseline, , BitHalves)

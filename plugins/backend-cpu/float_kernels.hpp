@@ -9,6 +9,9 @@
 
 namespace strata::cpu {
 
+// Positions per block in dot_blocks_f16's layout: one vector of floats on every level.
+inline constexpr int32_t kBlockLanes = 16;
+
 struct FloatKernels {
   float (*dot)(const float* a, const float* b, int64_t n);
   // out[r] = dot(w + r * w_stride, x) for the four rows r < 4: x is loaded once for all four.
@@ -25,6 +28,10 @@ struct FloatKernels {
   // ys + v * y_stride += a[v * a_stride + j] * (rows + j * n) for j < n_rows (in that order), v < n_y.
   void (*axpy_rows_f16)(const float* a, size_t a_stride, const uint16_t* rows, int64_t n_rows, float* ys,
                         size_t y_stride, int n_y, int64_t n);
+  // dot_rows_f16 over rows stored in blocks of kBlockLanes rows, value by value (blocks[b][i][lane] is value i of
+  // row b * kBlockLanes + lane); out gets n_rows values per vector (a last partial block's others are not written).
+  void (*dot_blocks_f16)(const uint16_t* blocks, int64_t n_rows, const float* xs, size_t x_stride, int n_x, int64_t n,
+                         float* out, size_t out_stride);
 };
 
 const FloatKernels& float_kernels(CpuIsa isa);

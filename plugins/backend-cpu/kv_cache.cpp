@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "backend_objects.hpp"
@@ -19,31 +20,50 @@ size_t cache_rows(const strata_kv_config& config) {
 
 }  // namespace
 
-size_t KvTensor::bytes(int32_t kv_type, size_t n_rows, int32_t head_dim) {
-  const size_t n_values = n_rows * static_cast<size_t>(head_dim);
-  if (kv_type != STRATA_KV_INT8) return n_values * sizeof(uint16_t);
-  return n_values + n_rows * ((head_dim + kInt8GroupSize - 1) / kInt8GroupSize) * sizeof(float);
+namespace {
+
+int64_t padded_ctx(int32_t n_ctx) { return (int64_t{n_ctx} + kKeyBlock - 1) / kKeyBlock * kKeyBlock; }
+
+}  // namespace
+
+size_t KvTensor::bytes(Role role, const strata_kv_config& config) {
+  const size_t rows = cache_rows(config), head_dim = static_cast<size_t>(config.head_dim);
+  if (config.kv_type == STRATA_KV_INT8) {
+    return rows * head_dim + rows * ((head_dim + kInt8GroupSize - 1) / kInt8GroupSize) * sizeof(float);
+  }
+  const size_t stored_rows = role == Role::keys ? rows / config.n_ctx * padded_ctx(config.n_ctx) : rows;
+  return stored_rows * head_dim * sizeof(uint16_t);
 }
 
-KvTensor::KvTensor(int32_t kv_type, size_t n_rows, int32_t head_dim)
-    : is_int8_(kv_type == STRATA_KV_INT8),
-      head_dim_(head_dim),
-      groups_per_row_((head_dim + kInt8GroupSize - 1) / kInt8GroupSize) {
-  const size_t n_values = n_rows * static_cast<size_t>(head_dim);
+KvTensor::KvTensor(Role role, const strata_kv_config& config)
+    : is_int8_(config.kv_type == STRATA_KV_INT8),
+      blocked_(!is_int8_ && role == Role::keys),
+      head_dim_(config.head_dim),
+      n_ctx_(config.n_ctx),
+      groups_per_row_((config.head_dim + kInt8GroupSize - 1) / kInt8GroupSize) {
+  const size_t n_rows = cache_rows(config), n_values = n_rows * static_cast<size_t>(head_dim_);
   if (is_int8_) {
     levels_.resize(n_values);
     scales_.resize(n_rows * groups_per_row_);
   } else {
-    halves_.resize(n_values);
+    halves_.resize(bytes(role, config) / sizeof(uint16_t));
   }
 }
 
+size_t KvTensor::half_offset(size_t row) const {
+  if (!blocked_) return row * head_dim_;
+  const size_t span = row / n_ctx_, position = row % n_ctx_;
+  const size_t block = span * static_cast<size_t>(padded_ctx(n_ctx_) / kKeyBlock) + position / kKeyBlock;
+  return block * kKeyBlock * head_dim_ + position % kKeyBlock;
+}
+
 void KvTensor::store(size_t row, const float* x) {
-  const size_t first = row * head_dim_;
   if (!is_int8_) {
-    for (int32_t i = 0; i < head_dim_; ++i) halves_[first + i] = sdk::fp32_to_fp16(x[i]);
+    const size_t first = half_offset(row), stride = blocked_ ? kKeyBlock : 1;
+    for (int32_t i = 0; i < head_dim_; ++i) halves_[first + i * stride] = sdk::fp32_to_fp16(x[i]);
     return;
   }
+  const size_t first = row * head_dim_;
   for (int32_t group = 0; group < groups_per_row_; ++group) {
     const int32_t start = group * kInt8GroupSize;
     const int32_t size = std::min(kInt8GroupSize, head_dim_ - start);
@@ -63,9 +83,8 @@ void KvTensor::store(size_t row, const float* x) {
   }
 }
 
-float KvTensor::dot(const FloatKernels& kernels, size_t row, const float* x) const {
+float KvTensor::dot_int8(const FloatKernels& kernels, size_t row, const float* x) const {
   const size_t first = row * head_dim_;
-  if (!is_int8_) return kernels.dot_f16(halves_.data() + first, x, head_dim_);
   float sum = 0.0f;
   for (int32_t group = 0; group < groups_per_row_; ++group) {
     const int32_t start = group * kInt8GroupSize;
@@ -75,38 +94,39 @@ float KvTensor::dot(const FloatKernels& kernels, size_t row, const float* x) con
   return sum;
 }
 
-void KvTensor::accumulate(const FloatKernels& kernels, size_t row, float a, float* y) const {
+void KvTensor::accumulate_int8(const FloatKernels& kernels, size_t row, float a, float* y) const {
   const size_t first = row * head_dim_;
-  if (!is_int8_) {
-    kernels.axpy_f16(a, halves_.data() + first, y, head_dim_);
-  } else {
-    for (int32_t group = 0; group < groups_per_row_; ++group) {
-      const int32_t start = group * kInt8GroupSize;
-      kernels.axpy_i8(a * scales_[row * groups_per_row_ + group], levels_.data() + first + start, y + start,
-                      std::min(kInt8GroupSize, head_dim_ - start));
-    }
+  for (int32_t group = 0; group < groups_per_row_; ++group) {
+    const int32_t start = group * kInt8GroupSize;
+    kernels.axpy_i8(a * scales_[row * groups_per_row_ + group], levels_.data() + first + start, y + start,
+                    std::min(kInt8GroupSize, head_dim_ - start));
   }
 }
 
 void KvTensor::dot_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* xs, size_t x_stride,
                         int n, float* out, size_t out_stride) const {
+  if (blocked_) {
+    kernels.dot_blocks_f16(halves_.data() + half_offset(first), n_rows, xs, x_stride, n, head_dim_, out, out_stride);
+    return;
+  }
   if (!is_int8_) {
-    kernels.dot_rows_f16(halves_.data() + first * head_dim_, n_rows, xs, x_stride, n, head_dim_, out, out_stride);
+    kernels.dot_rows_f16(halves_.data() + half_offset(first), n_rows, xs, x_stride, n, head_dim_, out, out_stride);
     return;
   }
   for (int v = 0; v < n; ++v) {
-    for (int64_t j = 0; j < n_rows; ++j) out[v * out_stride + j] = dot(kernels, first + j, xs + v * x_stride);
+    for (int64_t j = 0; j < n_rows; ++j) out[v * out_stride + j] = dot_int8(kernels, first + j, xs + v * x_stride);
   }
 }
 
 void KvTensor::accumulate_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* a,
                                size_t a_stride, float* ys, size_t y_stride, int n) const {
+  if (blocked_) throw std::logic_error("accumulate_rows over keys stored in blocks");
   if (!is_int8_) {
-    kernels.axpy_rows_f16(a, a_stride, halves_.data() + first * head_dim_, n_rows, ys, y_stride, n, head_dim_);
+    kernels.axpy_rows_f16(a, a_stride, halves_.data() + half_offset(first), n_rows, ys, y_stride, n, head_dim_);
     return;
   }
   for (int v = 0; v < n; ++v) {
-    for (int64_t j = 0; j < n_rows; ++j) accumulate(kernels, first + j, a[v * a_stride + j], ys + v * y_stride);
+    for (int64_t j = 0; j < n_rows; ++j) accumulate_int8(kernels, first + j, a[v * a_stride + j], ys + v * y_stride);
   }
 }
 
@@ -116,7 +136,8 @@ void kv_create(strata_backend* backend, const strata_kv_config* config, strata_k
   deref(out, "out");
   sdk::check_kv_config(checked);
   // The cache is allocated and zeroed whole: one larger than the memory left would end in the OOM killer.
-  const size_t bytes = 2 * KvTensor::bytes(checked.kv_type, cache_rows(checked), checked.head_dim);
+  const size_t bytes =
+      KvTensor::bytes(KvTensor::Role::keys, checked) + KvTensor::bytes(KvTensor::Role::values, checked);
   if (const uint64_t available = sdk::available_host_memory(); bytes > available) {
     throw sdk::Failure(STRATA_E_OUT_OF_MEMORY,
                        "the KV cache of " + std::to_string(checked.n_ctx) + " positions (" +
@@ -131,8 +152,8 @@ void kv_create(strata_backend* backend, const strata_kv_config* config, strata_k
 
 void kv_free(strata_backend* backend, strata_kv_cache* cache) {
   if (backend != nullptr && cache != nullptr) {
-    backend->memory.give_back(
-        2 * KvTensor::bytes(cache->config.kv_type, cache_rows(cache->config), cache->config.head_dim));
+    backend->memory.give_back(KvTensor::bytes(KvTensor::Role::keys, cache->config) +
+                              KvTensor::bytes(KvTensor::Role::values, cache->config));
   }
   delete cache;
 }
@@ -141,5 +162,5 @@ void kv_free(strata_backend* backend, strata_kv_cache* cache) {
 
 strata_kv_cache::strata_kv_cache(const strata_kv_config& config)
     : config(config),
-      keys(config.kv_type, strata::cpu::cache_rows(config), config.head_dim),
-      values(config.kv_type, strata::cpu::cache_rows(config), config.head_dim) {}
+      keys(strata::cpu::KvTensor::Role::keys, config),
+      values(strata::cpu::KvTensor::Role::values, config) {}
