@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -670,6 +671,31 @@ TEST_P(BackendCpuAttention, ContextsOfAnyLengthKeepEachHeadsPositionsApart) {
                     1e-5, "f16 cache");
   } else {
     expect_near_all(actual, reference_attention(s, positions, q, k, v, scale), 3e-2, "int8 cache");
+  }
+}
+
+// A non-finite key poisons what attends to it, on every instruction set: the vector softmax must not lose a NaN
+// score (nor turn a far smaller one into a weight that matters).
+TEST_P(BackendCpuAttention, ANonFiniteKeyMakesTheHeadsThatSeeItNonFinite) {
+  const AttentionShape s{2, 1, 64};
+  const int32_t n = 40;  // two whole vectors of scores and a tail
+  const auto q = random_floats(n * s.n_head * s.head_dim, 31), v = random_floats(n * s.n_head_kv * s.head_dim, 33);
+  auto k = random_floats(n * s.n_head_kv * s.head_dim, 32);
+  k[20 * s.head_dim + 5] = std::numeric_limits<float>::quiet_NaN();  // position 20's key
+  k[3 * s.head_dim] = 1e4f;  // position 3 outweighs the others by far: e^(-huge) weights must stay ~0
+  for (const char* isa : {"scalar", "avx2", "avx512"}) {
+    Backend backend(2, std::string(R"({"isa": ")") + isa + "\"}");
+    const auto out = run_attention(backend, backend.kv(2, n, s.n_head_kv, s.head_dim, GetParam()), s, 0, n, q, k, v);
+    for (int32_t t = 0; t < n; ++t) {
+      for (int32_t d = 0; d < s.n_head * s.head_dim; ++d) {
+        const float value = out[t * s.n_head * s.head_dim + d];
+        if (t >= 20) {
+          ASSERT_TRUE(std::isnan(value)) << isa << ": token " << t << " sees the NaN key";
+        } else {
+          ASSERT_TRUE(std::isfinite(value)) << isa << ": token " << t;
+        }
+      }
+    }
   }
 }
 

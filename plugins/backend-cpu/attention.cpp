@@ -11,22 +11,6 @@
 namespace strata::cpu {
 namespace {
 
-// softmax(x * scale) in place over n values, in float.
-void scaled_softmax(float* x, int32_t n, float scale) {
-  float max_score = -INFINITY;
-  for (int32_t j = 0; j < n; ++j) {
-    x[j] *= scale;
-    max_score = std::max(max_score, x[j]);
-  }
-  float sum = 0.0f;
-  for (int32_t j = 0; j < n; ++j) {
-    x[j] = std::exp(x[j] - max_score);
-    sum += x[j];
-  }
-  const float normalizer = 1.0f / sum;
-  for (int32_t j = 0; j < n; ++j) x[j] *= normalizer;
-}
-
 // For the group of query heads sharing kv_head (consecutive heads, so q and out are group rows of
 // head_dim): out_g = softmax(q_g . k_j * scale) over j <= position, times v_j. Each cached row is read once
 // for the whole group. scores holds group rows of n_ctx floats.
@@ -37,7 +21,7 @@ void attend_group(const strata_backend& backend, const strata_kv_cache& cache, c
   const int32_t n_seen = position + 1;
   const size_t head_dim = static_cast<size_t>(params.head_dim), scores_stride = static_cast<size_t>(cache.config.n_ctx);
   cache.keys.dot_rows(kernels, first_row, n_seen, q, head_dim, group, scores, scores_stride);
-  for (int32_t g = 0; g < group; ++g) scaled_softmax(scores + g * scores_stride, n_seen, params.scale);
+  for (int32_t g = 0; g < group; ++g) kernels.scaled_softmax(scores + g * scores_stride, n_seen, params.scale);
   std::fill(out, out + group * head_dim, 0.0f);
   cache.values.accumulate_rows(kernels, first_row, n_seen, scores, scores_stride, out, head_dim, group);
 }

@@ -4,6 +4,8 @@
 // makes the avx2/avx512 results differ from the baseline, within float rounding.
 #include "float_kernels.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #if STRATA_X86
@@ -30,14 +32,14 @@ STRATA_INLINE vf load(const float* p) {
 }
 STRATA_INLINE void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
 
-// Halves to floats, exactly, three ways: with F16C (one instruction per 8 or 16 lanes) where the kernel set's
-// target has it, else without branches (so it vectorizes): the exponent and mantissa bits moved into float
-// position and scaled by 2^112 give every finite half, subnormals included; inf and NaN get the float's all-ones
-// exponent. The inf/NaN mask comes from arithmetic, not a compare: GCC 12 scalarizes compares on vectors wider
-// than the target's registers. The F16C loaders are not always_inline: a target-specific function cannot be
-// forced into the generic bodies, so the kernel sets' entry points flatten their calls instead.
-struct BitHalves {
-  STRATA_INLINE static vf load(const uint16_t* p) {
+// What each kernel set does with its own instructions: halves to floats (exactly) and the lane-wise maximum. The
+// portable halves move the exponent and mantissa bits into float position and scale by 2^112 (every finite half,
+// subnormals included; inf and NaN get the float's all-ones exponent), without branches or compares (GCC 12
+// scalarizes compares on vectors wider than the target's registers), so that it vectorizes. The x86 sets' members
+// are not always_inline: a target-specific function cannot be forced into the generic bodies, so the kernel sets'
+// entry points flatten their calls instead.
+struct PortableOps {
+  STRATA_INLINE static vf load_halves(const uint16_t* p) {
     vu16 h;
     std::memcpy(&h, p, sizeof h);
     const vi32 bits = __builtin_convertvector(h, vi32);
@@ -48,22 +50,40 @@ struct BitHalves {
     const vi32 result = ((magnitude | 0x7f800000) & is_inf_or_nan) | (finite & ~is_inf_or_nan);
     return (vf)(result | sign);
   }
+  // b where a < b, else a (so a NaN in b is passed over, one in a kept), as std::max(a, b) per lane.
+  STRATA_INLINE static vf max(vf a, vf b) {
+    for (int lane = 0; lane < 16; ++lane) a[lane] = a[lane] < b[lane] ? b[lane] : a[lane];
+    return a;
+  }
 };
 #if STRATA_X86
-struct F16cHalves8 {
-  STRATA_TARGET_AVX2 static vf load(const uint16_t* p) {
+struct Avx2Ops {
+  STRATA_TARGET_AVX2 static vf load_halves(const uint16_t* p) {
     const __m256 low = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     const __m256 high = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
+    return join(low, high);
+  }
+  STRATA_TARGET_AVX2 static vf max(vf a, vf b) {
+    __m256 a_half[2], b_half[2];
+    std::memcpy(a_half, &a, sizeof a);
+    std::memcpy(b_half, &b, sizeof b);
+    // maxps returns its second operand where either is NaN: b, a in that order is std::max(a, b).
+    return join(_mm256_max_ps(b_half[0], a_half[0]), _mm256_max_ps(b_half[1], a_half[1]));
+  }
+  STRATA_TARGET_AVX2 static vf join(__m256 low, __m256 high) {
     vf v;
     std::memcpy(&v, &low, sizeof low);
     std::memcpy(reinterpret_cast<char*>(&v) + sizeof low, &high, sizeof high);
     return v;
   }
 };
-struct F16cHalves16 {
-  STRATA_TARGET_AVX512 static vf load(const uint16_t* p) {
+struct Avx512Ops {
+  STRATA_TARGET_AVX512 static vf load_halves(const uint16_t* p) {
     // The zero-masked form: GCC 12 warns of _mm512_cvtph_ps's undefined source as maybe uninitialized.
     return (vf)_mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  STRATA_TARGET_AVX512 static vf max(vf a, vf b) {
+    return (vf)_mm512_maskz_max_ps(0xffff, (__m512)b, (__m512)a);  // zero-masked, as above; b, a as in Avx2Ops
   }
 };
 #endif
@@ -76,17 +96,17 @@ STRATA_INLINE vf load(const int8_t* p) {
 }
 
 // A vector of 16 values of any element type the kernels read, halves through the kernel set's loader.
-template <class Halves>
+template <class Ops>
 STRATA_INLINE vf load_any(const float* p) {
   return load(p);
 }
-template <class Halves>
+template <class Ops>
 STRATA_INLINE vf load_any(const int8_t* p) {
   return load(p);
 }
-template <class Halves>
+template <class Ops>
 STRATA_INLINE vf load_any(const uint16_t* p) {
-  return Halves::load(p);
+  return Ops::load_halves(p);
 }
 
 STRATA_INLINE float to_float(float x) { return x; }
@@ -106,13 +126,13 @@ STRATA_INLINE float reduce(vf v) {
 }
 
 // Two accumulators per row hide the add latency.
-template <class Halves, class T>
+template <class Ops, class T>
 STRATA_INLINE float dot_body(const T* a, const float* b, int64_t n) {
   vf acc0 = {}, acc1 = {};
   int64_t i = 0;
   for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
-    acc0 += load_any<Halves>(a + i) * load(b + i);
-    acc1 += load_any<Halves>(a + i + kLanes) * load(b + i + kLanes);
+    acc0 += load_any<Ops>(a + i) * load(b + i);
+    acc1 += load_any<Ops>(a + i + kLanes) * load(b + i + kLanes);
   }
   float sum = reduce(acc0 + acc1);
   for (; i < n; ++i) sum += to_float(a[i]) * b[i];
@@ -138,10 +158,10 @@ STRATA_INLINE void dot4_body(const float* w, size_t stride, const float* x, int6
   }
 }
 
-template <class Halves, class T>
+template <class Ops, class T>
 STRATA_INLINE void axpy_body(float a, const T* x, float* y, int64_t n) {
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) store(y + i, load(y + i) + a * load_any<Halves>(x + i));
+  for (; i + kLanes <= n; i += kLanes) store(y + i, load(y + i) + a * load_any<Ops>(x + i));
   for (; i < n; ++i) y[i] += a * to_float(x[i]);
 }
 
@@ -150,7 +170,7 @@ STRATA_INLINE void axpy_body(float a, const T* x, float* y, int64_t n) {
 constexpr int kMaxVectors = 8;
 
 // out[v * out_stride + j] = dot(row j, xs + v * x_stride), summed per vector as dot_body sums.
-template <class Halves, class T>
+template <class Ops, class T>
 STRATA_INLINE void dot_rows_body(const T* rows, int64_t n_rows, const float* xs, size_t x_stride, int n_x, int64_t n,
                                  float* out, size_t out_stride) {
   for (int v0 = 0; v0 < n_x; v0 += kMaxVectors) {
@@ -161,7 +181,7 @@ STRATA_INLINE void dot_rows_body(const T* rows, int64_t n_rows, const float* xs,
       vf acc[kMaxVectors][2] = {};
       int64_t i = 0;
       for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
-        const vf first = load_any<Halves>(row + i), second = load_any<Halves>(row + i + kLanes);
+        const vf first = load_any<Ops>(row + i), second = load_any<Ops>(row + i + kLanes);
         for (int v = 0; v < count; ++v) {
           acc[v][0] += first * load(x + v * x_stride + i);
           acc[v][1] += second * load(x + v * x_stride + i + kLanes);
@@ -178,7 +198,7 @@ STRATA_INLINE void dot_rows_body(const T* rows, int64_t n_rows, const float* xs,
 
 // ys[v * y_stride ..] += a[v * a_stride + j] * row j for j < n_rows, in row order per lane (as n_rows axpy
 // calls would), each y chunk kept in a register meanwhile.
-template <class Halves, class T>
+template <class Ops, class T>
 STRATA_INLINE void axpy_rows_body(const float* a, size_t a_stride, const T* rows, int64_t n_rows, float* ys,
                                   size_t y_stride, int n_y, int64_t n) {
   for (int v0 = 0; v0 < n_y; v0 += kMaxVectors) {
@@ -190,7 +210,7 @@ STRATA_INLINE void axpy_rows_body(const float* a, size_t a_stride, const T* rows
       vf acc[kMaxVectors];
       for (int v = 0; v < count; ++v) acc[v] = load(y + v * y_stride + i);
       for (int64_t j = 0; j < n_rows; ++j) {
-        const vf row = load_any<Halves>(rows + j * n + i);
+        const vf row = load_any<Ops>(rows + j * n + i);
         for (int v = 0; v < count; ++v) acc[v] += weights[v * a_stride + j] * row;
       }
       for (int v = 0; v < count; ++v) store(y + v * y_stride + i, acc[v]);
@@ -206,7 +226,7 @@ STRATA_INLINE void axpy_rows_body(const float* a, size_t a_stride, const T* rows
 
 // dot_rows_body over blocks of kLanes rows stored value by value: each vector FMA adds one value's product for
 // kLanes rows at once (two accumulators per vector, for even and odd values, hide the FMA latency).
-template <class Halves>
+template <class Ops>
 STRATA_INLINE void dot_blocks_body(const uint16_t* blocks, int64_t n_rows, const float* xs, size_t x_stride, int n_x,
                                    int64_t n, float* out, size_t out_stride) {
   static_assert(kLanes == kBlockLanes);
@@ -218,14 +238,14 @@ STRATA_INLINE void dot_blocks_body(const uint16_t* blocks, int64_t n_rows, const
       vf acc[kMaxVectors][2] = {};
       int64_t i = 0;
       for (; i + 2 <= n; i += 2) {
-        const vf even = Halves::load(block + i * kLanes), odd = Halves::load(block + (i + 1) * kLanes);
+        const vf even = Ops::load_halves(block + i * kLanes), odd = Ops::load_halves(block + (i + 1) * kLanes);
         for (int v = 0; v < count; ++v) {
           acc[v][0] += x[v * x_stride + i] * even;
           acc[v][1] += x[v * x_stride + i + 1] * odd;
         }
       }
       if (i < n) {
-        const vf last = Halves::load(block + i * kLanes);
+        const vf last = Ops::load_halves(block + i * kLanes);
         for (int v = 0; v < count; ++v) acc[v][0] += x[v * x_stride + i] * last;
       }
       const int64_t rows = n_rows - j0 < kLanes ? n_rows - j0 : kLanes;
@@ -237,53 +257,102 @@ STRATA_INLINE void dot_blocks_body(const uint16_t* blocks, int64_t n_rows, const
   }
 }
 
+// e^x per lane for x <= 0 (a softmax's shifted scores): x = n ln 2 + r with |r| <= ln 2 / 2, e^r by Cephes' degree-6
+// polynomial (within 2 ulp of the true value), times 2^n built in the exponent bits. x below -87.3 gives 2^-126
+// times e^r's error at most (not 0): no softmax weight that small changes a sum of terms of which one is 1.
+template <class Ops>
+STRATA_INLINE vf exp_nonpositive(vf x) {
+  x = Ops::max(x, vf{} - 87.3f);
+  const vf rounding = vf{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const vf n = (x * 1.44269504f + rounding) - rounding;
+  const vf r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  vf p = vf{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const vi32 power = (__builtin_convertvector(n, vi32) + 127) << 23;
+  return p * (vf)power;
+}
+
+// x = softmax(x * scale) over n values in place: the maximum subtracted, e^, and the sum's inverse applied, in
+// vectors (a NaN score makes every value NaN, as the scalar loop's sum would).
+template <class Ops>
+STRATA_INLINE void scaled_softmax_body(float* x, int64_t n, float scale) {
+  float max_score = -INFINITY;
+  int64_t i = 0;
+  if (n >= kLanes) {
+    vf high = load(x);
+    for (i = kLanes; i + kLanes <= n; i += kLanes) high = Ops::max(high, load(x + i));
+    for (int lane = 0; lane < kLanes; ++lane) max_score = std::max(max_score, high[lane]);
+  }
+  for (; i < n; ++i) max_score = std::max(max_score, x[i]);
+  const float shift = max_score * scale;
+  vf sums = {};
+  for (i = 0; i + kLanes <= n; i += kLanes) {
+    const vf e = exp_nonpositive<Ops>(load(x + i) * scale - shift);
+    store(x + i, e);
+    sums += e;
+  }
+  float sum = reduce(sums);
+  for (; i < n; ++i) sum += (x[i] = std::exp(x[i] * scale - shift));
+  const float normalizer = 1.0f / sum;
+  for (i = 0; i + kLanes <= n; i += kLanes) store(x + i, load(x + i) * normalizer);
+  for (; i < n; ++i) x[i] *= normalizer;
+}
+
 // A kernel set: its entry points flatten their calls, so that the F16C loaders (not always_inline) are inlined.
-#define STRATA_FLOAT_KERNELS(set_name, target_attribute, Halves)                                                      \
+#define STRATA_FLOAT_KERNELS(set_name, target_attribute, Ops)                                                         \
   namespace set_name {                                                                                                \
   target_attribute [[gnu::flatten]] float dot(const float* a, const float* b, int64_t n) {                            \
-    return dot_body<Halves>(a, b, n);                                                                                 \
+    return dot_body<Ops>(a, b, n);                                                                                    \
   }                                                                                                                   \
   target_attribute [[gnu::flatten]] void dot4(const float* w, size_t stride, const float* x, int64_t n, float* out) { \
     dot4_body(w, stride, x, n, out);                                                                                  \
   }                                                                                                                   \
   target_attribute [[gnu::flatten]] float dot_f16(const uint16_t* a, const float* b, int64_t n) {                     \
-    return dot_body<Halves>(a, b, n);                                                                                 \
+    return dot_body<Ops>(a, b, n);                                                                                    \
   }                                                                                                                   \
   target_attribute [[gnu::flatten]] float dot_i8(const int8_t* a, const float* b, int64_t n) {                        \
-    return dot_body<Halves>(a, b, n);                                                                                 \
+    return dot_body<Ops>(a, b, n);                                                                                    \
   }                                                                                                                   \
   target_attribute [[gnu::flatten]] void axpy(float a, const float* x, float* y, int64_t n) {                         \
-    axpy_body<Halves>(a, x, y, n);                                                                                    \
+    axpy_body<Ops>(a, x, y, n);                                                                                       \
   }                                                                                                                   \
   target_attribute [[gnu::flatten]] void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) {                  \
-    axpy_body<Halves>(a, x, y, n);                                                                                    \
+    axpy_body<Ops>(a, x, y, n);                                                                                       \
   }                                                                                                                   \
   target_attribute [[gnu::flatten]] void axpy_i8(float a, const int8_t* x, float* y, int64_t n) {                     \
-    axpy_body<Halves>(a, x, y, n);                                                                                    \
+    axpy_body<Ops>(a, x, y, n);                                                                                       \
   }                                                                                                                   \
   target_attribute [[gnu::flatten]] void dot_rows_f16(const uint16_t* rows, int64_t n_rows, const float* xs,          \
                                                       size_t x_stride, int n_x, int64_t n, float* out,                \
                                                       size_t out_stride) {                                            \
-    dot_rows_body<Halves>(rows, n_rows, xs, x_stride, n_x, n, out, out_stride);                                       \
+    dot_rows_body<Ops>(rows, n_rows, xs, x_stride, n_x, n, out, out_stride);                                          \
   }                                                                                                                   \
   target_attribute [[gnu::flatten]] void axpy_rows_f16(const float* a, size_t a_stride, const uint16_t* rows,         \
                                                        int64_t n_rows, float* ys, size_t y_stride, int n_y,           \
                                                        int64_t n) {                                                   \
-    axpy_rows_body<Halves>(a, a_stride, rows, n_rows, ys, y_stride, n_y, n);                                          \
+    axpy_rows_body<Ops>(a, a_stride, rows, n_rows, ys, y_stride, n_y, n);                                             \
+  }                                                                                                                   \
+  target_attribute [[gnu::flatten]] void scaled_softmax(float* x, int64_t n, float scale) {                           \
+    scaled_softmax_body<Ops>(x, n, scale);                                                                            \
   }                                                                                                                   \
   target_attribute [[gnu::flatten]] void dot_blocks_f16(const uint16_t* blocks, int64_t n_rows, const float* xs,      \
                                                         size_t x_stride, int n_x, int64_t n, float* out,              \
                                                         size_t out_stride) {                                          \
-    dot_blocks_body<Halves>(blocks, n_rows, xs, x_stride, n_x, n, out, out_stride);                                   \
+    dot_blocks_body<Ops>(blocks, n_rows, xs, x_stride, n_x, n, out, out_stride);                                      \
   }                                                                                                                   \
-  constexpr FloatKernels table{&dot,      &dot4,    &dot_f16,      &dot_i8,        &axpy,                             \
-                               &axpy_f16, &axpy_i8, &dot_rows_f16, &axpy_rows_f16, &dot_blocks_f16};                  \
+  constexpr FloatKernels table{&dot,     &dot4,         &dot_f16,       &dot_i8,         &axpy,          &axpy_f16,   \
+                               &axpy_i8, &dot_rows_f16, &axpy_rows_f16, &dot_blocks_f16, &scaled_softmax};            \
   }
 
-STRATA_FLOAT_KERNELS(baseline, , BitHalves)
+STRATA_FLOAT_KERNELS(baseline, , PortableOps)
 #if STRATA_X86
-STRATA_FLOAT_KERNELS(avx2, STRATA_TARGET_AVX2, F16cHalves8)
-STRATA_FLOAT_KERNELS(avx512, STRATA_TARGET_AVX512, F16cHalves16)
+STRATA_FLOAT_KERNELS(avx2, STRATA_TARGET_AVX2, Avx2Ops)
+STRATA_FLOAT_KERNELS(avx512, STRATA_TARGET_AVX512, Avx512Ops)
 #endif
 
 }  // namespace

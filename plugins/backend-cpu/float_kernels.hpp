@@ -32,6 +32,8 @@ struct FloatKernels {
   // row b * kBlockLanes + lane); out gets n_rows values per vector (a last partial block's others are not written).
   void (*dot_blocks_f16)(const uint16_t* blocks, int64_t n_rows, const float* xs, size_t x_stride, int n_x, int64_t n,
                          float* out, size_t out_stride);
+  // x = softmax(x * scale) over n values, the maximum subtracted first.
+  void (*scaled_softmax)(float* x, int64_t n, float scale);
 };
 
 const FloatKernels& float_kernels(CpuIsa isa);
