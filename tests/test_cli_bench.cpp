@@ -58,8 +58,8 @@ TEST(BenchCli, DepthRunsEachTestAfterThatManyCachedTokens) {
 }
 
 // --ops times each named op alone: one line per op, in order, with the weights a call reads (moe_ffn: for
-// one token its n_used experts' rows of gate, up and down; a matmul: its tensor), and a positive time. An
-// unknown op fails naming it.
+// one token its n_used experts' rows of gate, up and down; a matmul: its tensor), the floating-point operations
+// of its products (2 per multiply-add) and a positive time. An unknown op fails naming it.
 TEST(BenchCli, OpsTimesEachNamedOpAloneWithTheWeightsItReads) {
   const auto model = test::reference_dir() / "models" / "qwen2moe-tiny-q8_0.gguf";
   ASSERT_REFERENCE(model);
@@ -84,8 +84,19 @@ TEST(BenchCli, OpsTimesEachNamedOpAloneWithTheWeightsItReads) {
       n_expert;
   const double expected_bytes[] = {n_used * expert_bytes, layers_mean("attn_q.weight"),
                                    static_cast<double>(file.tensor("output.weight").bytes)};
+  const auto shape = [&](const std::string& name, int axis) {
+    return static_cast<double>(file.tensor(name).shape[axis]);
+  };
+  const double n_embd = shape("blk.0.ffn_gate_exps.weight", 0), expert_ffn = shape("blk.0.ffn_gate_exps.weight", 1);
+  const double expected_flops[] = {2.0 * n_used * 3.0 * n_embd * expert_ffn,
+                                   2.0 * shape("blk.0.attn_q.weight", 0) * shape("blk.0.attn_q.weight", 1),
+                                   2.0 * shape("output.weight", 0) * shape("output.weight", 1)};
   const char* ops[] = {"moe_ffn", "attn_q", "output"};
   for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_DOUBLE_EQ(lines[i]["flops"].get<double>(), expected_flops[i]) << ops[i];
+    EXPECT_NEAR(lines[i]["gflops"].get<double>(), expected_flops[i] / (lines[i]["avg_us"].get<double>() * 1e3),
+                1e-9 * expected_flops[i])
+        << ops[i];
     EXPECT_EQ(lines[i]["op"], ops[i]) << run.out;
     EXPECT_EQ(lines[i]["n_tokens"], 1) << run.out;
     EXPECT_EQ(lines[i]["calls"], 8) << run.out;

@@ -131,6 +131,8 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
       }
     }
     result.weight_bytes_per_call = experts_read * expert_bytes;
+    // gate and up (n_embd -> n_ff_exp) and down, per token and expert it chose
+    result.flops_per_call = 2.0 * n_tokens * c.n_expert_used * 3.0 * static_cast<double>(c.n_embd) * c.expert_ffn;
     call = [&](int32_t i) {
       const LayerWeights& layer = weights.layers[used[i % n_used_layers]];
       const int32_t routing = i % kRoutings;
@@ -145,6 +147,7 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
     for (int32_t k = 0; k < n_layers; ++k) {
       result.weight_bytes_per_call += static_cast<double>(matrix_tensor(file, op, used[k]).bytes) / n_layers;
     }
+    result.flops_per_call = 2.0 * n_tokens * static_cast<double>(width) * static_cast<double>(out_rows);
     call = [&, n_layers](int32_t i) {  // n_layers by value: it ends with this block, the call outlives it
       const Weight& w = op == "output" ? weights.output : layer_matrix(weights.layers[used[i % n_layers]], op);
       backend.run("op benchmark matmul",

@@ -21,6 +21,7 @@ struct OpBenchmarkResult {
   double us_per_call = 0.0;            // mean over the repetitions
   double stddev_us = 0.0;              // of us_per_call over the repetitions
   double weight_bytes_per_call = 0.0;  // the weights a call reads, a mean over the layers (moe_ffn: its experts')
+  double flops_per_call = 0.0;         // 2 x the multiply-adds of its products (moe_ffn: every token's experts)
   std::vector<double> samples;         // us per call, one per repetition
 };
 

@@ -92,6 +92,7 @@ void register_bench_command(CLI::App& app) {
           const auto result = run_op_benchmark(engine.model(), engine.file(), op, options->op_tokens, options->op_calls,
                                                options->repetitions);
           const double gbps = result.weight_bytes_per_call / (result.us_per_call * 1e3);
+          const double gflops = result.flops_per_call / (result.us_per_call * 1e3);
           nlohmann::ordered_json line = {{"model", engine.file().first().path().filename().string()},
                                          {"backend", engine.backend().name()},
                                          {"backend_info", engine.backend().describe()},
@@ -103,14 +104,16 @@ void register_bench_command(CLI::App& app) {
                                          {"stddev_us", result.stddev_us},
                                          {"samples_us", result.samples},
                                          {"weight_bytes", result.weight_bytes_per_call},
-                                         {"weight_gbps", gbps}};
+                                         {"weight_gbps", gbps},
+                                         {"flops", result.flops_per_call},
+                                         {"gflops", gflops}};
           if (options->json) {
             results.push_back(line);
           } else {
-            std::printf("%-32s %-40s %-12s x%-3d %10.2f ± %.2f us  (%.2f MB weights, %.1f GB/s)\n",
+            std::printf("%-32s %-40s %-12s x%-3d %10.2f ± %.2f us  (%.2f MB weights, %.1f GB/s, %.1f GFLOP/s)\n",
                         line["model"].get<std::string>().c_str(), engine.backend().describe().c_str(), op.c_str(),
-                        result.n_tokens, result.us_per_call, result.stddev_us, result.weight_bytes_per_call / 1e6,
-                        gbps);
+                        result.n_tokens, result.us_per_call, result.stddev_us, result.weight_bytes_per_call / 1e6, gbps,
+                        gflops);
             std::fflush(stdout);
           }
         }
