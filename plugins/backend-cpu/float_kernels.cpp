@@ -196,8 +196,30 @@ STRATA_INLINE void dot_rows_body(const T* rows, int64_t n_rows, const float* xs,
   }
 }
 
+// Chunks vectors of ys + v * y_stride + i (v < count) kept in registers while every row adds its part, in row
+// order per lane.
+template <int Chunks, class Ops, class T>
+STRATA_INLINE void axpy_rows_chunks(const float* weights, size_t a_stride, const T* rows, int64_t n_rows, float* y,
+                                    size_t y_stride, int count, int64_t n, int64_t i) {
+  vf acc[kMaxVectors][Chunks];
+  for (int v = 0; v < count; ++v) {
+    for (int c = 0; c < Chunks; ++c) acc[v][c] = load(y + v * y_stride + i + c * kLanes);
+  }
+  for (int64_t j = 0; j < n_rows; ++j) {
+    vf row[Chunks];
+    for (int c = 0; c < Chunks; ++c) row[c] = load_any<Ops>(rows + j * n + i + c * kLanes);
+    for (int v = 0; v < count; ++v) {
+      for (int c = 0; c < Chunks; ++c) acc[v][c] += weights[v * a_stride + j] * row[c];
+    }
+  }
+  for (int v = 0; v < count; ++v) {
+    for (int c = 0; c < Chunks; ++c) store(y + v * y_stride + i + c * kLanes, acc[v][c]);
+  }
+}
+
 // ys[v * y_stride ..] += a[v * a_stride + j] * row j for j < n_rows, in row order per lane (as n_rows axpy
-// calls would), each y chunk kept in a register meanwhile.
+// calls would), each y chunk kept in a register meanwhile; two chunks at a time for up to half kMaxVectors
+// vectors, so that at least eight sums are in flight.
 template <class Ops, class T>
 STRATA_INLINE void axpy_rows_body(const float* a, size_t a_stride, const T* rows, int64_t n_rows, float* ys,
                                   size_t y_stride, int n_y, int64_t n) {
@@ -206,15 +228,13 @@ STRATA_INLINE void axpy_rows_body(const float* a, size_t a_stride, const T* rows
     const float* weights = a + v0 * a_stride;
     float* y = ys + v0 * y_stride;
     int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-      vf acc[kMaxVectors];
-      for (int v = 0; v < count; ++v) acc[v] = load(y + v * y_stride + i);
-      for (int64_t j = 0; j < n_rows; ++j) {
-        const vf row = load_any<Ops>(rows + j * n + i);
-        for (int v = 0; v < count; ++v) acc[v] += weights[v * a_stride + j] * row;
+    if (count <= kMaxVectors / 2) {
+      for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+        axpy_rows_chunks<2, Ops>(weights, a_stride, rows, n_rows, y, y_stride, count, n, i);
       }
-      for (int v = 0; v < count; ++v) store(y + v * y_stride + i, acc[v]);
     }
+    for (; i + kLanes <= n; i += kLanes)
+      axpy_rows_chunks<1, Ops>(weights, a_stride, rows, n_rows, y, y_stride, count, n, i);
     for (; i < n; ++i) {
       for (int v = 0; v < count; ++v) {
         for (int64_t j = 0; j < n_rows; ++j)
