@@ -94,6 +94,8 @@ TestTypes& types() {
     strata_quant_type counted = shared.type(kIQ3_S);
     counted.type_id = kTestIq3SCountedInt8;
     counted.cpu_rows_to_int8 = &counted_iq3_s_to_int8;
+    counted.cpu_repacked = nullptr;  // the decodes counted are this type's own
+    counted.cpu_repack = nullptr;
     shared.add(counted);
     return shared;
   }();
@@ -226,7 +228,8 @@ class BackendCpuIsa : public testing::Test {
   // back to its best).
   static std::string running(const char* name) {
     const auto isa = strata::sdk::choose_cpu_isa(name, strata::sdk::detect_cpu_isa()).isa;
-    return std::string("cpu: 1 threads, ") + strata::sdk::cpu_isa_name(isa);
+    return std::string("cpu: 1 threads, ") + strata::sdk::cpu_isa_name(isa) +
+           (isa >= strata::sdk::CpuIsa::avx512 ? ", weights repacked" : "");
   }
   // The message of the Failure that set_plugin_options throws, or "" when it accepts the options.
   static std::string refusal(const char* options) {
@@ -332,6 +335,46 @@ TEST(BackendCpuOptions, PollTimeIsAWholeNumberOfMicrosecondsUpToASecond) {
     EXPECT_EQ(table().create(&config, &backend, &error), STRATA_E_INVALID_ARGUMENT) << bad;
     EXPECT_NE(std::string(message).find("\"poll_us\" must be a whole number of microseconds"), std::string::npos)
         << message;
+  }
+}
+
+// IQ3_S weights kept as 4-bit levels (the option "repacked_weights", on by default at the avx512 level) give the
+// file layout's floats to the bit, for one token (the dot kernel) and for many (the int8 kernel), and take the
+// layout's bytes from the instance's memory: 136 a block where the file's take 110.
+TEST(BackendCpuOptions, RepackedWeightsGiveTheFileLayoutsFloatsInTheirOwnMemory) {
+  if (strata::sdk::cpu_isa() < strata::sdk::CpuIsa::avx512) GTEST_SKIP() << "this CPU or STRATA_CPU_ISA has no avx512";
+  const HostWeight w = make_weight(kIQ3_S, 512, 40, 2, 91);
+  for (int32_t n_tokens : {1, 3, 24}) {
+    const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens * 512), 92 + n_tokens);
+    Backend in_place(2, R"({"repacked_weights": 0})"), repacked(2);
+    EXPECT_EQ(repacked.matmul(w, 1, x, n_tokens), in_place.matmul(w, 1, x, n_tokens)) << n_tokens << " tokens";
+    EXPECT_NE(std::string(table().describe(repacked.get())).find("weights repacked"), std::string::npos);
+  }
+  const auto used = [&](const char* options) {
+    Backend backend(1, options);
+    const auto memory_info = reinterpret_cast<strata_backend_memory_info_fn>(
+        table().get_proc_address(backend.get(), STRATA_BACKEND_PROC_MEMORY_INFO));
+    strata_memory_info before{sizeof(strata_memory_info), 0, 0}, after = before;
+    EXPECT_EQ(memory_info(backend.get(), &before, backend.error()), STRATA_OK);
+    backend.load(w);
+    EXPECT_EQ(memory_info(backend.get(), &after, backend.error()), STRATA_OK);
+    return after.used_bytes - before.used_bytes;
+  };
+  const uint64_t blocks = 512 / 256 * 40 * 2;
+  EXPECT_EQ(used(R"({"repacked_weights": 0})"), blocks * 110);
+  EXPECT_EQ(used("{}"), blocks * 136);
+}
+
+TEST(BackendCpuOptions, RepackedWeightsIsZeroOrOne) {
+  for (const char* bad : {"2", "-1", "0.5", "\"yes\""}) {
+    const std::string options = std::string(R"({"repacked_weights": )") + bad + "}";
+    const strata_backend_config config{sizeof(strata_backend_config), 1, options.c_str(), &types(),
+                                       &TestTypes::finder<TestTypes::Variant::as_offered>};
+    strata_backend* backend = nullptr;
+    char message[256] = "";
+    strata_error error{message, sizeof message};
+    EXPECT_EQ(table().create(&config, &backend, &error), STRATA_E_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(std::string(message).find("\"repacked_weights\" must be 0 or 1"), std::string::npos) << message;
   }
 }
 

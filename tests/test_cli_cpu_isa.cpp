@@ -41,8 +41,9 @@ class CpuIsaCli : public ::testing::Test {
 
   // The backend's description when a request for `name` runs on this CPU (a level it lacks falls back).
   static std::string running(const char* name) {
-    return std::string("backend: cpu: 2 threads, ") +
-           sdk::cpu_isa_name(sdk::choose_cpu_isa(name, sdk::detect_cpu_isa()).isa) + "\n";
+    const auto isa = sdk::choose_cpu_isa(name, sdk::detect_cpu_isa()).isa;
+    return std::string("backend: cpu: 2 threads, ") + sdk::cpu_isa_name(isa) +
+           (isa >= sdk::CpuIsa::avx512 ? ", weights repacked" : "") + "\n";
   }
 
   void SetUp() override { ASSERT_REFERENCE(model_); }

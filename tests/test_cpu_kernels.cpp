@@ -15,6 +15,7 @@
 #include "core/quant/base_cpu_kernels.hpp"
 #include "core/quant/quant_registry.hpp"
 #include "iq3_s.hpp"
+#include "iq3_s_nibbles.hpp"
 #include "iq3_xxs.hpp"
 #include "q4_k.hpp"
 #include "q5_k.hpp"
@@ -229,6 +230,7 @@ TEST_P(CpuKernel, ZeroRowsWritesNothing) {
 }
 
 using strata::iq3::Iq3SCodec;
+using strata::iq3::Iq3SNibblesCodec;
 using strata::iq3::Iq3XxsCodec;
 using strata::quant_k::Q4KCodec;
 using strata::quant_k::Q5KCodec;
@@ -236,18 +238,19 @@ using strata::quant_k::Q6KCodec;
 using strata::sdk::quant_type_v;
 namespace kernels = strata::cpu_kernels;
 
-INSTANTIATE_TEST_SUITE_P(Types, CpuKernel,
-                         testing::Values(KernelCase{"F32", &base_type(0), 0, &kernels::kF32Dot},
-                                         KernelCase{"F16", &base_type(1), 0, &kernels::kF16Dot},
-                                         KernelCase{"BF16", &base_type(30), 0, &kernels::kBF16Dot},
-                                         KernelCase{"Q8_0", &base_type(8), 8, &kernels::kQ8_0Dot},
-                                         KernelCase{"Q4_K", &quant_type_v<Q4KCodec>, 15, &strata::quant_k::kQ4KDot},
-                                         KernelCase{"Q5_K", &quant_type_v<Q5KCodec>, 15, &strata::quant_k::kQ5KDot},
-                                         KernelCase{"Q6_K", &quant_type_v<Q6KCodec>, 15, &strata::quant_k::kQ6KDot},
-                                         KernelCase{"IQ3_XXS", &quant_type_v<Iq3XxsCodec>, 15,
-                                                    &strata::iq3::kIq3XxsDot},
-                                         KernelCase{"IQ3_S", &quant_type_v<Iq3SCodec>, 15, &strata::iq3::kIq3SDot}),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Types, CpuKernel,
+    testing::Values(KernelCase{"F32", &base_type(0), 0, &kernels::kF32Dot},
+                    KernelCase{"F16", &base_type(1), 0, &kernels::kF16Dot},
+                    KernelCase{"BF16", &base_type(30), 0, &kernels::kBF16Dot},
+                    KernelCase{"Q8_0", &base_type(8), 8, &kernels::kQ8_0Dot},
+                    KernelCase{"Q4_K", &quant_type_v<Q4KCodec>, 15, &strata::quant_k::kQ4KDot},
+                    KernelCase{"Q5_K", &quant_type_v<Q5KCodec>, 15, &strata::quant_k::kQ5KDot},
+                    KernelCase{"Q6_K", &quant_type_v<Q6KCodec>, 15, &strata::quant_k::kQ6KDot},
+                    KernelCase{"IQ3_XXS", &quant_type_v<Iq3XxsCodec>, 15, &strata::iq3::kIq3XxsDot},
+                    KernelCase{"IQ3_S", &quant_type_v<Iq3SCodec>, 15, &strata::iq3::kIq3SDot},
+                    KernelCase{"IQ3_S_nibbles", &quant_type_v<Iq3SNibblesCodec>, 15, &strata::iq3::kIq3SNibblesDot}),
+    case_name);
 
 // cpu_rows_to_int8 (the CPU backend's int8 matrix kernel reads it): block scale * (group scale * level) is the
 // dequantizer's float exactly, at every level this CPU has, for rows further apart than their bytes.
@@ -281,8 +284,42 @@ TEST_P(CpuRowsToInt8, GivesTheDequantizedFloatsExactlyAtEveryLevel) {
 
 INSTANTIATE_TEST_SUITE_P(Types, CpuRowsToInt8,
                          testing::Values(Int8Case{"IQ3_XXS", &quant_type_v<Iq3XxsCodec>, &strata::iq3::kIq3XxsToInt8},
-                                         Int8Case{"IQ3_S", &quant_type_v<Iq3SCodec>, &strata::iq3::kIq3SToInt8}),
+                                         Int8Case{"IQ3_S", &quant_type_v<Iq3SCodec>, &strata::iq3::kIq3SToInt8},
+                                         Int8Case{"IQ3_S_nibbles", &quant_type_v<Iq3SNibblesCodec>,
+                                                  &strata::iq3::kIq3SNibblesToInt8}),
                          [](const testing::TestParamInfo<Int8Case>& info) { return info.param.name; });
+
+// IQ3_S kept in its CPU layout (cpu_repacked, 4-bit levels) gives the file layout's products to the bit, for one
+// token and for several (a backend may repack some weights and not others), at the levels with a kernel of their own
+// (scalar and avx512; backend-cpu repacks at the avx512 level only).
+TEST(CpuRepackedLayout, Iq3SAsNibblesGivesTheSameFloatsAsIq3S) {
+  const strata_quant_type& iq3_s = quant_type_v<Iq3SCodec>;
+  ASSERT_NE(iq3_s.cpu_repacked, nullptr);
+  ASSERT_NE(iq3_s.cpu_repack, nullptr);
+  const strata_quant_type& nibbles = *iq3_s.cpu_repacked;
+  const Problem p = make_problem({"IQ3_S", &iq3_s, 15, nullptr}, 4, 9, 0, 90, 5);
+  const int64_t blocks = p.n / iq3_s.block_elements * p.n_rows;
+  std::vector<uint8_t> repacked(static_cast<size_t>(blocks) * nibbles.block_bytes);
+  char message[256] = "";
+  strata_error error{message, sizeof message};
+  ASSERT_EQ(iq3_s.cpu_repack(p.weight.data(), repacked.data(), blocks, &error), STRATA_OK) << message;
+  const size_t repacked_row = repacked.size() / p.n_rows;
+  for (CpuIsa isa : {CpuIsa::scalar, CpuIsa::avx512}) {
+    if (isa > strata::sdk::detect_cpu_isa()) continue;
+    const auto& file_kernel = strata::iq3::kIq3SDot.pick_kernel(isa);
+    const auto& repacked_kernel = strata::iq3::kIq3SNibblesDot.pick_kernel(isa);
+    std::vector<float> expected(p.n_rows), got(p.n_rows, std::nanf(""));
+    file_kernel.rows(p.n, p.n_rows, p.weight.data(), p.row_bytes, p.activation.data(), expected.data());
+    repacked_kernel.rows(p.n, p.n_rows, repacked.data(), repacked_row, p.activation.data(), got.data());
+    EXPECT_EQ(got, expected) << "one token at " << strata::sdk::cpu_isa_name(isa);
+    std::vector<float> expected_all(p.n_rows * p.n_tokens), got_all(p.n_rows * p.n_tokens, std::nanf(""));
+    file_kernel.rows_multi(p.n, p.n_rows, p.weight.data(), p.row_bytes, p.activation.data(), p.activation_stride,
+                           p.n_tokens, expected_all.data(), p.n_rows);
+    repacked_kernel.rows_multi(p.n, p.n_rows, repacked.data(), repacked_row, p.activation.data(), p.activation_stride,
+                               p.n_tokens, got_all.data(), p.n_rows);
+    EXPECT_EQ(got_all, expected_all) << p.n_tokens << " tokens at " << strata::sdk::cpu_isa_name(isa);
+  }
+}
 
 // The AVX-512 Q8_K quantizer writes the scalar one's bytes: random rows, rows whose products fall on halves (lround
 // rounds them away from zero), the largest magnitude twice with both signs (the first one's sign wins), zeros,

@@ -113,7 +113,7 @@ INSTANTIATE_TEST_SUITE_P(
         SkipCase{"FailingInit", "test-failing-init", "init: invalid argument: option 'threads' must be a number"},
         SkipCase{"BadQuantTable", "test-bad-quant-table", "Q8_0 declared as 32 values in 30 bytes"},
         SkipCase{"BadRepackedLayout", "test-bad-repacked-layout",
-                 "Q5_0's repacked layout holds 64 values in 44 bytes a block; the type's blocks hold 32"},
+                 "Q5_0's repacked layout for the GPU holds 64 values in 44 bytes a block; the type's blocks hold 32"},
         SkipCase{"MissingFile", "test-never-built", "no such file"}),
     [](const ::testing::TestParamInfo<SkipCase>& info) { return std::string(info.param.label); });
 

@@ -18,25 +18,35 @@ std::string type_label(uint32_t type_id) {
 // A type from another plugin may be shorter than ours (an older minor): a field past its struct_size is absent.
 bool has_codec_fields(const strata_quant_type& type) { return STRATA_HAS_FIELD(&type, quantize); }
 
-// What is wrong with a type's repacked layout for the GPU (ABI 1.6), or "" when it has none or a sound one:
-// a backend converts whole blocks into it and runs its kernels, so it must line up with the type.
-std::string repacked_layout_problem(const strata_quant_type& type) {
-  if (!STRATA_HAS_FIELD(&type, cuda_repack)) return "";
-  if (type.cuda_repacked == nullptr && type.cuda_repack == nullptr) return "";
-  const std::string what = type_label(type.type_id) + "'s repacked layout";
-  if (type.cuda_repacked == nullptr || type.cuda_repack == nullptr)
-    return what + " needs both cuda_repacked and cuda_repack";
-  const strata_quant_type& layout = *type.cuda_repacked;
-  if (!has_codec_fields(layout) || layout.dequantize == nullptr) return what + " is incomplete";
-  if (layout.type_id != (type.type_id | STRATA_REPACKED_TYPE_BIT)) {
-    return what + " has type id " + std::to_string(layout.type_id) + ", not the type's with STRATA_REPACKED_TYPE_BIT";
+// What is wrong with one of a type's repacked layouts (for the GPU, ABI 1.6, or the CPU, 1.9: which names it), or ""
+// when it has none or a sound one: a backend converts whole blocks into it and runs its kernels, so it must line up
+// with the type.
+std::string repacked_layout_problem(const strata_quant_type& type, const strata_quant_type* layout, const void* repack,
+                                    const std::string& which) {
+  if (layout == nullptr && repack == nullptr) return "";
+  const std::string what = type_label(type.type_id) + "'s repacked layout for the " + which;
+  if (layout == nullptr || repack == nullptr) return what + " needs both the layout and its repack function";
+  if (!has_codec_fields(*layout) || layout->dequantize == nullptr) return what + " is incomplete";
+  if (layout->type_id != (type.type_id | STRATA_REPACKED_TYPE_BIT)) {
+    return what + " has type id " + std::to_string(layout->type_id) + ", not the type's with STRATA_REPACKED_TYPE_BIT";
   }
-  if (layout.block_elements != type.block_elements || layout.block_bytes == 0) {
-    return what + " holds " + std::to_string(layout.block_elements) + " values in " +
-           std::to_string(layout.block_bytes) + " bytes a block; the type's blocks hold " +
+  if (layout->block_elements != type.block_elements || layout->block_bytes == 0) {
+    return what + " holds " + std::to_string(layout->block_elements) + " values in " +
+           std::to_string(layout->block_bytes) + " bytes a block; the type's blocks hold " +
            std::to_string(type.block_elements);
   }
   return "";
+}
+
+std::string repacked_layouts_problem(const strata_quant_type& type) {
+  std::string problem;
+  if (STRATA_HAS_FIELD(&type, cuda_repack)) {
+    problem = repacked_layout_problem(type, type.cuda_repacked, reinterpret_cast<const void*>(type.cuda_repack), "GPU");
+  }
+  if (problem.empty() && STRATA_HAS_FIELD(&type, cpu_repack)) {
+    problem = repacked_layout_problem(type, type.cpu_repacked, reinterpret_cast<const void*>(type.cpu_repack), "CPU");
+  }
+  return problem;
 }
 
 }  // namespace
@@ -60,7 +70,7 @@ void QuantRegistry::offer(const std::string& provider, const strata_quant_table&
                   " bytes, but GGUF defines " + std::to_string(known->block_elements) + " in " +
                   std::to_string(known->block_bytes));
     }
-    if (const std::string problem = repacked_layout_problem(*type); !problem.empty()) {
+    if (const std::string problem = repacked_layouts_problem(*type); !problem.empty()) {
       throw Error("quant table of '" + provider + "': " + problem);
     }
     accepted.push_back(type);

@@ -51,6 +51,17 @@ std::chrono::microseconds poll_option(const nlohmann::json& options) {
   return std::chrono::microseconds(poll->get<int64_t>());
 }
 
+// The option "repacked_weights": whether weights whose type offers a CPU layout (quant.h's cpu_repacked) are kept
+// that way, in the instance's own memory, where this level has the layout's kernels (true without the option).
+bool repacked_weights_option(const nlohmann::json& options) {
+  const auto repacked = options.find("repacked_weights");
+  if (repacked == options.end()) return true;
+  if (!repacked->is_number_integer() || repacked->get<int64_t>() < 0 || repacked->get<int64_t>() > 1) {
+    invalid_argument("backend-cpu option \"repacked_weights\" must be 0 or 1");
+  }
+  return repacked->get<int64_t>() == 1;
+}
+
 // The manifest's "isa" for this plugin (set at init); an instance's own option wins over it.
 std::string& manifest_isa() {
   static std::string isa;
@@ -76,13 +87,17 @@ void create(const strata_backend_config* config, strata_backend** out) {
     invalid_argument("config: n_threads is " + std::to_string(checked.n_threads) + ", more than STRATA_MAX_THREADS (" +
                      std::to_string(STRATA_MAX_THREADS) + ")");
   }
-  // Instances also get options meant for other backends (vram_reserve_mib): "isa", "memory_budget_mib" and
-  // "poll_us" are the CPU's.
+  // Instances also get options meant for other backends (vram_reserve_mib): "isa", "memory_budget_mib", "poll_us"
+  // and "repacked_weights" (which a GPU backend reads too) are the CPU's.
   const auto options = parse_options(checked.options_json, "backend-cpu options");
   const CpuIsa isa = select_isa(isa_option(options, "backend-cpu option"), manifest_isa());
   const int n_threads = checked.n_threads > 0 ? checked.n_threads : std::min(physical_core_count(), STRATA_MAX_THREADS);
   auto instance = std::make_unique<strata_backend>(n_threads, poll_option(options), isa, checked);
   instance->memory.set_limit(memory_budget_option(options));
+  // The plugins' CPU layouts have kernels of their own at the avx512 level only (below it they would run a scalar
+  // kernel, slower than the file layout's).
+  instance->repack_weights = repacked_weights_option(options) && isa >= CpuIsa::avx512;
+  if (instance->repack_weights) instance->description += ", weights repacked";
   *out = instance.release();
 }
 

@@ -47,7 +47,8 @@ struct strata_weight {
   const strata_quant_type* type = nullptr;
   int64_t ne0 = 0, ne1 = 0, ne2 = 0;
   size_t row_bytes = 0;
-  const std::byte* data = nullptr;  // the host's bytes, not copied (weight_load), or owned's (weight_alloc)
+  // The host's bytes, not copied (weight_load), or owned's (weight_alloc, or weight_load into the type's CPU layout).
+  const std::byte* data = nullptr;
   std::unique_ptr<std::byte[]> owned;
 
   size_t matrix_bytes() const { return static_cast<size_t>(ne1) * row_bytes; }
@@ -66,6 +67,7 @@ struct strata_backend {
   const strata_quant_type* (*find_quant_type)(void* quant_context, uint32_t type_id);
   std::string description;
   strata::cpu::MemoryLedger memory;
+  bool repack_weights = false;  // keep weights in their type's CPU layout where it has one (memory.cpp)
 
   // Scratch kept between ops, so steady-state ops allocate nothing. thread_floats[worker] belongs to
   // that pool worker alone.

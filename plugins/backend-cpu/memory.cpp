@@ -5,6 +5,7 @@
 
 #include "backend_objects.hpp"
 #include "ops.hpp"
+#include "strata/host_memory.hpp"
 
 namespace strata::cpu {
 
@@ -49,14 +50,63 @@ std::unique_ptr<strata_weight> new_weight(const strata_backend& backend, const s
 
 }  // namespace
 
+namespace {
+
+// Host memory a repacked copy leaves free at least (for the KV cache, scratch and the rest of the process); a weight
+// that would leave less stays in place.
+constexpr uint64_t kRepackHeadroom = uint64_t{1} << 30;
+
+// The type's CPU layout, where the instance repacks and the type has one.
+const strata_quant_type* cpu_layout(const strata_backend& backend, const strata_quant_type& type) {
+  if (!backend.repack_weights || !STRATA_HAS_FIELD(&type, cpu_repack) || type.cpu_repack == nullptr) return nullptr;
+  return type.cpu_repacked;
+}
+
+// The weight's rows converted into layout in memory of its own, its blocks shared out over the pool's threads.
+void repack(strata_backend& backend, strata_weight& weight, const strata_quant_type& layout) {
+  const strata_quant_type& file_type = *weight.type;
+  const auto n_blocks = static_cast<int64_t>(weight.bytes() / file_type.block_bytes);
+  weight.type = &layout;
+  weight.row_bytes = static_cast<size_t>(weight.ne0 / layout.block_elements) * layout.block_bytes;
+  weight.owned = std::make_unique_for_overwrite<std::byte[]>(weight.bytes());
+  constexpr int64_t kBlocksPerChunk = 4096;  // a chunk per thread at least: a small weight's repack is one call
+  backend.pool.parallel_for(
+      n_blocks,
+      [&](int64_t begin, int64_t end, int) {
+        call_codec([&](strata_error* error) {
+          return file_type.cpu_repack(weight.data + begin * file_type.block_bytes,
+                                      weight.owned.get() + begin * layout.block_bytes, end - begin, error);
+        });
+      },
+      kBlocksPerChunk);
+  weight.data = weight.owned.get();
+}
+
+}  // namespace
+
 void weight_load(strata_backend* backend, const strata_weight_desc* desc, strata_weight** out) {
   auto& instance = deref(backend, "backend");
   const auto& checked = deref(desc, "weight desc");
   deref(out, "out");
   auto weight = new_weight(instance, checked);
   weight->data = &deref(static_cast<const std::byte*>(checked.data), "weight data");
-  // Read in place, but on a GPU it would take the device's memory: counted so that the budget simulates one.
-  instance.memory.take(weight->bytes(), "weight " + weight->name);
+  // Read in place, but on a GPU it would take the device's memory: counted so that the budget simulates one. A
+  // weight kept in its type's CPU layout is a copy of that layout's size, made where the host has the memory and
+  // kRepackHeadroom more (else it stays in place: slower, not failed).
+  const strata_quant_type* layout = cpu_layout(instance, *weight->type);
+  const uint64_t repacked_bytes =
+      layout == nullptr ? 0 : weight->bytes() / weight->type->block_bytes * layout->block_bytes;
+  if (layout != nullptr && repacked_bytes + kRepackHeadroom <= sdk::available_host_memory()) {
+    instance.memory.take(repacked_bytes, "weight " + weight->name);
+    try {
+      repack(instance, *weight, *layout);
+    } catch (...) {
+      instance.memory.give_back(repacked_bytes);
+      throw;
+    }
+  } else {
+    instance.memory.take(weight->bytes(), "weight " + weight->name);
+  }
   *out = weight.release();
 }
 

@@ -39,6 +39,9 @@ struct Iq3SCodec {
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kIq3SDot>;
   static constexpr auto& cpu_dot_rows_multi = sdk::dispatched_dot_rows_multi<kIq3SDot>;
   static constexpr auto& cpu_rows_to_int8 = sdk::dispatched_rows_to_int8<kIq3SToInt8>;
+  // Its values may be kept as 4-bit levels on the CPU too (iq3_s_nibbles.hpp), whose kernels decode faster.
+  using CpuRepacked = Iq3SNibblesCodec;
+  static constexpr auto& cpu_repack = repack_iq3_s;
 #ifdef STRATA_WITH_CUDA
   STRATA_CODEC_CUDA_LAUNCHERS(cuda, iq3_s);
   // On the GPU its values may be kept as 4-bit levels (iq3_s_nibbles.hpp).

@@ -1,5 +1,5 @@
 // IQ3_S as 4-bit levels: the layout backend-cuda may keep IQ3_S weights in on the GPU (ABI 1.6, quant.h's
-// cuda_repacked), 4.25 bits per value, not a GGUF type.
+// cuda_repacked) and backend-cpu in host memory (ABI 1.9, cpu_repacked), 4.25 bits per value, not a GGUF type.
 //
 // Every IQ3_S value is d * (1 + 2l) * m with m odd in -15..15 (the grid's bytes are 1, 3, ..., 15, a sign bit
 // apart), so m = 2k + 1 for a 4-bit two's-complement k. Block of 256 values, 136 bytes: f16 d; 2 zero bytes;
@@ -10,6 +10,9 @@
 #pragma once
 
 #include <cstdint>
+
+#include "iq3_cpu_dot.hpp"
+#include "iq3_s_nibbles_cpu.hpp"
 
 #ifdef STRATA_WITH_CUDA
 #include "cuda/iq3_cuda.hpp"
@@ -23,6 +26,10 @@ struct Iq3SNibblesCodec {
   static void dequantize(const uint8_t* blocks, float* out, int64_t n_blocks);
   // IQ3_S's quantizer, then repack_iq3_s.
   static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);
+  static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
+  static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kIq3SNibblesDot>;
+  static constexpr auto& cpu_dot_rows_multi = sdk::dispatched_dot_rows_multi<kIq3SNibblesDot>;
+  static constexpr auto& cpu_rows_to_int8 = sdk::dispatched_rows_to_int8<kIq3SNibblesToInt8>;
 #ifdef STRATA_WITH_CUDA
   STRATA_CODEC_CUDA_LAUNCHERS(cuda, iq3_s_nibbles);
 #endif

@@ -35,6 +35,11 @@ const strata_quant_type* TestTypes::find(uint32_t type_id, Variant variant) {
   const auto key = std::pair(variant, type_id);
   if (const auto known = variants_.find(key); known != variants_.end()) return &known->second;
   strata_quant_type copy = *offered;
+  if (variant != Variant::abi_1_0) {
+    // A CPU layout would bring its own kernels back: a variant without some keeps the file's.
+    copy.cpu_repacked = nullptr;
+    copy.cpu_repack = nullptr;
+  }
   switch (variant) {
     case Variant::without_cpu_dot:
       copy.cpu_activation_type = 0;

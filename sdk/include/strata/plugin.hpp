@@ -158,10 +158,19 @@ concept HasCudaRepacked = requires {
 }
 &&HasCudaKernels<typename Codec::CudaRepacked>;
 
+// And one for its CPU kernels (ABI 1.9), likewise:
+//   using CpuRepacked = OtherCodec;    // with a CPU dot kernel; type_id as CudaRepacked's
+//   static void cpu_repack(const uint8_t* blocks, uint8_t* out, int64_t n_blocks);
 template <class Codec>
+concept HasCpuRepacked = requires {
+  typename Codec::CpuRepacked;
+  &Codec::cpu_repack;
+}
+&&HasCpuDot<typename Codec::CpuRepacked>;
+
+template <auto Repack>
 strata_status repack_adapter(const void* blocks, void* out, int64_t n_blocks, strata_error* error) {
-  return guarded(
-      error, [&] { Codec::cuda_repack(static_cast<const uint8_t*>(blocks), static_cast<uint8_t*>(out), n_blocks); });
+  return guarded(error, [&] { Repack(static_cast<const uint8_t*>(blocks), static_cast<uint8_t*>(out), n_blocks); });
 }
 
 template <class Codec>
@@ -194,7 +203,9 @@ constexpr strata_quant_type quant_type_without_kernels(uint32_t type_id, const c
           .cuda_matvec_normed = nullptr,
           .cuda_repacked = nullptr,
           .cuda_repack = nullptr,
-          .cpu_rows_to_int8 = nullptr};
+          .cpu_rows_to_int8 = nullptr,
+          .cpu_repacked = nullptr,
+          .cpu_repack = nullptr};
 }
 
 template <class Codec>
@@ -221,7 +232,13 @@ constexpr strata_quant_type make_quant_type() {
     static_assert(Codec::CudaRepacked::type_id == (Codec::type_id | STRATA_REPACKED_TYPE_BIT) &&
                   Codec::CudaRepacked::block_elements == Codec::block_elements);
     type.cuda_repacked = &quant_type_v<typename Codec::CudaRepacked>;
-    type.cuda_repack = &repack_adapter<Codec>;
+    type.cuda_repack = &repack_adapter<&Codec::cuda_repack>;
+  }
+  if constexpr (HasCpuRepacked<Codec>) {
+    static_assert(Codec::CpuRepacked::type_id == (Codec::type_id | STRATA_REPACKED_TYPE_BIT) &&
+                  Codec::CpuRepacked::block_elements == Codec::block_elements);
+    type.cpu_repacked = &quant_type_v<typename Codec::CpuRepacked>;
+    type.cpu_repack = &repack_adapter<&Codec::cpu_repack>;
   }
   return type;
 }

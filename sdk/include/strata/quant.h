@@ -169,6 +169,14 @@ typedef struct strata_quant_type {
    * tokens a step has. Thread-safe as cpu_dot_rows. */
   void (*cpu_rows_to_int8)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, int8_t* levels,
                            int16_t* group_scales, float* block_scales);
+
+  /* ABI 1.9. Optional (NULL: none). As cuda_repacked and cuda_repack, for a CPU backend: the same values in a
+   * layout whose CPU kernels (cpu_dot_rows, and cpu_rows_to_int8 where this type has it) decode faster, usually
+   * at more bytes; a CPU backend may keep a weight's rows that way in its own memory instead of reading the
+   * host's mapped bytes (its choice: an option, since the copy costs memory the mapping did not). cpu_repack
+   * has cuda_repack's contract; cpu_repacked's dot kernels give the same floats as this type's. */
+  const struct strata_quant_type* cpu_repacked;
+  strata_status (*cpu_repack)(const void* blocks, void* out, int64_t n_blocks, strata_error* error);
 } strata_quant_type;
 
 /* ABI 1.8: the values that share one integer scale, and one float scale, in strata_quant_type::cpu_rows_to_int8's
