@@ -48,7 +48,8 @@ void row_dot_tokens_scalar(int64_t n, const uint8_t* row, const uint8_t* activat
       int32_t scaled = 0;
       for (int ib = 0; ib < kSubBlocks; ++ib) {
         int32_t dot = 0;
-        for (int i = 0; i < kSubBlockValues; ++i) dot += levels[kSubBlockValues * ib + i] * q8[kSubBlockValues * ib + i];
+        for (int i = 0; i < kSubBlockValues; ++i)
+          dot += levels[kSubBlockValues * ib + i] * q8[kSubBlockValues * ib + i];
         scaled += sub_block_scale(scales, ib) * dot;
       }
       sums[t] += d * Q8K::scale(a) * static_cast<float>(scaled);
@@ -113,7 +114,8 @@ STRATA_TARGET_AVX512 void row_dot_tokens_avx512(int64_t n, const uint8_t* row, c
       const int8_t* q8 = Q8K::values(a);
       __m512i lanes = _mm512_setzero_si512();
       for (int half = 0; half < 2; ++half) {
-        const __m512i q_first = _mm512_loadu_si512(q8 + 128 * half), q_second = _mm512_loadu_si512(q8 + 128 * half + 64);
+        const __m512i q_first = _mm512_loadu_si512(q8 + 128 * half),
+                      q_second = _mm512_loadu_si512(q8 + 128 * half + 64);
         __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nibbles[half].low,
                                           _mm512_permutex2var_epi64(q_first, first_halves, q_second));
         dot = _mm512_dpbusd_epi32(dot, nibbles[half].high, _mm512_permutex2var_epi64(q_first, second_halves, q_second));
