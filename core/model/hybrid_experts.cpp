@@ -398,20 +398,12 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   }
 
   // The pool's input, read before the device's part is queued (a read waits for what is queued), and only where
-  // the pool has pairs: a prompt step that streams every miss needs none of it. The pool then computes on the side
-  // thread while this one queues the device's part.
-  double pool_ms = 0.0;
-  std::optional<SideJob> pool_job;
+  // the pool has pairs: a prompt step that streams every miss needs none of it.
   if (pooled > 0) {
     start = std::chrono::steady_clock::now();
     b.x.resize(static_cast<size_t>(n) * config_.n_embd);
     device_.read(normed, b.x.data(), b.x.size() * sizeof(float));
     stats_.sync_ms += ms_since(start);
-    pool_job.emplace(pool_thread_, [this, layer, n, &b, &pool_ms] {
-      const auto pool_start = std::chrono::steady_clock::now();
-      pool_moe(layer, n, b, b.ids.data(), b.pool_weights_host.data());
-      pool_ms = ms_since(pool_start);
-    });
   }
 
   // The device's part is queued first, so that it runs while the pool computes: the first staging half's copies
@@ -462,9 +454,10 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     }
     device_part(b.staged_ids, b.staged_slot_ids, b.staged_weights, b.staged_weights_host, staging->halves[turn % 2]);
   }
-  if (pool_job) {
-    pool_job->wait();
-    stats_.pool_ms += pool_ms;
+  if (pooled > 0) {
+    start = std::chrono::steady_clock::now();
+    pool_moe(layer, n, b, b.ids.data(), b.pool_weights_host.data());
+    stats_.pool_ms += ms_since(start);
 
     start = std::chrono::steady_clock::now();
     device_.write(device_wrote ? b.pool_result : out, b.out.data(), b.out.size() * sizeof(float));

@@ -29,7 +29,6 @@
 #include "core/model/expert_store.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/model_weights.hpp"
-#include "core/util/side_thread.hpp"
 
 namespace strata {
 
@@ -180,7 +179,6 @@ class HybridExperts {
     std::vector<int32_t> experts;  // by slot
   };
   Ahead ahead_[2];
-  SideThread pool_thread_;  // runs a split layer's pool while the calling thread queues the device's part
   ExpertStats stats_;
   bool step_split_ = false;
   double pcie_share_ = 0.0;
