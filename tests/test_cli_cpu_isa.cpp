@@ -43,7 +43,7 @@ class CpuIsaCli : public ::testing::Test {
   static std::string running(const char* name) {
     const auto isa = sdk::choose_cpu_isa(name, sdk::detect_cpu_isa()).isa;
     return std::string("backend: cpu: 2 threads, ") + sdk::cpu_isa_name(isa) +
-           (isa >= sdk::CpuIsa::avx512 ? ", weights repacked" : "") + "\n";
+           (isa >= sdk::CpuIsa::avx2 ? ", weights repacked" : "") + "\n";
   }
 
   void SetUp() override { ASSERT_REFERENCE(model_); }

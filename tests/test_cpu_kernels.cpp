@@ -290,8 +290,7 @@ INSTANTIATE_TEST_SUITE_P(Types, CpuRowsToInt8,
                          [](const testing::TestParamInfo<Int8Case>& info) { return info.param.name; });
 
 // IQ3_S kept in its CPU layout (cpu_repacked, 4-bit levels) gives the file layout's products to the bit, for one
-// token and for several (a backend may repack some weights and not others), at the levels with a kernel of their own
-// (scalar and avx512; backend-cpu repacks at the avx512 level only).
+// token and for several (a backend may repack some weights and not others), at every level this CPU has.
 TEST(CpuRepackedLayout, Iq3SAsNibblesGivesTheSameFloatsAsIq3S) {
   const strata_quant_type& iq3_s = quant_type_v<Iq3SCodec>;
   ASSERT_NE(iq3_s.cpu_repacked, nullptr);
@@ -304,7 +303,7 @@ TEST(CpuRepackedLayout, Iq3SAsNibblesGivesTheSameFloatsAsIq3S) {
   strata_error error{message, sizeof message};
   ASSERT_EQ(iq3_s.cpu_repack(p.weight.data(), repacked.data(), blocks, &error), STRATA_OK) << message;
   const size_t repacked_row = repacked.size() / p.n_rows;
-  for (CpuIsa isa : {CpuIsa::scalar, CpuIsa::avx512}) {
+  for (CpuIsa isa : strata::sdk::kAllCpuIsas) {
     if (isa > strata::sdk::detect_cpu_isa()) continue;
     const auto& file_kernel = strata::iq3::kIq3SDot.pick_kernel(isa);
     const auto& repacked_kernel = strata::iq3::kIq3SNibblesDot.pick_kernel(isa);

@@ -94,9 +94,8 @@ void create(const strata_backend_config* config, strata_backend** out) {
   const int n_threads = checked.n_threads > 0 ? checked.n_threads : std::min(physical_core_count(), STRATA_MAX_THREADS);
   auto instance = std::make_unique<strata_backend>(n_threads, poll_option(options), isa, checked);
   instance->memory.set_limit(memory_budget_option(options));
-  // The plugins' CPU layouts have kernels of their own at the avx512 level only (below it they would run a scalar
-  // kernel, slower than the file layout's).
-  instance->repack_weights = repacked_weights_option(options) && isa >= CpuIsa::avx512;
+  // The plugins' CPU layouts have SIMD kernels (avx2, avx512); at the scalar level a repack would only cost memory.
+  instance->repack_weights = repacked_weights_option(options) && isa >= CpuIsa::avx2;
   if (instance->repack_weights) instance->description += ", weights repacked";
   *out = instance.release();
 }

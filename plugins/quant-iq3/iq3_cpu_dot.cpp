@@ -54,6 +54,15 @@ struct Xxs {
 #endif
 };
 
+#if STRATA_X86
+// 2l + 1 for the eight scale nibbles l of a little-endian uint32 (nibble ib for sub-block ib), as int16 lanes.
+STRATA_TARGET_AVX2 inline __m128i odd_scales_avx2(const uint8_t* packed) {
+  const __m128i bytes = _mm_cvtepu8_epi16(_mm_cvtsi32_si128(static_cast<int32_t>(load_u32(packed))));
+  const __m128i nibbles = _mm_unpacklo_epi16(_mm_and_si128(bytes, _mm_set1_epi16(15)), _mm_srli_epi16(bytes, 4));
+  return _mm_add_epi16(_mm_add_epi16(nibbles, nibbles), _mm_set1_epi16(1));
+}
+#endif
+
 // IQ3_S: d * (2l + 1) * grid byte, see iq3_s.hpp.
 struct S {
   static constexpr int kBlockBytes = 110, kQsOffset = 2, kQhOffset = 66, kSignsOffset = 74, kScalesOffset = 106;
@@ -83,11 +92,25 @@ struct S {
     const __mmask16 high = static_cast<__mmask16>(load_u16(block + kQhOffset + 2 * pair));
     return _mm512_mask_or_epi32(low, high, low, _mm512_set1_epi32(256));
   }
-  STRATA_TARGET_AVX2 static __m128i scales_avx2(const uint8_t* block) {
-    const __m128i bytes = _mm_cvtepu8_epi16(_mm_cvtsi32_si128(static_cast<int32_t>(load_u32(block + kScalesOffset))));
-    const __m128i nibbles = _mm_unpacklo_epi16(_mm_and_si128(bytes, _mm_set1_epi16(15)), _mm_srli_epi16(bytes, 4));
-    return _mm_add_epi16(_mm_add_epi16(nibbles, nibbles), _mm_set1_epi16(1));
+  STRATA_TARGET_AVX2 static __m128i scales_avx2(const uint8_t* block) { return odd_scales_avx2(block + kScalesOffset); }
+#endif
+};
+
+// IQ3_S as 4-bit levels (iq3_s_nibbles.hpp): the AVX2 block of S from nibbles instead of gathered grid points, so
+// that a block's lanes hold S's integers exactly (the level plus S's offset 16 is 2u + 1, with u = nibble ^ 8).
+struct SNibbles {
+  static constexpr int kBlockBytes = 136, kScalesOffset = 4, kLevelsOffset = 8;
+  static constexpr float kScaleFactor = S::kScaleFactor;
+  static constexpr int kOffsetShift = S::kOffsetShift;
+#if STRATA_X86
+  STRATA_TARGET_AVX2 static __m256i weights_avx2(const uint8_t* block, int ib) {
+    const __m128i u = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kLevelsOffset + 16 * ib)),
+                                    _mm_set1_epi8(static_cast<char>(0x88)));
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const __m256i values = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(u, 4), mask), _mm_and_si128(u, mask));
+    return _mm256_add_epi8(_mm256_add_epi8(values, values), _mm256_set1_epi8(1));
   }
+  STRATA_TARGET_AVX2 static __m128i scales_avx2(const uint8_t* block) { return odd_scales_avx2(block + kScalesOffset); }
 #endif
 };
 
@@ -200,10 +223,14 @@ struct BlockAvx2 {
   STRATA_TARGET_AVX2 explicit BlockAvx2(const uint8_t* block) {
     const __m256i offset = _mm256_set1_epi8(1 << Format::kOffsetShift);
     for (int ib = 0; ib < kSubBlocks; ++ib) {
-      const __m256i magnitudes =
-          _mm256_i32gather_epi32(reinterpret_cast<const int*>(Format::kGrid), Format::grid_indices_avx2(block, ib), 4);
-      const __m256i negative = sign_byte_mask(Format::sign_bits(block, ib));
-      weights[ib] = _mm256_add_epi8(_mm256_sub_epi8(_mm256_xor_si256(magnitudes, negative), negative), offset);
+      if constexpr (requires { Format::weights_avx2(block, ib); }) {
+        weights[ib] = Format::weights_avx2(block, ib);
+      } else {
+        const __m256i magnitudes = _mm256_i32gather_epi32(reinterpret_cast<const int*>(Format::kGrid),
+                                                          Format::grid_indices_avx2(block, ib), 4);
+        const __m256i negative = sign_byte_mask(Format::sign_bits(block, ib));
+        weights[ib] = _mm256_add_epi8(_mm256_sub_epi8(_mm256_xor_si256(magnitudes, negative), negative), offset);
+      }
     }
     const __m128i scale_words = Format::scales_avx2(block);
     alignas(16) int16_t s[kSubBlocks];
@@ -325,6 +352,7 @@ constexpr sdk::CpuDotKernel kScalar = sdk::kTokensDotKernel<iq3_row_dot_tokens_s
 
 }  // namespace
 
+constinit const sdk::CpuDotKernel kIq3SNibblesAvx2 = kAvx2<SNibbles>;
 const sdk::CpuDotVariants kIq3XxsDot{kScalar<Xxs>, kAvx2<Xxs>, kAvx512<Xxs>};
 const sdk::CpuDotVariants kIq3SDot{kScalar<S>, kAvx2<S>, kAvx512<S>};
 const sdk::CpuRowsToInt8Variants kIq3XxsToInt8{iq3_rows_to_int8_scalar<Xxs>, kToInt8Avx512<Xxs>};

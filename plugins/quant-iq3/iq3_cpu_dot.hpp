@@ -13,5 +13,7 @@ extern const sdk::CpuDotVariants kIq3SDot;
 // Their rows as int8 levels, integer scales per 32 and float scales per 256 (strata_quant_type::cpu_rows_to_int8).
 extern const sdk::CpuRowsToInt8Variants kIq3XxsToInt8;
 extern const sdk::CpuRowsToInt8Variants kIq3SToInt8;
+// The AVX2 kernel of IQ3_S as 4-bit levels (iq3_s_nibbles_cpu.hpp), built from IQ3_S's, so its floats are IQ3_S's.
+extern const sdk::CpuDotKernel kIq3SNibblesAvx2;
 
 }  // namespace strata::iq3

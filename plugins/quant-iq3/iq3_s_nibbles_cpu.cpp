@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "iq3_cpu_dot.hpp"
 #include "iq3_quantizer.hpp"
 #include "strata/half.hpp"
 
@@ -164,9 +165,8 @@ constexpr sdk::CpuRowsToInt8Fn kToInt8Avx512 = nullptr;
 
 }  // namespace
 
-// No AVX2 variant yet: an AVX2 CPU would run the scalar one, slower than IQ3_S's own AVX2 kernel and with other
-// floats than it, so backend-cpu repacks at the avx512 level only.
-const sdk::CpuDotVariants kIq3SNibblesDot{sdk::kTokensDotKernel<row_dot_tokens_scalar>, {}, kAvx512};
+// The AVX2 level's kernel is IQ3_S's AVX2 block code over nibbles (iq3_cpu_dot.cpp), for IQ3_S's lane sums.
+const sdk::CpuDotVariants kIq3SNibblesDot{sdk::kTokensDotKernel<row_dot_tokens_scalar>, kIq3SNibblesAvx2, kAvx512};
 const sdk::CpuRowsToInt8Variants kIq3SNibblesToInt8{rows_to_int8_scalar, kToInt8Avx512};
 
 }  // namespace strata::iq3
