@@ -73,8 +73,8 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
       ->add_option(
           "--repacked-weights", options.repacked_weights,
           "1: the backends keep weights whose quant plugin offers a faster layout in it (IQ3_S as 4-bit "
-          "levels: 23.6% more memory for those tensors; on the GPU 8% faster decode; on the CPU, at the avx512 "
-          "level only, ~1.7x faster decode, in memory of its own instead of the mapped file, where the host has it "
+          "levels: 23.6% more memory for those tensors; on the GPU 8% faster decode; on the CPU, at the avx2 and "
+          "avx512 levels, ~1.7x faster decode, in memory of its own instead of the mapped file, where the host has it "
           "and 1 GiB more); 0: as in the file (default: the manifest's repacked_weights, else 1; 0 saves the VRAM "
           "for a longer context or more experts, and the CPU's memory)")
       ->check(CLI::Range(0, 1));
