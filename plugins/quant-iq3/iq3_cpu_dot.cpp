@@ -102,6 +102,14 @@ struct SNibbles {
   static constexpr int kBlockBytes = 136, kScalesOffset = 4, kLevelsOffset = 8;
   static constexpr float kScaleFactor = S::kScaleFactor;
   static constexpr int kOffsetShift = S::kOffsetShift;
+  static int32_t scale(const uint8_t* block, int ib) {
+    return 2 * static_cast<int32_t>((load_u32(block + kScalesOffset) >> (4 * ib)) & 15) + 1;
+  }
+  // Value i of sub-block ib: 2k + 1 for the nibble's two's-complement k.
+  static int8_t level(const uint8_t* block, int ib, int i) {
+    const int nibble = (block[kLevelsOffset + kSubBlockValues / 2 * ib + i % 16] >> (4 * (i / 16))) & 0xf;
+    return static_cast<int8_t>(2 * ((nibble ^ 8) - 8) + 1);
+  }
 #if STRATA_X86
   STRATA_TARGET_AVX2 static __m256i weights_avx2(const uint8_t* block, int ib) {
     const __m128i u = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kLevelsOffset + 16 * ib)),
@@ -114,17 +122,23 @@ struct SNibbles {
 #endif
 };
 
-// A block's values as signed levels (the grid bytes with their signs): times the sub-block's scale and the
-// block's float scale, the dequantizer's floats.
+// A block's values as signed levels (the grid bytes with their signs, or SNibbles' 2k + 1): times the sub-block's scale
+// and the block's float scale, the dequantizer's floats.
 template <class Format>
 void decode_levels(const uint8_t* block, int8_t* levels) {
-  for (int ib = 0; ib < kSubBlocks; ++ib) {
-    const uint32_t sign_bits = Format::sign_bits(block, ib);
-    for (int g = 0; g < kGroupsPerSubBlock; ++g) {
-      const uint32_t point = Format::kGrid[Format::grid_index(block, ib, g)];
-      for (int j = 0; j < kGroupValues; ++j) {
-        const int i = kGroupValues * g + j, magnitude = static_cast<int>((point >> (8 * j)) & 0xff);
-        levels[kSubBlockValues * ib + i] = static_cast<int8_t>((sign_bits >> i) & 1 ? -magnitude : magnitude);
+  if constexpr (requires { Format::level(block, 0, 0); }) {
+    for (int ib = 0; ib < kSubBlocks; ++ib) {
+      for (int i = 0; i < kSubBlockValues; ++i) levels[kSubBlockValues * ib + i] = Format::level(block, ib, i);
+    }
+  } else {
+    for (int ib = 0; ib < kSubBlocks; ++ib) {
+      const uint32_t sign_bits = Format::sign_bits(block, ib);
+      for (int g = 0; g < kGroupsPerSubBlock; ++g) {
+        const uint32_t point = Format::kGrid[Format::grid_index(block, ib, g)];
+        for (int j = 0; j < kGroupValues; ++j) {
+          const int i = kGroupValues * g + j, magnitude = static_cast<int>((point >> (8 * j)) & 0xff);
+          levels[kSubBlockValues * ib + i] = static_cast<int8_t>((sign_bits >> i) & 1 ? -magnitude : magnitude);
+        }
       }
     }
   }
@@ -329,12 +343,97 @@ STRATA_TARGET_AVX512 void iq3_rows_to_int8_avx512(int64_t n, int64_t n_rows, con
   }
 }
 
+// Four sub-blocks' u = nibble ^ 8 (as bytes 0..15): low holds values 0..15 of each sub-block (one per 128-bit lane),
+// high values 16..31.
+struct Nibbles512 {
+  __m512i low, high;
+  STRATA_TARGET_AVX512 explicit Nibbles512(const uint8_t* bytes) {
+    const __m512i mask = _mm512_set1_epi8(0x0f);
+    const __m512i u = _mm512_xor_si512(_mm512_loadu_si512(bytes), _mm512_set1_epi8(static_cast<char>(0x88)));
+    low = _mm512_and_si512(u, mask);
+    high = _mm512_and_si512(_mm512_srli_epi16(u, 4), mask);
+  }
+};
+
+// SNibbles' dot kernel at the avx512 level: a value is d (1 + 2l)(2u - 15) with u = nibble ^ 8, so a sub-block's
+// dot with Q8_K bytes q is 2 sum(u q) - 15 sum(q): vpdpbusd on the nibbles and Q8_K's sums of 16, the block's exact
+// integer (IQ3_S's) and IQ3_S's fused multiply-add.
+// Each sub-block's scale in the low half of its four int32 lanes (and 0 in the high half), for vpmaddwd: a lane's
+// sum of 8 products u * q is below 2^15 in magnitude, so it is its own low int16.
+STRATA_TARGET_AVX512 __m512i lane_scales(const uint8_t* block, int first_sub_block) {
+  alignas(64) int32_t lanes[16];
+  for (int lane = 0; lane < 16; ++lane) lanes[lane] = SNibbles::scale(block, first_sub_block + lane / 4);
+  return _mm512_load_si512(lanes);
+}
+
+STRATA_TARGET_AVX512 void nibbles_row_dot_tokens_avx512(int64_t n, const uint8_t* row, const uint8_t* activations,
+                                                        size_t stride, int n_tokens, float* sums) {
+  // Q8_K values of four sub-blocks (128 bytes in two registers) split as the nibbles are: 16 bytes of each.
+  const __m512i first_halves = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
+  const __m512i second_halves = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
+  for (int t = 0; t < n_tokens; ++t) sums[t] = 0.0f;
+  for (int64_t b = 0; b < n / kBlockValues; ++b) {
+    const uint8_t* block = row + b * SNibbles::kBlockBytes;
+    const Nibbles512 nibbles[2] = {Nibbles512(block + SNibbles::kLevelsOffset),
+                                   Nibbles512(block + SNibbles::kLevelsOffset + 64)};
+    const __m512i scales[2] = {lane_scales(block, 0), lane_scales(block, 4)};
+    // Each scale twice, to meet Q8_K's sums of 16.
+    alignas(32) int16_t pair_scales[16];
+    for (int i = 0; i < 16; ++i) pair_scales[i] = static_cast<int16_t>(SNibbles::scale(block, i / 2));
+    const __m256i scales16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(pair_scales));
+    const float d = _cvtsh_ss(load_u16(block));
+    for (int t = 0; t < n_tokens; ++t) {
+      const uint8_t* a = activations + t * stride + b * Q8K::kBytes;
+      const int8_t* q8 = Q8K::values(a);
+      __m512i lanes = _mm512_setzero_si512();
+      for (int half = 0; half < 2; ++half) {
+        const __m512i q_first = _mm512_loadu_si512(q8 + 128 * half),
+                      q_second = _mm512_loadu_si512(q8 + 128 * half + 64);
+        __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nibbles[half].low,
+                                          _mm512_permutex2var_epi64(q_first, first_halves, q_second));
+        dot = _mm512_dpbusd_epi32(dot, nibbles[half].high, _mm512_permutex2var_epi64(q_first, second_halves, q_second));
+        lanes = _mm512_add_epi32(lanes, _mm512_madd_epi16(dot, scales[half]));
+      }
+      // 2 * sum(scale * u * q) - 15 * sum(scale * q), the block's exact integer.
+      const __m256i q_sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + Q8K::kSumsOffset));
+      const __m256i offset_share = _mm256_mullo_epi32(_mm256_madd_epi16(q_sums, scales16), _mm256_set1_epi32(15));
+      lanes = _mm512_sub_epi32(_mm512_slli_epi32(lanes, 1), _mm512_zextsi256_si512(offset_share));
+      sums[t] = std::fma(d * Q8K::scale(a), static_cast<float>(_mm512_reduce_add_epi32(lanes)), sums[t]);
+    }
+  }
+}
+
+// IQ3_S as 4-bit levels (SNibbles) as int8: levels 2u - 15 in value order: per sub-block its low nibbles' 16 bytes,
+// then its high nibbles'.
+STRATA_TARGET_AVX512 void nibbles_rows_to_int8_avx512(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
+                                                      int8_t* levels, int16_t* group_scales, float* block_scales) {
+  const __m512i first_pairs = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  const __m512i second_pairs = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  const __m512i fifteen = _mm512_set1_epi8(15);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(weight) + static_cast<size_t>(r) * row_bytes;
+    for (int64_t b = 0; b < n / kBlockValues; ++b, levels += kBlockValues, group_scales += kSubBlocks, ++block_scales) {
+      const uint8_t* block = row + b * SNibbles::kBlockBytes;
+      for (int half = 0; half < 2; ++half) {
+        const Nibbles512 u(block + SNibbles::kLevelsOffset + 64 * half);
+        const __m512i low = _mm512_sub_epi8(_mm512_add_epi8(u.low, u.low), fifteen);
+        const __m512i high = _mm512_sub_epi8(_mm512_add_epi8(u.high, u.high), fifteen);
+        _mm512_storeu_si512(levels + 128 * half, _mm512_permutex2var_epi64(low, first_pairs, high));
+        _mm512_storeu_si512(levels + 128 * half + 64, _mm512_permutex2var_epi64(low, second_pairs, high));
+      }
+      write_scales<SNibbles>(block, group_scales, block_scales);
+    }
+  }
+}
+
 template <class Format>
 constexpr sdk::CpuDotKernel kAvx2 = sdk::kTokensDotKernel<iq3_row_dot_tokens_avx2<Format>>;
 template <class Format>
 constexpr sdk::CpuDotKernel kAvx512 = sdk::kTokensDotKernel<iq3_row_dot_tokens_avx512<Format>>;
 template <class Format>
 constexpr sdk::CpuRowsToInt8Fn kToInt8Avx512 = iq3_rows_to_int8_avx512<Format>;
+constexpr sdk::CpuDotKernel kNibblesAvx512 = sdk::kTokensDotKernel<nibbles_row_dot_tokens_avx512>;
+constexpr sdk::CpuRowsToInt8Fn kNibblesToInt8Avx512 = nibbles_rows_to_int8_avx512;
 
 #else
 
@@ -344,6 +443,8 @@ template <class Format>
 constexpr sdk::CpuDotKernel kAvx512 = {};
 template <class Format>
 constexpr sdk::CpuRowsToInt8Fn kToInt8Avx512 = nullptr;
+constexpr sdk::CpuDotKernel kNibblesAvx512 = {};
+constexpr sdk::CpuRowsToInt8Fn kNibblesToInt8Avx512 = nullptr;
 
 #endif
 
@@ -352,10 +453,11 @@ constexpr sdk::CpuDotKernel kScalar = sdk::kTokensDotKernel<iq3_row_dot_tokens_s
 
 }  // namespace
 
-constinit const sdk::CpuDotKernel kIq3SNibblesAvx2 = kAvx2<SNibbles>;
 const sdk::CpuDotVariants kIq3XxsDot{kScalar<Xxs>, kAvx2<Xxs>, kAvx512<Xxs>};
 const sdk::CpuDotVariants kIq3SDot{kScalar<S>, kAvx2<S>, kAvx512<S>};
 const sdk::CpuRowsToInt8Variants kIq3XxsToInt8{iq3_rows_to_int8_scalar<Xxs>, kToInt8Avx512<Xxs>};
 const sdk::CpuRowsToInt8Variants kIq3SToInt8{iq3_rows_to_int8_scalar<S>, kToInt8Avx512<S>};
+const sdk::CpuDotVariants kIq3SNibblesDot{kScalar<SNibbles>, kAvx2<SNibbles>, kNibblesAvx512};
+const sdk::CpuRowsToInt8Variants kIq3SNibblesToInt8{iq3_rows_to_int8_scalar<SNibbles>, kNibblesToInt8Avx512};
 
 }  // namespace strata::iq3

@@ -12,7 +12,6 @@
 #include <cstdint>
 
 #include "iq3_cpu_dot.hpp"
-#include "iq3_s_nibbles_cpu.hpp"
 
 #ifdef STRATA_WITH_CUDA
 #include "cuda/iq3_cuda.hpp"
