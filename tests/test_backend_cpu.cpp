@@ -318,6 +318,17 @@ TEST(ThreadPool, AWorkerThatCannotStartFailsThePoolAfterJoiningTheOthers) {
   EXPECT_EQ(running.load(), 0);
 }
 
+// The message with which creating an instance with these options fails, expected as an invalid argument.
+std::string refusal(const std::string& options) {
+  const strata_backend_config config{sizeof(strata_backend_config), 2, options.c_str(), &types(),
+                                     &TestTypes::finder<TestTypes::Variant::as_offered>};
+  strata_backend* backend = nullptr;
+  char message[256] = "";
+  strata_error error{message, sizeof message};
+  EXPECT_EQ(table().create(&config, &backend, &error), STRATA_E_INVALID_ARGUMENT) << options;
+  return message;
+}
+
 // The instance option "poll_us" (--cpu-poll-us) takes a whole number of microseconds up to a second; anything else
 // is refused naming it.
 TEST(BackendCpuOptions, PollTimeIsAWholeNumberOfMicrosecondsUpToASecond) {
@@ -326,15 +337,8 @@ TEST(BackendCpuOptions, PollTimeIsAWholeNumberOfMicrosecondsUpToASecond) {
     EXPECT_NO_THROW(Backend(2, options)) << options;
   }
   for (const char* bad : {"-1", "2.5", "\"fast\"", "1000001"}) {
-    const std::string options = std::string(R"({"poll_us": )") + bad + "}";
-    const strata_backend_config config{sizeof(strata_backend_config), 2, options.c_str(), &types(),
-                                       &TestTypes::finder<TestTypes::Variant::as_offered>};
-    strata_backend* backend = nullptr;
-    char message[256] = "";
-    strata_error error{message, sizeof message};
-    EXPECT_EQ(table().create(&config, &backend, &error), STRATA_E_INVALID_ARGUMENT) << bad;
-    EXPECT_NE(std::string(message).find("\"poll_us\" must be a whole number of microseconds"), std::string::npos)
-        << message;
+    const std::string message = refusal(std::string(R"({"poll_us": )") + bad + "}");
+    EXPECT_NE(message.find("\"poll_us\" must be a whole number of microseconds"), std::string::npos) << bad << message;
   }
 }
 
@@ -367,14 +371,8 @@ TEST(BackendCpuOptions, RepackedWeightsGiveTheFileLayoutsFloatsInTheirOwnMemory)
 
 TEST(BackendCpuOptions, RepackedWeightsIsZeroOrOne) {
   for (const char* bad : {"2", "-1", "0.5", "\"yes\""}) {
-    const std::string options = std::string(R"({"repacked_weights": )") + bad + "}";
-    const strata_backend_config config{sizeof(strata_backend_config), 1, options.c_str(), &types(),
-                                       &TestTypes::finder<TestTypes::Variant::as_offered>};
-    strata_backend* backend = nullptr;
-    char message[256] = "";
-    strata_error error{message, sizeof message};
-    EXPECT_EQ(table().create(&config, &backend, &error), STRATA_E_INVALID_ARGUMENT) << bad;
-    EXPECT_NE(std::string(message).find("\"repacked_weights\" must be 0 or 1"), std::string::npos) << message;
+    const std::string message = refusal(std::string(R"({"repacked_weights": )") + bad + "}");
+    EXPECT_NE(message.find("\"repacked_weights\" must be 0 or 1"), std::string::npos) << bad << message;
   }
 }
 
@@ -671,6 +669,22 @@ std::vector<float> run_attention(Backend& backend, strata_kv_cache* cache, const
   return backend.read(out, static_cast<size_t>(n * q_width));
 }
 
+// Attention over positions 0 .. n - 1 against the double reference, with the cache type's tolerance (an f16 cache
+// rounds k and v to halves first, which the reference then does too).
+void expect_matches_reference(const std::vector<float>& actual, const AttentionShape& s, int32_t n,
+                              const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                              int32_t kv_type) {
+  std::vector<int32_t> positions(n);
+  std::iota(positions.begin(), positions.end(), 0);
+  const double scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  if (kv_type == STRATA_KV_F16) {
+    expect_near_all(actual, reference_attention(s, positions, q, round_through_f16(k), round_through_f16(v), scale),
+                    1e-5, "f16 cache");
+  } else {
+    expect_near_all(actual, reference_attention(s, positions, q, k, v, scale), 3e-2, "int8 cache");
+  }
+}
+
 class BackendCpuAttention : public testing::TestWithParam<int32_t> {};
 
 TEST_P(BackendCpuAttention, GroupedQueryHeadsMatchTheReference) {
@@ -681,15 +695,7 @@ TEST_P(BackendCpuAttention, GroupedQueryHeadsMatchTheReference) {
              v = random_floats(n * s.n_head_kv * s.head_dim, 3);
   Backend backend(3);
   const auto actual = run_attention(backend, backend.kv(2, 16, s.n_head_kv, s.head_dim, kv_type), s, 0, n, q, k, v);
-  std::vector<int32_t> positions(n);
-  std::iota(positions.begin(), positions.end(), 0);
-  const double scale = 1.0f / std::sqrt(72.0f);
-  if (kv_type == STRATA_KV_F16) {
-    expect_near_all(actual, reference_attention(s, positions, q, round_through_f16(k), round_through_f16(v), scale),
-                    1e-5, "f16 cache");
-  } else {
-    expect_near_all(actual, reference_attention(s, positions, q, k, v, scale), 3e-2, "int8 cache");
-  }
+  expect_matches_reference(actual, s, n, q, k, v, kv_type);
 }
 
 // Half keys are stored in blocks of 16 positions per (layer, kv head): a context that is no multiple of 16, heads
@@ -706,15 +712,7 @@ TEST_P(BackendCpuAttention, ContextsOfAnyLengthKeepEachHeadsPositionsApart) {
   std::vector<float> actual = run_attention(backend, cache, s, 0, 20, q, k, v);
   const auto rest = run_attention(backend, cache, s, 20, n_ctx - 20, q, k, v);
   actual.insert(actual.end(), rest.begin(), rest.end());
-  std::vector<int32_t> positions(n_ctx);
-  std::iota(positions.begin(), positions.end(), 0);
-  const double scale = 1.0f / std::sqrt(40.0f);
-  if (kv_type == STRATA_KV_F16) {
-    expect_near_all(actual, reference_attention(s, positions, q, round_through_f16(k), round_through_f16(v), scale),
-                    1e-5, "f16 cache");
-  } else {
-    expect_near_all(actual, reference_attention(s, positions, q, k, v, scale), 3e-2, "int8 cache");
-  }
+  expect_matches_reference(actual, s, n_ctx, q, k, v, kv_type);
 }
 
 // A non-finite key poisons what attends to it, on every instruction set: the vector softmax must not lose a NaN

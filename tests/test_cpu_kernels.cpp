@@ -347,14 +347,14 @@ TEST(Q8KQuantizer, Avx512WritesTheScalarBytes) {
   for (int i = 0; i < 256; ++i) special[1536 + i] = static_cast<float>(i % 3) - 1.0f;     // block 6: -1, 0, 1
   rows.push_back(special);
   for (size_t r = 0; r < rows.size(); ++r) {
-    std::vector<uint8_t> scalar(strata::cpu_kernels::kQ8KBlockBytes * kBlocks, 0xAB);
+    std::vector<uint8_t> scalar(strata::sdk::Q8K::kBytes * kBlocks, 0xAB);
     std::vector<uint8_t> avx512(scalar.size(), 0xCD);
     strata::cpu_kernels::quantize_q8_k_scalar(rows[r].data(), scalar.data(), n);
     strata::cpu_kernels::quantize_q8_k_avx512(rows[r].data(), avx512.data(), n);
     for (size_t i = 0; i < scalar.size(); ++i) {
       // A NaN scale is the same NaN either way; compare the other bytes as they are.
-      ASSERT_EQ(scalar[i], avx512[i]) << "row " << r << ", block " << i / strata::cpu_kernels::kQ8KBlockBytes
-                                      << ", byte " << i % strata::cpu_kernels::kQ8KBlockBytes;
+      ASSERT_EQ(scalar[i], avx512[i]) << "row " << r << ", block " << i / strata::sdk::Q8K::kBytes << ", byte "
+                                      << i % strata::sdk::Q8K::kBytes;
     }
   }
 }

@@ -46,11 +46,11 @@ float float_row_dot_scalar(int64_t n, const uint8_t* row, const void* activation
 
 // ---- Q8_K activations ----
 
-constexpr int kQ8KValues = 256, kQ8KGroup = 16, kQ8KValuesOffset = 4, kQ8KSumsOffset = 260;
+using sdk::Q8K;
 
 void write_q8_k_header(uint8_t* block, float d, const int16_t* sums) {
   std::memcpy(block, &d, 4);
-  std::memcpy(block + kQ8KSumsOffset, sums, sizeof(int16_t) * (kQ8KValues / kQ8KGroup));
+  std::memcpy(block + Q8K::kSumsOffset, sums, sizeof(int16_t) * (Q8K::kValues / Q8K::kSumValues));
 }
 
 // ---- Q8_0 weights against Q8_0 activations: 32 int8 and an f16 scale per block ----
@@ -136,32 +136,32 @@ const sdk::CpuDotVariants kBF16Dot{{dot_rows<float_row_dot_scalar<load_bf16, 2>>
 const sdk::CpuDotVariants kQ8_0Dot{{dot_rows<q8_0_row_dot_scalar>}, {kQ8_0Avx2}};
 
 void quantize_q8_k_scalar(const float* src, uint8_t* blocks, int64_t n) {
-  for (int64_t b = 0; b < n / kQ8KValues; ++b) {
-    const float* x = src + b * kQ8KValues;
-    uint8_t* block = blocks + b * kQ8KBlockBytes;
+  for (int64_t b = 0; b < n / Q8K::kValues; ++b) {
+    const float* x = src + b * Q8K::kValues;
+    uint8_t* block = blocks + b * Q8K::kBytes;
     float max = 0.0f, amax = 0.0f, non_finite = 0.0f;  // as in Q8_0
-    for (int i = 0; i < kQ8KValues; ++i) {
+    for (int i = 0; i < Q8K::kValues; ++i) {
       non_finite += x[i] * 0.0f;
       if (std::fabs(x[i]) > amax) {
         amax = std::fabs(x[i]);
         max = x[i];
       }
     }
-    auto* q = reinterpret_cast<int8_t*>(block + kQ8KValuesOffset);
-    int16_t sums[kQ8KValues / kQ8KGroup] = {};
+    auto* q = reinterpret_cast<int8_t*>(block + Q8K::kValuesOffset);
+    int16_t sums[Q8K::kValues / Q8K::kSumValues] = {};
     float d = 0.0f;
     if (non_finite != 0.0f) {
-      std::memset(q, 0, kQ8KValues);
+      std::memset(q, 0, Q8K::kValues);
       d = std::numeric_limits<float>::quiet_NaN();
     } else if (amax > 0.0f) {
       const float inverse = -128.0f / max;
-      for (int i = 0; i < kQ8KValues; ++i) {
+      for (int i = 0; i < Q8K::kValues; ++i) {
         q[i] = static_cast<int8_t>(std::min(127L, std::lround(inverse * x[i])));
-        sums[i / kQ8KGroup] = static_cast<int16_t>(sums[i / kQ8KGroup] + q[i]);
+        sums[i / Q8K::kSumValues] = static_cast<int16_t>(sums[i / Q8K::kSumValues] + q[i]);
       }
       d = 1.0f / inverse;
     } else {
-      std::memset(q, 0, kQ8KValues);
+      std::memset(q, 0, Q8K::kValues);
     }
     write_q8_k_header(block, d, sums);
   }
@@ -172,26 +172,26 @@ void quantize_q8_k_scalar(const float* src, uint8_t* blocks, int64_t n) {
 // Each vector of 16 values is one group of the sums. lround (half away from zero) as trunc plus the sign where the
 // fraction's magnitude is at least one half: exact, the products being at most 128 in magnitude.
 STRATA_TARGET_AVX512 void quantize_q8_k_avx512(const float* src, uint8_t* blocks, int64_t n) {
-  constexpr int kVectors = kQ8KValues / kQ8KGroup;
+  constexpr int kVectors = Q8K::kValues / Q8K::kSumValues;
   const __m512 zero = _mm512_setzero_ps(), half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
   const __m512 largest = _mm512_set1_ps(127.0f);
   const __m512i sign_bit = _mm512_set1_epi32(static_cast<int32_t>(0x80000000u));
-  for (int64_t b = 0; b < n / kQ8KValues; ++b) {
-    const float* x = src + b * kQ8KValues;
-    uint8_t* block = blocks + b * kQ8KBlockBytes;
-    auto* q = reinterpret_cast<int8_t*>(block + kQ8KValuesOffset);
+  for (int64_t b = 0; b < n / Q8K::kValues; ++b) {
+    const float* x = src + b * Q8K::kValues;
+    uint8_t* block = blocks + b * Q8K::kBytes;
+    auto* q = reinterpret_cast<int8_t*>(block + Q8K::kValuesOffset);
     __m512 v[kVectors];
     __m512 amax = zero;
     __mmask16 non_finite = 0;
     for (int k = 0; k < kVectors; ++k) {
-      v[k] = _mm512_loadu_ps(x + kQ8KGroup * k);
+      v[k] = _mm512_loadu_ps(x + Q8K::kSumValues * k);
       non_finite |= _mm512_cmp_ps_mask(_mm512_mul_ps(v[k], zero), zero, _CMP_NEQ_UQ);
       amax = _mm512_max_ps(amax, _mm512_abs_ps(v[k]));
     }
     int16_t sums[kVectors] = {};
     const float largest_magnitude = _mm512_reduce_max_ps(amax);
     if (non_finite != 0 || !(largest_magnitude > 0.0f)) {
-      std::memset(q, 0, kQ8KValues);
+      std::memset(q, 0, Q8K::kValues);
       write_q8_k_header(block, non_finite != 0 ? std::numeric_limits<float>::quiet_NaN() : 0.0f, sums);
       continue;
     }
@@ -201,7 +201,7 @@ STRATA_TARGET_AVX512 void quantize_q8_k_avx512(const float* src, uint8_t* blocks
     for (int k = 0; k < kVectors; ++k) {
       const __mmask16 equal = _mm512_cmp_ps_mask(_mm512_abs_ps(v[k]), target, _CMP_EQ_OQ);
       if (equal != 0) {
-        max = x[kQ8KGroup * k + __builtin_ctz(equal)];
+        max = x[Q8K::kSumValues * k + __builtin_ctz(equal)];
         break;
       }
     }
@@ -215,7 +215,7 @@ STRATA_TARGET_AVX512 void quantize_q8_k_avx512(const float* src, uint8_t* blocks
           _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(scaled), sign_bit), _mm512_castps_si512(one)));
       const __m512 rounded = _mm512_min_ps(_mm512_mask_add_ps(truncated, away, truncated, sign_one), largest);
       const __m512i integers = _mm512_cvttps_epi32(rounded);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + kQ8KGroup * k), _mm512_cvtepi32_epi8(integers));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + Q8K::kSumValues * k), _mm512_cvtepi32_epi8(integers));
       sums[k] = static_cast<int16_t>(_mm512_reduce_add_epi32(integers));
     }
     write_q8_k_header(block, 1.0f / inverse, sums);

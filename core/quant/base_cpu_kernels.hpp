@@ -20,6 +20,5 @@ extern const sdk::CpuDotVariants kQ8_0Dot;
 void quantize_q8_k_scalar(const float* x, uint8_t* blocks, int64_t n);
 void quantize_q8_k_avx512(const float* x, uint8_t* blocks, int64_t n);  // only where the CPU has AVX-512
 void quantize_q8_k(const float* x, uint8_t* blocks, int64_t n);
-inline constexpr int64_t kQ8KBlockBytes = 292;
 
 }  // namespace strata::cpu_kernels

@@ -112,7 +112,7 @@ struct Q8_KCodec {
       for (int i = 0; i < 256; ++i) out[b * 256 + i] = d * static_cast<float>(q[i]);
     }
   }
-  static_assert(block_bytes == cpu_kernels::kQ8KBlockBytes);
+  static_assert(block_bytes == sdk::Q8K::kBytes);
   static void quantize_row(const float* src, uint8_t* blocks, int64_t n, const float*) {
     cpu_kernels::quantize_q8_k(src, blocks, n);
   }

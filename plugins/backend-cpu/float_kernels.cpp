@@ -165,36 +165,9 @@ STRATA_INLINE void axpy_body(float a, const T* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += a * to_float(x[i]);
 }
 
-// Contiguous rows of n values (a kv head's cached keys or values) against several vectors (the query heads
-// sharing that kv head): each row is loaded and converted once for all of them, in one call per head group.
+// A kv head's cached rows against several vectors (the query heads sharing that kv head): each row is loaded and
+// converted once for all of them, in one call per head group.
 constexpr int kMaxVectors = 8;
-
-// out[v * out_stride + j] = dot(row j, xs + v * x_stride), summed per vector as dot_body sums.
-template <class Ops, class T>
-STRATA_INLINE void dot_rows_body(const T* rows, int64_t n_rows, const float* xs, size_t x_stride, int n_x, int64_t n,
-                                 float* out, size_t out_stride) {
-  for (int v0 = 0; v0 < n_x; v0 += kMaxVectors) {
-    const int count = n_x - v0 < kMaxVectors ? n_x - v0 : kMaxVectors;
-    const float* x = xs + v0 * x_stride;
-    for (int64_t j = 0; j < n_rows; ++j) {
-      const T* row = rows + j * n;
-      vf acc[kMaxVectors][2] = {};
-      int64_t i = 0;
-      for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
-        const vf first = load_any<Ops>(row + i), second = load_any<Ops>(row + i + kLanes);
-        for (int v = 0; v < count; ++v) {
-          acc[v][0] += first * load(x + v * x_stride + i);
-          acc[v][1] += second * load(x + v * x_stride + i + kLanes);
-        }
-      }
-      for (int v = 0; v < count; ++v) {
-        float sum = reduce(acc[v][0] + acc[v][1]);
-        for (int64_t m = i; m < n; ++m) sum += to_float(row[m]) * x[v * x_stride + m];
-        out[(v0 + v) * out_stride + j] = sum;
-      }
-    }
-  }
-}
 
 // Chunks vectors of ys + v * y_stride + i (v < count) kept in registers while every row adds its part, in row
 // order per lane.
@@ -244,8 +217,9 @@ STRATA_INLINE void axpy_rows_body(const float* a, size_t a_stride, const T* rows
   }
 }
 
-// dot_rows_body over blocks of kLanes rows stored value by value: each vector FMA adds one value's product for
-// kLanes rows at once (two accumulators per vector, for even and odd values, hide the FMA latency).
+// out[v * out_stride + j] = dot(row j, xs + v * x_stride) over blocks of kLanes rows stored value by value: each
+// vector FMA adds one value's product for kLanes rows at once (two accumulators per vector, for even and odd values,
+// hide the FMA latency).
 template <class Ops>
 STRATA_INLINE void dot_blocks_body(const uint16_t* blocks, int64_t n_rows, const float* xs, size_t x_stride, int n_x,
                                    int64_t n, float* out, size_t out_stride) {
@@ -332,25 +306,14 @@ STRATA_INLINE void scaled_softmax_body(float* x, int64_t n, float scale) {
   target_attribute [[gnu::flatten]] void dot4(const float* w, size_t stride, const float* x, int64_t n, float* out) { \
     dot4_body(w, stride, x, n, out);                                                                                  \
   }                                                                                                                   \
-  target_attribute [[gnu::flatten]] float dot_f16(const uint16_t* a, const float* b, int64_t n) {                     \
-    return dot_body<Ops>(a, b, n);                                                                                    \
-  }                                                                                                                   \
   target_attribute [[gnu::flatten]] float dot_i8(const int8_t* a, const float* b, int64_t n) {                        \
     return dot_body<Ops>(a, b, n);                                                                                    \
   }                                                                                                                   \
   target_attribute [[gnu::flatten]] void axpy(float a, const float* x, float* y, int64_t n) {                         \
     axpy_body<Ops>(a, x, y, n);                                                                                       \
   }                                                                                                                   \
-  target_attribute [[gnu::flatten]] void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) {                  \
-    axpy_body<Ops>(a, x, y, n);                                                                                       \
-  }                                                                                                                   \
   target_attribute [[gnu::flatten]] void axpy_i8(float a, const int8_t* x, float* y, int64_t n) {                     \
     axpy_body<Ops>(a, x, y, n);                                                                                       \
-  }                                                                                                                   \
-  target_attribute [[gnu::flatten]] void dot_rows_f16(const uint16_t* rows, int64_t n_rows, const float* xs,          \
-                                                      size_t x_stride, int n_x, int64_t n, float* out,                \
-                                                      size_t out_stride) {                                            \
-    dot_rows_body<Ops>(rows, n_rows, xs, x_stride, n_x, n, out, out_stride);                                          \
   }                                                                                                                   \
   target_attribute [[gnu::flatten]] void axpy_rows_f16(const float* a, size_t a_stride, const uint16_t* rows,         \
                                                        int64_t n_rows, float* ys, size_t y_stride, int n_y,           \
@@ -365,8 +328,8 @@ STRATA_INLINE void scaled_softmax_body(float* x, int64_t n, float scale) {
                                                         size_t out_stride) {                                          \
     dot_blocks_body<Ops>(blocks, n_rows, xs, x_stride, n_x, n, out, out_stride);                                      \
   }                                                                                                                   \
-  constexpr FloatKernels table{&dot,     &dot4,         &dot_f16,       &dot_i8,         &axpy,          &axpy_f16,   \
-                               &axpy_i8, &dot_rows_f16, &axpy_rows_f16, &dot_blocks_f16, &scaled_softmax};            \
+  constexpr FloatKernels table{                                                                                       \
+      &dot, &dot4, &dot_i8, &axpy, &axpy_i8, &axpy_rows_f16, &dot_blocks_f16, &scaled_softmax};                       \
   }
 
 STRATA_FLOAT_KERNELS(baseline, , PortableOps)

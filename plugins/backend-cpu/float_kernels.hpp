@@ -1,5 +1,5 @@
-// The hot float loops of every op (dot products, axpy over f16 / int8 / float rows), compiled once per
-// instruction set and picked at run time through this table.
+// The hot float loops of every op (dot products and axpy over float and int8 rows, attention over f16 rows), compiled
+// once per instruction set and picked at run time through this table.
 #pragma once
 
 #include <cstddef>
@@ -16,20 +16,16 @@ struct FloatKernels {
   float (*dot)(const float* a, const float* b, int64_t n);
   // out[r] = dot(w + r * w_stride, x) for the four rows r < 4: x is loaded once for all four.
   void (*dot4)(const float* w, size_t w_stride, const float* x, int64_t n, float* out);
-  float (*dot_f16)(const uint16_t* a, const float* b, int64_t n);
   float (*dot_i8)(const int8_t* a, const float* b, int64_t n);
   // y += a * x
   void (*axpy)(float a, const float* x, float* y, int64_t n);
-  void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n);
   void (*axpy_i8)(float a, const int8_t* x, float* y, int64_t n);
-  // out[v * out_stride + j] = dot(rows + j * n, xs + v * x_stride) for j < n_rows, v < n_x.
-  void (*dot_rows_f16)(const uint16_t* rows, int64_t n_rows, const float* xs, size_t x_stride, int n_x, int64_t n,
-                       float* out, size_t out_stride);
   // ys + v * y_stride += a[v * a_stride + j] * (rows + j * n) for j < n_rows (in that order), v < n_y.
   void (*axpy_rows_f16)(const float* a, size_t a_stride, const uint16_t* rows, int64_t n_rows, float* ys,
                         size_t y_stride, int n_y, int64_t n);
-  // dot_rows_f16 over rows stored in blocks of kBlockLanes rows, value by value (blocks[b][i][lane] is value i of
-  // row b * kBlockLanes + lane); out gets n_rows values per vector (a last partial block's others are not written).
+  // out[v * out_stride + j] = dot(row j, xs + v * x_stride) for j < n_rows, v < n_x, over rows of n halves stored in
+  // blocks of kBlockLanes rows, value by value (blocks[b][i][lane] is value i of row b * kBlockLanes + lane); a last
+  // partial block's other outputs are not written.
   void (*dot_blocks_f16)(const uint16_t* blocks, int64_t n_rows, const float* xs, size_t x_stride, int n_x, int64_t n,
                          float* out, size_t out_stride);
   // x = softmax(x * scale) over n values, the maximum subtracted first.

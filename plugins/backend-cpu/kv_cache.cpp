@@ -18,10 +18,6 @@ size_t cache_rows(const strata_kv_config& config) {
   return static_cast<size_t>(config.n_layers) * config.n_head_kv * config.n_ctx;
 }
 
-}  // namespace
-
-namespace {
-
 int64_t padded_ctx(int32_t n_ctx) { return (int64_t{n_ctx} + kKeyBlock - 1) / kKeyBlock * kKeyBlock; }
 
 }  // namespace
@@ -105,12 +101,9 @@ void KvTensor::accumulate_int8(const FloatKernels& kernels, size_t row, float a,
 
 void KvTensor::dot_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* xs, size_t x_stride,
                         int n, float* out, size_t out_stride) const {
-  if (blocked_) {
-    kernels.dot_blocks_f16(halves_.data() + half_offset(first), n_rows, xs, x_stride, n, head_dim_, out, out_stride);
-    return;
-  }
   if (!is_int8_) {
-    kernels.dot_rows_f16(halves_.data() + half_offset(first), n_rows, xs, x_stride, n, head_dim_, out, out_stride);
+    if (!blocked_) throw std::logic_error("dot_rows over values stored as rows");
+    kernels.dot_blocks_f16(halves_.data() + half_offset(first), n_rows, xs, x_stride, n, head_dim_, out, out_stride);
     return;
   }
   for (int v = 0; v < n; ++v) {

@@ -31,8 +31,8 @@ class KvTensor {
 
   void store(size_t row, const float* x);
   // A kv head's whole span of rows first .. first + n_rows - 1 (first: its position 0) against the n vectors of
-  // the query heads sharing it (vector v at offset v * stride): out[v * out_stride + j] = dot(row first + j, x_v),
-  // and y_v += a[v * a_stride + j] * row first + j.
+  // the query heads sharing it (vector v at offset v * stride): out[v * out_stride + j] = dot(row first + j, x_v)
+  // (keys), and y_v += a[v * a_stride + j] * row first + j (values).
   void dot_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* xs, size_t x_stride, int n,
                 float* out, size_t out_stride) const;
   void accumulate_rows(const FloatKernels& kernels, size_t first, int64_t n_rows, const float* a, size_t a_stride,

@@ -48,10 +48,6 @@ std::unique_ptr<strata_weight> new_weight(const strata_backend& backend, const s
   return weight;
 }
 
-}  // namespace
-
-namespace {
-
 // Host memory a repacked copy leaves free at least (for the KV cache, scratch and the rest of the process); a weight
 // that would leave less stays in place.
 constexpr uint64_t kRepackHeadroom = uint64_t{1} << 30;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "iq3_quantizer.hpp"
+#include "iq3_s_nibbles.hpp"
 #include "iq3_tables.hpp"
 #include "strata/half.hpp"
 
@@ -99,20 +100,17 @@ struct S {
 // IQ3_S as 4-bit levels (iq3_s_nibbles.hpp): the AVX2 block of S from nibbles instead of gathered grid points, so
 // that a block's lanes hold S's integers exactly (the level plus S's offset 16 is 2u + 1, with u = nibble ^ 8).
 struct SNibbles {
-  static constexpr int kBlockBytes = 136, kScalesOffset = 4, kLevelsOffset = 8;
+  using Codec = Iq3SNibblesCodec;
+  static constexpr int kBlockBytes = Codec::block_bytes, kScalesOffset = Codec::scales_offset;
+  static constexpr int kLevelsOffset = Codec::levels_offset;
   static constexpr float kScaleFactor = S::kScaleFactor;
   static constexpr int kOffsetShift = S::kOffsetShift;
-  static int32_t scale(const uint8_t* block, int ib) {
-    return 2 * static_cast<int32_t>((load_u32(block + kScalesOffset) >> (4 * ib)) & 15) + 1;
-  }
-  // Value i of sub-block ib: 2k + 1 for the nibble's two's-complement k.
-  static int8_t level(const uint8_t* block, int ib, int i) {
-    const int nibble = (block[kLevelsOffset + kSubBlockValues / 2 * ib + i % 16] >> (4 * (i / 16))) & 0xf;
-    return static_cast<int8_t>(2 * ((nibble ^ 8) - 8) + 1);
-  }
+  static int32_t scale(const uint8_t* block, int ib) { return 2 * Codec::scale_nibble(block, ib) + 1; }
+  static int8_t level(const uint8_t* block, int ib, int i) { return static_cast<int8_t>(Codec::level(block, ib, i)); }
 #if STRATA_X86
   STRATA_TARGET_AVX2 static __m256i weights_avx2(const uint8_t* block, int ib) {
-    const __m128i u = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kLevelsOffset + 16 * ib)),
+    const __m128i u = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                                        block + kLevelsOffset + Codec::level_bytes_per_sub_block * ib)),
                                     _mm_set1_epi8(static_cast<char>(0x88)));
     const __m128i mask = _mm_set1_epi8(0x0f);
     const __m256i values = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(u, 4), mask), _mm_and_si128(u, mask));

@@ -11,9 +11,10 @@
 namespace strata::iq3 {
 namespace {
 
-constexpr int kScalesOffset = 4;
-constexpr int kLevelsOffset = 8;
-constexpr int kLevelBytesPerSubBlock = kSubBlockValues / 2;
+constexpr int kScalesOffset = Iq3SNibblesCodec::scales_offset;
+constexpr int kLevelsOffset = Iq3SNibblesCodec::levels_offset;
+constexpr int kLevelBytesPerSubBlock = Iq3SNibblesCodec::level_bytes_per_sub_block;
+static_assert(kLevelBytesPerSubBlock == kSubBlockValues / 2);
 
 // kGroupNibbles[index * 16 + signs]: a 4-value group's k nibbles (m = 2k + 1), one in the low half of each byte,
 // for each grid point and sign pattern; built once, so that repacking a model's ~10^8 blocks takes seconds.
@@ -65,16 +66,10 @@ void Iq3SNibblesCodec::dequantize(const uint8_t* blocks, float* out, int64_t n_b
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* block = blocks + b * block_bytes;
     const float d = sdk::fp16_to_fp32(load_u16(block));
-    const uint32_t scales = load_u32(block + kScalesOffset);
     for (int ib = 0; ib < kSubBlocks; ++ib) {
       // IQ3_S's float operations, in its order: d * (1 + 2l), then times the signed grid byte.
-      const float sub_scale = d * static_cast<float>(1 + 2 * ((scales >> (4 * ib)) & 0xf));
-      const uint8_t* levels = block + kLevelsOffset + kLevelBytesPerSubBlock * ib;
-      for (int i = 0; i < kSubBlockValues; ++i) {
-        const int nibble = (levels[i % 16] >> (4 * (i / 16))) & 0xf;
-        const int k = nibble >= 8 ? nibble - 16 : nibble;
-        *out++ = sub_scale * static_cast<float>(2 * k + 1);
-      }
+      const float sub_scale = d * static_cast<float>(1 + 2 * scale_nibble(block, ib));
+      for (int i = 0; i < kSubBlockValues; ++i) *out++ = sub_scale * static_cast<float>(level(block, ib, i));
     }
   }
 }

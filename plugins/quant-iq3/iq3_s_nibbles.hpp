@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "iq3_cpu_dot.hpp"
 
@@ -22,6 +23,17 @@ namespace strata::iq3 {
 struct Iq3SNibblesCodec {
   static constexpr uint32_t type_id = 21u | 0x80000000u, block_elements = 256, block_bytes = 136;
   static constexpr const char* name = "IQ3_S (4-bit levels)";
+  static constexpr int scales_offset = 4, levels_offset = 8, level_bytes_per_sub_block = 16;  // byte offsets, sizes
+  // Sub-block ib's scale nibble l, and its value i's level 2k + 1 (k: the value's nibble as two's complement).
+  static int scale_nibble(const uint8_t* block, int sub_block) {
+    uint32_t scales;
+    std::memcpy(&scales, block + scales_offset, sizeof scales);
+    return static_cast<int>((scales >> (4 * sub_block)) & 0xf);
+  }
+  static int level(const uint8_t* block, int sub_block, int i) {
+    const int nibble = (block[levels_offset + level_bytes_per_sub_block * sub_block + i % 16] >> (4 * (i / 16))) & 0xf;
+    return 2 * ((nibble ^ 8) - 8) + 1;
+  }
   static void dequantize(const uint8_t* blocks, float* out, int64_t n_blocks);
   // IQ3_S's quantizer, then repack_iq3_s.
   static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);

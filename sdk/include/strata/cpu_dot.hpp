@@ -141,6 +141,7 @@ void dispatched_rows_to_int8(int64_t n, int64_t n_rows, const void* weight, size
 // int16 sums of each 16 q, so that a per-16 or per-32 constant term costs one multiply.
 struct Q8K {
   static constexpr int kValues = 256, kBytes = 292, kValuesOffset = 4, kSumsOffset = 260;
+  static constexpr int kSumValues = 16;  // values per sum
 
   static float scale(const uint8_t* block) {
     float d;
@@ -148,7 +149,7 @@ struct Q8K {
     return d;
   }
   static const int8_t* values(const uint8_t* block) { return reinterpret_cast<const int8_t*>(block + kValuesOffset); }
-  // The sum of values 16 * i .. 16 * i + 15.
+  // The sum of values kSumValues * i .. kSumValues * (i + 1) - 1.
   static int32_t sum16(const uint8_t* block, int i) {
     int16_t sum;
     std::memcpy(&sum, block + kSumsOffset + 2 * i, sizeof sum);
