@@ -21,7 +21,7 @@ includedir=\${prefix}/include
 Name: libpcre2-8
 Description: PCRE2 8-bit, copied from this machine by scripts/device-deps.sh
 Version: $(pkg-config --modversion libpcre2-8)
-Libs: \${libdir}/libpcre2-8.a
+Libs: -L\${libdir} -lpcre2-8
 Cflags: -I\${includedir}
 PC
 echo "PCRE2 $(pkg-config --modversion libpcre2-8) in .deps/pcre2: carry \".deps\""
