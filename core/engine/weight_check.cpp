@@ -4,8 +4,8 @@
 #include <thread>
 
 #include "core/gguf/ggml_types.hpp"
-#include "core/synth/parallel.hpp"
 #include "core/util/finite_values.hpp"
+#include "core/util/parallel.hpp"
 
 namespace strata {
 namespace {
@@ -49,7 +49,7 @@ WeightCheck check_weights(const gguf::Model& model, const QuantRegistry& quants,
   const unsigned workers = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::vector<float>> scratch(workers);
   std::vector<SlabResult> results(slabs.size());
-  synth::parallel_for(slabs.size(), workers, [&](uint64_t index, unsigned worker) {
+  parallel_for(slabs.size(), workers, [&](uint64_t index, unsigned worker) {
     const Slab& slab = slabs[index];
     const gguf::TensorInfo& tensor = tensors[slab.tensor];
     const auto* info = gguf::find_type(tensor.type);

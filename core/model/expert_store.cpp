@@ -10,6 +10,7 @@
 
 #include "core/util/error.hpp"
 #include "core/util/log.hpp"
+#include "core/util/parallel.hpp"
 #include "strata/host_memory.hpp"
 
 namespace strata {
@@ -24,32 +25,25 @@ constexpr size_t kPageBytes = 4096;
 
 std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (uint64_t{1} << 30)); }
 
-// Runs work(piece) for every kPieceBytes piece of bytes over the host's threads, logging what is done every few
-// seconds as "<what>: X of Y GiB (N s)".
+// Runs work(piece) for every kPieceBytes piece of bytes over the host's threads (fewer where the system gives
+// fewer), the calling thread logging what is done every few seconds as "<what>: X of Y GiB (N s)".
 void for_each_piece(uint64_t bytes, const std::string& what, const std::function<void(uint64_t, uint64_t)>& work) {
   const uint64_t pieces = (bytes + kPieceBytes - 1) / kPieceBytes;
-  std::atomic<uint64_t> next{0}, done{0};
-  const auto worker = [&] {
-    for (uint64_t piece = next++; piece < pieces; piece = next++) {
-      const uint64_t begin = piece * kPieceBytes, end = std::min(bytes, begin + kPieceBytes);
-      work(begin, end);
-      done += end - begin;
-    }
-  };
-  const unsigned n_threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
-  std::vector<std::jthread> threads;
-  for (unsigned t = 0; t < n_threads; ++t) threads.emplace_back(worker);
+  std::atomic<uint64_t> done{0};
   const auto start = std::chrono::steady_clock::now();
   auto last_report = start;
-  while (done < bytes) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto piece_work = [&](uint64_t piece, unsigned worker) {
+    const uint64_t begin = piece * kPieceBytes, end = std::min(bytes, begin + kPieceBytes);
+    work(begin, end);
+    done += end - begin;
     const auto now = std::chrono::steady_clock::now();
-    if (done < bytes && now - last_report > kProgressInterval) {
+    if (worker == 0 && done < bytes && now - last_report > kProgressInterval) {
       last_report = now;
       log().info("{}: {} of {} ({:.0f} s)", what, gib(done), gib(bytes),
                  std::chrono::duration<double>(now - start).count());
     }
-  }
+  };
+  parallel_for(pieces, std::clamp(std::thread::hardware_concurrency(), 1u, 16u), piece_work, ThreadShortage::run_fewer);
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/synth/parallel.hpp"
 #include "core/synth/random.hpp"
+#include "core/util/parallel.hpp"
 
 namespace strata::synth {
 

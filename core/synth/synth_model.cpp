@@ -6,11 +6,11 @@
 #include "core/gguf/ggml_types.hpp"
 #include "core/gguf/gguf_writer.hpp"
 #include "core/synth/block_pool.hpp"
-#include "core/synth/parallel.hpp"
 #include "core/synth/synth_metadata.hpp"
 #include "core/synth/synth_vocab.hpp"
 #include "core/synth/tensor_plan.hpp"
 #include "core/synth/weight_generator.hpp"
+#include "core/util/parallel.hpp"
 
 namespace strata::synth {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/synth/parallel.hpp"
+#include "core/util/parallel.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -10,9 +10,10 @@
 
 #include "core/util/error.hpp"
 
-namespace strata::synth {
+namespace strata {
 
-void parallel_for(uint64_t n_tasks, unsigned threads, const std::function<void(uint64_t, unsigned)>& task) {
+void parallel_for(uint64_t n_tasks, unsigned threads, const std::function<void(uint64_t, unsigned)>& task,
+                  ThreadShortage shortage) {
   const unsigned workers = static_cast<unsigned>(std::clamp<uint64_t>(n_tasks, 1, std::max(1u, threads)));
   if (workers == 1) {
     for (uint64_t i = 0; i < n_tasks; ++i) task(i, 0);
@@ -39,6 +40,7 @@ void parallel_for(uint64_t n_tasks, unsigned threads, const std::function<void(u
       try {
         pool.emplace_back(work, w);
       } catch (const std::exception& e) {  // std::system_error: no thread to give (process or memory limits)
+        if (shortage == ThreadShortage::run_fewer) break;
         const std::lock_guard lock(error_mutex);
         if (!error) {
           error = std::make_exception_ptr(Error("cannot start " + std::to_string(workers) + " worker threads: thread " +
@@ -52,4 +54,4 @@ void parallel_for(uint64_t n_tasks, unsigned threads, const std::function<void(u
   if (error) std::rethrow_exception(error);
 }
 
-}  // namespace strata::synth
+}  // namespace strata
