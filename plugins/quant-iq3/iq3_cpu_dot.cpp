@@ -356,13 +356,21 @@ struct Nibbles512 {
 // SNibbles' dot kernel at the avx512 level: a value is d (1 + 2l)(2u - 15) with u = nibble ^ 8, so a sub-block's
 // dot with Q8_K bytes q is 2 sum(u q) - 15 sum(q): vpdpbusd on the nibbles and Q8_K's sums of 16, the block's exact
 // integer (IQ3_S's) and IQ3_S's fused multiply-add.
-// Each sub-block's scale in the low half of its four int32 lanes (and 0 in the high half), for vpmaddwd: a lane's
-// sum of 8 products u * q is below 2^15 in magnitude, so it is its own low int16.
-STRATA_TARGET_AVX512 __m512i lane_scales(const uint8_t* block, int first_sub_block) {
-  alignas(64) int32_t lanes[16];
-  for (int lane = 0; lane < 16; ++lane) lanes[lane] = SNibbles::scale(block, first_sub_block + lane / 4);
-  return _mm512_load_si512(lanes);
-}
+// A block's eight odd scales 1 + 2l as they meet the products: for vpmaddwd, each sub-block's scale in the low half
+// of its four int32 lanes (a lane's sum of 8 products u * q is below 2^15 in magnitude, so it is its own low int16;
+// the high half 0), sub-blocks 0-3 in by_lane[0] and 4-7 in by_lane[1]; and each scale twice as int16, to meet
+// Q8_K's sums of 16. Built in registers: the scalar form stored 48 scales a block and cost more than its products.
+struct NibbleScales512 {
+  __m512i by_lane[2];
+  __m256i by_sum16;
+  STRATA_TARGET_AVX512 explicit NibbleScales512(const uint8_t* block) {
+    const __m128i scales = SNibbles::scales_avx2(block);  // 8 x int16, sub-block order
+    const __m512i as_int32 = _mm512_zextsi256_si512(_mm256_cvtepu16_epi32(scales));
+    by_lane[0] = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), as_int32);
+    by_lane[1] = _mm512_permutexvar_epi32(_mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7), as_int32);
+    by_sum16 = _mm256_set_m128i(_mm_unpackhi_epi16(scales, scales), _mm_unpacklo_epi16(scales, scales));
+  }
+};
 
 STRATA_TARGET_AVX512 void nibbles_row_dot_tokens_avx512(int64_t n, const uint8_t* row, const uint8_t* activations,
                                                         size_t stride, int n_tokens, float* sums) {
@@ -374,11 +382,7 @@ STRATA_TARGET_AVX512 void nibbles_row_dot_tokens_avx512(int64_t n, const uint8_t
     const uint8_t* block = row + b * SNibbles::kBlockBytes;
     const Nibbles512 nibbles[2] = {Nibbles512(block + SNibbles::kLevelsOffset),
                                    Nibbles512(block + SNibbles::kLevelsOffset + 64)};
-    const __m512i scales[2] = {lane_scales(block, 0), lane_scales(block, 4)};
-    // Each scale twice, to meet Q8_K's sums of 16.
-    alignas(32) int16_t pair_scales[16];
-    for (int i = 0; i < 16; ++i) pair_scales[i] = static_cast<int16_t>(SNibbles::scale(block, i / 2));
-    const __m256i scales16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(pair_scales));
+    const NibbleScales512 scales(block);
     const float d = _cvtsh_ss(load_u16(block));
     for (int t = 0; t < n_tokens; ++t) {
       const uint8_t* a = activations + t * stride + b * Q8K::kBytes;
@@ -390,11 +394,12 @@ STRATA_TARGET_AVX512 void nibbles_row_dot_tokens_avx512(int64_t n, const uint8_t
         __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nibbles[half].low,
                                           _mm512_permutex2var_epi64(q_first, first_halves, q_second));
         dot = _mm512_dpbusd_epi32(dot, nibbles[half].high, _mm512_permutex2var_epi64(q_first, second_halves, q_second));
-        lanes = _mm512_add_epi32(lanes, _mm512_madd_epi16(dot, scales[half]));
+        lanes = _mm512_add_epi32(lanes, _mm512_madd_epi16(dot, scales.by_lane[half]));
       }
       // 2 * sum(scale * u * q) - 15 * sum(scale * q), the block's exact integer.
       const __m256i q_sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + Q8K::kSumsOffset));
-      const __m256i offset_share = _mm256_mullo_epi32(_mm256_madd_epi16(q_sums, scales16), _mm256_set1_epi32(15));
+      const __m256i scaled_sums = _mm256_madd_epi16(q_sums, scales.by_sum16);
+      const __m256i offset_share = _mm256_sub_epi32(_mm256_slli_epi32(scaled_sums, 4), scaled_sums);  // times 15
       lanes = _mm512_sub_epi32(_mm512_slli_epi32(lanes, 1), _mm512_zextsi256_si512(offset_share));
       sums[t] = std::fma(d * Q8K::scale(a), static_cast<float>(_mm512_reduce_add_epi32(lanes)), sums[t]);
     }
