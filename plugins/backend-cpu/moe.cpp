@@ -104,7 +104,12 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
     position_of_slot[slot] = position;
   }
 
-  // Scratch rows in grouped order: inputs, gate (then the SwiGLU product), up, down results.
+  const auto tokens_of = [&](int64_t expert) { return first_of_expert[expert + 1] - first_of_expert[expert]; };
+
+  // Scratch rows in grouped order: inputs, gate (then the SwiGLU product), up, down results. An expert with one
+  // token reads that token's row in place instead: the experts of one token then share its converted activations
+  // (run_matmuls converts a row once for all tasks that read it), so a decode step converts one row for the gate
+  // and up products of all its experts, not one per expert.
   instance.moe_floats.resize(static_cast<size_t>(n_computed * (2 * width + 2 * ffn)));
   float* grouped_x = instance.moe_floats.data();
   float* gate_out = grouped_x + n_computed * width;
@@ -114,18 +119,20 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
       n_computed,
       [&](int64_t begin, int64_t end, int) {
         for (int64_t position = begin; position < end; ++position) {
-          const int64_t token = instance.moe_slots[position] / n_used;
-          std::copy_n(x_values + token * width, width, grouped_x + position * width);
+          const int32_t slot = instance.moe_slots[position];
+          if (tokens_of(id_values[slot]) == 1) continue;  // read in place
+          std::copy_n(x_values + slot / n_used * width, width, grouped_x + position * width);
         }
       },
       kRowsPerThread);
 
   std::vector<MatmulTask> tasks;
   for (int64_t expert = 0; expert < n_experts; ++expert) {
-    const int64_t first = first_of_expert[expert], count = first_of_expert[expert + 1] - first;
+    const int64_t first = first_of_expert[expert], count = tokens_of(expert);
     if (count == 0) continue;
-    tasks.push_back({&gate_weight, expert, grouped_x + first * width, count, gate_out + first * ffn});
-    tasks.push_back({&up_weight, expert, grouped_x + first * width, count, up_out + first * ffn});
+    const float* input = count == 1 ? x_values + instance.moe_slots[first] / n_used * width : grouped_x + first * width;
+    tasks.push_back({&gate_weight, expert, input, count, gate_out + first * ffn});
+    tasks.push_back({&up_weight, expert, input, count, up_out + first * ffn});
   }
   run_matmuls(instance, tasks);
 
