@@ -108,6 +108,7 @@ STRATA_TARGET_AVX2 float q8_0_row_dot_avx2(int64_t n, const uint8_t* row, const 
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / kQ8_0Values; ++b) {
     const uint8_t* w = row + b * kQ8_0Bytes;
+    sdk::prefetch_ahead<kQ8_0Bytes>(w);
     const uint8_t* a = act + b * kQ8_0Bytes;
     const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2));
     const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 2));

@@ -305,6 +305,7 @@ STRATA_TARGET_AVX2 void iq3_row_dot_tokens_avx2(int64_t n, const uint8_t* row, c
   __m256 acc[sdk::kDotTokens];
   for (int t = 0; t < n_tokens; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / kBlockValues; ++b) {
+    sdk::prefetch_ahead<Format::kBlockBytes>(row + b * Format::kBlockBytes);
     const BlockAvx2<Format> block(row + b * Format::kBlockBytes);
     for (int t = 0; t < n_tokens; ++t) acc[t] = block.accumulate(activations + t * stride + b * Q8K::kBytes, acc[t]);
   }
@@ -316,6 +317,7 @@ STRATA_TARGET_AVX512 void iq3_row_dot_tokens_avx512(int64_t n, const uint8_t* ro
                                                     size_t stride, int n_tokens, float* sums) {
   for (int t = 0; t < n_tokens; ++t) sums[t] = 0.0f;
   for (int64_t b = 0; b < n / kBlockValues; ++b) {
+    sdk::prefetch_ahead<Format::kBlockBytes>(row + b * Format::kBlockBytes);
     const BlockAvx512<Format> block(row + b * Format::kBlockBytes);
     for (int t = 0; t < n_tokens; ++t) sums[t] = block.accumulate(activations + t * stride + b * Q8K::kBytes, sums[t]);
   }
@@ -380,6 +382,7 @@ STRATA_TARGET_AVX512 void nibbles_row_dot_tokens_avx512(int64_t n, const uint8_t
   for (int t = 0; t < n_tokens; ++t) sums[t] = 0.0f;
   for (int64_t b = 0; b < n / kBlockValues; ++b) {
     const uint8_t* block = row + b * SNibbles::kBlockBytes;
+    sdk::prefetch_ahead<SNibbles::kBlockBytes>(block);
     const Nibbles512 nibbles[2] = {Nibbles512(block + SNibbles::kLevelsOffset),
                                    Nibbles512(block + SNibbles::kLevelsOffset + 64)};
     const NibbleScales512 scales(block);

@@ -123,6 +123,7 @@ STRATA_TARGET_AVX2 float scale_min_row_dot_avx2(int64_t n, const uint8_t* row, c
   float min_total = 0.0f;
   for (int64_t b = 0; b < n / kSuperBlock; ++b) {
     const uint8_t* block = row + b * kBlockBytes;
+    sdk::prefetch_ahead<kBlockBytes>(block);
     const uint8_t* a = act + b * Q8K::kBytes;
     const int8_t* q8 = Q8K::values(a);
     const float d8 = Q8K::scale(a);
@@ -166,6 +167,7 @@ STRATA_TARGET_AVX2 float q6_k_row_dot_avx2(int64_t n, const uint8_t* row, const 
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / kSuperBlock; ++b) {
     const uint8_t* block = row + b * kQ6KBytes;
+    sdk::prefetch_ahead<kQ6KBytes>(block);
     const uint8_t* a = act + b * Q8K::kBytes;
     const int8_t* q8 = Q8K::values(a);
     const auto* scales = reinterpret_cast<const int8_t*>(block + kQ6KScalesOffset);
@@ -215,6 +217,7 @@ STRATA_TARGET_AVX512 float q6_k_row_dot_avx512(int64_t n, const uint8_t* row, co
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < n / kSuperBlock; ++b) {
     const uint8_t* block = row + b * kQ6KBytes;
+    sdk::prefetch_ahead<kQ6KBytes>(block);
     const uint8_t* a = act + b * Q8K::kBytes;
     const int8_t* q8 = Q8K::values(a);
     const __m128i scale_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ6KScalesOffset));

@@ -24,6 +24,20 @@
 
 namespace strata::sdk {
 
+// A row kernel's one-token products do too little work a byte to hide the memory's latency, and the hardware's own
+// prefetcher does not run far enough ahead of them: the kernels ask for the block this many bytes on (one token's
+// expert products on the development VM: 2048 was the plateau of 512-4096, docs/benchmarks.md).
+inline constexpr uintptr_t kCpuPrefetchBytes = 2048;
+
+// Every cache line of the BlockBytes bytes kCpuPrefetchBytes past block, into L1.
+template <uintptr_t BlockBytes>
+inline void prefetch_ahead(const void* block) {
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(block) + kCpuPrefetchBytes;
+  for (uintptr_t line = ahead & ~uintptr_t{63}; line < ahead + BlockBytes; line += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(line));
+  }
+}
+
 // strata_quant_type::cpu_dot_rows.
 using CpuDotRowsFn = void (*)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, const void* activation,
                               float* out);
