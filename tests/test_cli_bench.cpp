@@ -109,5 +109,29 @@ TEST(BenchCli, OpsTimesEachNamedOpAloneWithTheWeightsItReads) {
   EXPECT_NE(unknown.err.find("unknown op 'attn_z'"), std::string::npos) << unknown.err;
 }
 
+// --op-experts K: each token of moe_ffn computes its first K experts (the pool's share in a hybrid step), so a
+// one-token call reads and multiplies K experts' rows; more than the model's n_used fails naming the range.
+TEST(BenchCli, OpExpertsTimesAShareOfEachTokensExperts) {
+  const auto model = test::reference_dir() / "models" / "qwen2moe-tiny-q8_0.gguf";
+  ASSERT_REFERENCE(model);
+  const gguf::Model file(model);
+  const auto n_used = static_cast<int>(file.find("qwen2moe.expert_used_count")->as_uint().value());
+  ASSERT_GE(n_used, 2);
+  const auto all = bench(model, "--ops moe_ffn --op-calls 4 --json");
+  const auto one = bench(model, "--ops moe_ffn --op-calls 4 --op-experts 1 --json");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto all_line = nlohmann::json::parse(all.out).at(0), one_line = nlohmann::json::parse(one.out).at(0);
+  EXPECT_EQ(all_line["experts_per_token"], n_used);
+  EXPECT_EQ(one_line["experts_per_token"], 1);
+  EXPECT_NEAR(one_line["weight_bytes"].get<double>() * n_used, all_line["weight_bytes"].get<double>(),
+              1e-6 * all_line["weight_bytes"].get<double>());
+  EXPECT_DOUBLE_EQ(one_line["flops"].get<double>() * n_used, all_line["flops"].get<double>());
+
+  const auto too_many = bench(model, "--ops moe_ffn --op-experts " + std::to_string(n_used + 1));
+  EXPECT_NE(too_many.exit_code, 0);
+  EXPECT_NE(too_many.err.find("experts per token"), std::string::npos) << too_many.err;
+}
+
 }  // namespace
 }  // namespace strata

@@ -54,8 +54,9 @@ const gguf::TensorInfo& matrix_tensor(const gguf::Model& file, const std::string
 
 }  // namespace
 
-OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, const std::string& op, int32_t n_tokens,
-                                   int32_t calls, int32_t repetitions, const std::vector<int32_t>& layers) {
+OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, const std::string& op,
+                                   const OpBenchmarkOptions& options) {
+  const int32_t n_tokens = options.n_tokens, calls = options.calls, repetitions = options.repetitions;
   if (std::find(std::begin(kOps), std::end(kOps), op) == std::end(kOps)) {
     std::string known;
     for (const char* name : kOps) known += (known.empty() ? "" : ", ") + std::string(name);
@@ -65,13 +66,18 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
     throw Error("an op benchmark needs at least 1 token, 1 call and 1 repetition");
   }
   const ModelConfig& c = model.config();
+  const int32_t per_token = options.experts_per_token == 0 ? c.n_expert_used : options.experts_per_token;
+  if (per_token < 0 || per_token > c.n_expert_used) {
+    throw Error("op benchmark: " + std::to_string(options.experts_per_token) +
+                " experts per token is outside the model's 1 to " + std::to_string(c.n_expert_used));
+  }
   const ModelWeights& weights = model.weights();
   Backend& backend = model.backend();
   const auto& t = backend.table();
   auto* b = backend.get();
   const bool moe = op == "moe_ffn";
   if (moe && !weights.layers[0].gate_exps) throw Error("op benchmark: the model has no routed experts (moe_ffn)");
-  std::vector<int32_t> used = layers;  // the layers the calls take in turn
+  std::vector<int32_t> used = options.layers;  // the layers the calls take in turn
   if (used.empty()) {
     used.resize(static_cast<size_t>(c.n_layer));
     std::iota(used.begin(), used.end(), 0);
@@ -113,15 +119,23 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
   std::function<void(int32_t)> call;
   if (moe) {
     const auto routings = fixed_routings(c, n_tokens);
-    const std::vector<float> equal(static_cast<size_t>(n_tokens * c.n_expert_used),
-                                   1.0f / static_cast<float>(c.n_expert_used));
+    result.experts_per_token = per_token;
+    // Each token's first per_token experts weigh equally; the rest weigh 0, which moe_ffn skips.
+    std::vector<float> shares(static_cast<size_t>(n_tokens * c.n_expert_used), 0.0f);
+    for (size_t k = 0; k < shares.size(); ++k) {
+      if (static_cast<int32_t>(k % c.n_expert_used) < per_token) shares[k] = 1.0f / static_cast<float>(per_token);
+    }
     double experts_read = 0.0;
     for (const auto& routing : routings) {
       ids.emplace_back(backend, routing.size() * sizeof(int32_t));
       backend.write(ids.back(), routing.data(), routing.size() * sizeof(int32_t));
-      slot_weights.emplace_back(backend, equal.size() * sizeof(float));
-      backend.write(slot_weights.back(), equal.data(), equal.size() * sizeof(float));
-      experts_read += static_cast<double>(std::set<int32_t>(routing.begin(), routing.end()).size()) / kRoutings;
+      slot_weights.emplace_back(backend, shares.size() * sizeof(float));
+      backend.write(slot_weights.back(), shares.data(), shares.size() * sizeof(float));
+      std::set<int32_t> computed;
+      for (size_t k = 0; k < routing.size(); ++k) {
+        if (shares[k] != 0.0f) computed.insert(routing[k]);
+      }
+      experts_read += static_cast<double>(computed.size()) / kRoutings;
     }
     double expert_bytes = 0.0;  // of one expert of a layer, a mean over the layers (mixes vary the types)
     for (const int32_t il : used) {
@@ -132,7 +146,7 @@ OpBenchmarkResult run_op_benchmark(const Model& model, const gguf::Model& file, 
     }
     result.weight_bytes_per_call = experts_read * expert_bytes;
     // gate and up (n_embd -> n_ff_exp) and down, per token and expert it chose
-    result.flops_per_call = 2.0 * n_tokens * c.n_expert_used * 3.0 * static_cast<double>(c.n_embd) * c.expert_ffn;
+    result.flops_per_call = 2.0 * n_tokens * per_token * 3.0 * static_cast<double>(c.n_embd) * c.expert_ffn;
     call = [&](int32_t i) {
       const LayerWeights& layer = weights.layers[used[i % n_used_layers]];
       const int32_t routing = i % kRoutings;

@@ -27,6 +27,7 @@ struct BenchOptions {
   std::vector<std::string> ops;
   int32_t op_calls = 200;
   int32_t op_tokens = 1;
+  int32_t op_experts = 0;
 };
 
 uint64_t model_params(const gguf::Model& file) {
@@ -78,6 +79,12 @@ void register_bench_command(CLI::App& app) {
   command->add_option("--op-tokens", options->op_tokens, "Tokens per call of an op (--ops)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  command
+      ->add_option("--op-experts", options->op_experts,
+                   "moe_ffn (--ops): experts each token computes, the others weighted 0 as a hybrid placement hands "
+                   "the pool its share (0: all the model's n_expert_used)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 
   command->callback([options] {
     auto thread_counts = options->threads;
@@ -89,8 +96,13 @@ void register_bench_command(CLI::App& app) {
       const Engine engine(engine_options);
       if (!options->ops.empty()) {
         for (const std::string& op : options->ops) {
-          const auto result = run_op_benchmark(engine.model(), engine.file(), op, options->op_tokens, options->op_calls,
-                                               options->repetitions);
+          const auto result =
+              run_op_benchmark(engine.model(), engine.file(), op,
+                               {.n_tokens = options->op_tokens,
+                                .calls = options->op_calls,
+                                .repetitions = options->repetitions,
+                                .layers = {},
+                                .experts_per_token = options->op_experts});
           const double gbps = result.weight_bytes_per_call / (result.us_per_call * 1e3);
           const double gflops = result.flops_per_call / (result.us_per_call * 1e3);
           nlohmann::ordered_json line = {{"model", engine.file().first().path().filename().string()},
@@ -99,6 +111,7 @@ void register_bench_command(CLI::App& app) {
                                          {"threads", threads},
                                          {"op", result.op},
                                          {"n_tokens", result.n_tokens},
+                                         {"experts_per_token", result.experts_per_token},
                                          {"calls", options->op_calls},
                                          {"avg_us", result.us_per_call},
                                          {"stddev_us", result.stddev_us},
