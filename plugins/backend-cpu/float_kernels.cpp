@@ -297,6 +297,20 @@ STRATA_INLINE void scaled_softmax_body(float* x, int64_t n, float scale) {
   for (; i < n; ++i) x[i] *= normalizer;
 }
 
+// gate = silu(gate) * up over n values: silu(x) = x * sigmoid(x), with sigmoid from t = e^-|x| (an exponent <= 0,
+// so no overflow): 1 / (1 + t) where x >= 0, t / (1 + t) below.
+template <class Ops>
+STRATA_INLINE void swiglu_body(float* gate, const float* up, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const vf x = load(gate + i);
+    const vf t = exp_nonpositive<Ops>(Ops::max(x, -x) * -1.0f);
+    const vf numerator = x >= 0.0f ? vf{} + 1.0f : t;
+    store(gate + i, x * numerator / (t + 1.0f) * load(up + i));
+  }
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
 // A kernel set: its entry points flatten their calls, so that the F16C loaders (not always_inline) are inlined.
 #define STRATA_FLOAT_KERNELS(set_name, target_attribute, Ops)                                                         \
   namespace set_name {                                                                                                \
@@ -323,13 +337,16 @@ STRATA_INLINE void scaled_softmax_body(float* x, int64_t n, float scale) {
   target_attribute [[gnu::flatten]] void scaled_softmax(float* x, int64_t n, float scale) {                           \
     scaled_softmax_body<Ops>(x, n, scale);                                                                            \
   }                                                                                                                   \
+  target_attribute [[gnu::flatten]] void swiglu(float* gate, const float* up, int64_t n) {                          \
+    swiglu_body<Ops>(gate, up, n);                                                                                    \
+  }                                                                                                                   \
   target_attribute [[gnu::flatten]] void dot_blocks_f16(const uint16_t* blocks, int64_t n_rows, const float* xs,      \
                                                         size_t x_stride, int n_x, int64_t n, float* out,              \
                                                         size_t out_stride) {                                          \
     dot_blocks_body<Ops>(blocks, n_rows, xs, x_stride, n_x, n, out, out_stride);                                      \
   }                                                                                                                   \
   constexpr FloatKernels table{                                                                                       \
-      &dot, &dot4, &dot_i8, &axpy, &axpy_i8, &axpy_rows_f16, &dot_blocks_f16, &scaled_softmax};                       \
+      &dot, &dot4, &dot_i8, &axpy, &axpy_i8, &axpy_rows_f16, &dot_blocks_f16, &scaled_softmax, &swiglu};              \
   }
 
 STRATA_FLOAT_KERNELS(baseline, , PortableOps)

@@ -30,6 +30,8 @@ struct FloatKernels {
                          float* out, size_t out_stride);
   // x = softmax(x * scale) over n values, the maximum subtracted first.
   void (*scaled_softmax)(float* x, int64_t n, float scale);
+  // gate = silu(gate) * up, the expert FFN's SwiGLU (e^ within 2 ulp, as the softmax's)
+  void (*swiglu)(float* gate, const float* up, int64_t n);
 };
 
 const FloatKernels& float_kernels(CpuIsa isa);

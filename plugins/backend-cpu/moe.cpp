@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "activation_functions.hpp"
 #include "backend_objects.hpp"
 #include "matmul.hpp"
 #include "ops.hpp"
@@ -139,7 +138,7 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   instance.pool.parallel_for(
       n_computed,
       [&](int64_t begin, int64_t end, int) {
-        for (int64_t i = begin * ffn; i < end * ffn; ++i) gate_out[i] = silu(gate_out[i]) * up_out[i];
+        instance.kernels.swiglu(gate_out + begin * ffn, up_out + begin * ffn, (end - begin) * ffn);
       },
       kRowsPerThread);
 
