@@ -24,7 +24,9 @@ PoolTiming time_expert_pool(const Model& model, const gguf::Model& file, int32_t
   PoolTiming timing;
   std::map<int32_t, double> us_of_layer;
   for (const auto& [types, il] : first_of_types) {
-    const auto result = run_op_benchmark(model, file, "moe_ffn", {.n_tokens = 1, .calls = calls, .repetitions = repetitions, .layers = {il}, .experts_per_token = 0});
+    const auto result = run_op_benchmark(
+        model, file, "moe_ffn",
+        {.n_tokens = 1, .calls = calls, .repetitions = repetitions, .layers = {il}, .experts_per_token = 0});
     us_of_layer[il] = result.us_per_call / c.n_expert_used;
     timing.measured_layers.push_back(il);
   }

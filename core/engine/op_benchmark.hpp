@@ -27,9 +27,9 @@ struct OpBenchmarkResult {
 };
 
 struct OpBenchmarkOptions {
-  int32_t n_tokens = 1;     // tokens per call
-  int32_t calls = 200;      // calls per timed round
-  int32_t repetitions = 3;  // timed rounds
+  int32_t n_tokens = 1;         // tokens per call
+  int32_t calls = 200;          // calls per timed round
+  int32_t repetitions = 3;      // timed rounds
   std::vector<int32_t> layers;  // the layers whose weights the calls take in turn; empty: every layer
   // moe_ffn: experts each token computes, its first ones (the others' weights 0, skipped, as a hybrid placement
   // hands the pool its share of a token's experts); 0: all n_expert_used

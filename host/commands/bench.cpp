@@ -96,13 +96,12 @@ void register_bench_command(CLI::App& app) {
       const Engine engine(engine_options);
       if (!options->ops.empty()) {
         for (const std::string& op : options->ops) {
-          const auto result =
-              run_op_benchmark(engine.model(), engine.file(), op,
-                               {.n_tokens = options->op_tokens,
-                                .calls = options->op_calls,
-                                .repetitions = options->repetitions,
-                                .layers = {},
-                                .experts_per_token = options->op_experts});
+          const auto result = run_op_benchmark(engine.model(), engine.file(), op,
+                                               {.n_tokens = options->op_tokens,
+                                                .calls = options->op_calls,
+                                                .repetitions = options->repetitions,
+                                                .layers = {},
+                                                .experts_per_token = options->op_experts});
           const double gbps = result.weight_bytes_per_call / (result.us_per_call * 1e3);
           const double gflops = result.flops_per_call / (result.us_per_call * 1e3);
           nlohmann::ordered_json line = {{"model", engine.file().first().path().filename().string()},

@@ -76,6 +76,7 @@ struct strata_backend {
   strata_buffer interleaved;              // Q8_K matmul inputs laid out for the int8 kernel (int8_gemm.hpp)
   std::vector<float> moe_floats;          // moe_ffn's gathered inputs and per-expert results
   std::vector<int32_t> moe_slots;         // moe_ffn's (token, choice) slots grouped by expert
+  std::vector<int32_t> moe_tokens;        // and the token of each
   strata_buffer normed_sum, normed_rows;  // a normed input's x + y and norm where the op is given no place
 
   // A worker's float scratch of at least count values.

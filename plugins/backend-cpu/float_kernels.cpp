@@ -337,7 +337,7 @@ STRATA_INLINE void swiglu_body(float* gate, const float* up, int64_t n) {
   target_attribute [[gnu::flatten]] void scaled_softmax(float* x, int64_t n, float scale) {                           \
     scaled_softmax_body<Ops>(x, n, scale);                                                                            \
   }                                                                                                                   \
-  target_attribute [[gnu::flatten]] void swiglu(float* gate, const float* up, int64_t n) {                          \
+  target_attribute [[gnu::flatten]] void swiglu(float* gate, const float* up, int64_t n) {                            \
     swiglu_body<Ops>(gate, up, n);                                                                                    \
   }                                                                                                                   \
   target_attribute [[gnu::flatten]] void dot_blocks_f16(const uint16_t* blocks, int64_t n_rows, const float* xs,      \
@@ -345,8 +345,8 @@ STRATA_INLINE void swiglu_body(float* gate, const float* up, int64_t n) {
                                                         size_t out_stride) {                                          \
     dot_blocks_body<Ops>(blocks, n_rows, xs, x_stride, n_x, n, out, out_stride);                                      \
   }                                                                                                                   \
-  constexpr FloatKernels table{                                                                                       \
-      &dot, &dot4, &dot_i8, &axpy, &axpy_i8, &axpy_rows_f16, &dot_blocks_f16, &scaled_softmax, &swiglu};              \
+  constexpr FloatKernels table{&dot,           &dot4,           &dot_i8,         &axpy,  &axpy_i8,                    \
+                               &axpy_rows_f16, &dot_blocks_f16, &scaled_softmax, &swiglu};                            \
   }
 
 STRATA_FLOAT_KERNELS(baseline, , PortableOps)

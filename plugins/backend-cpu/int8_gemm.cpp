@@ -133,8 +133,8 @@ STRATA_TARGET_AVX512 void multiply_block(const DecodedRows& w, int64_t row0, con
 #pragma GCC unroll 8
       for (int r = 0; r < Rows; ++r) {
         const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(block_scales[r][block]), x_scale);
-        _mm512_store_ps(acc[r][g], _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(block_sum[r][g]),
-                                                    _mm512_load_ps(acc[r][g])));
+        _mm512_store_ps(acc[r][g],
+                        _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(block_sum[r][g]), _mm512_load_ps(acc[r][g])));
       }
     }
   }
@@ -164,17 +164,21 @@ STRATA_TARGET_AVX512 void write_corrections(const int8_t* levels, int64_t n_scal
   }
 }
 
-STRATA_TARGET_AVX512 void interleave_group_avx512(int64_t n, const std::byte* q8k_rows, size_t stride, int64_t n_tokens,
-                                                  int64_t group, std::byte* interleaved) {
+STRATA_TARGET_AVX512 void interleave_group_avx512(int64_t n, const std::byte* q8k_rows, size_t stride,
+                                                  const int32_t* rows, int64_t n_tokens, int64_t group,
+                                                  std::byte* interleaved) {
   auto* levels = reinterpret_cast<uint8_t*>(interleaved + group * group_bytes(n));
   auto* scales = reinterpret_cast<float*>(levels + n * kGroupTokens);
   const int64_t token0 = group * kGroupTokens;
-  const auto present = static_cast<__mmask16>((1u << std::min(kGroupTokens, n_tokens - token0)) - 1);
-  const __m512i row_offsets =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(static_cast<int32_t>(stride)));
+  const int64_t count = std::min(kGroupTokens, n_tokens - token0);
+  const auto present = static_cast<__mmask16>((1u << count) - 1);
+  // Each lane's row from first: lane (first at the group's first row), or rows[token0 + lane] (first at row 0; the
+  // caller keeps those offsets within int32). Lanes past the tokens read nothing.
+  const __m512i row_numbers = rows != nullptr ? _mm512_maskz_loadu_epi32(present, rows + token0)
+                                              : _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i row_offsets = _mm512_mullo_epi32(row_numbers, _mm512_set1_epi32(static_cast<int32_t>(stride)));
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const std::byte* first = q8k_rows + static_cast<size_t>(token0) * stride;
+  const std::byte* first = rows != nullptr ? q8k_rows : q8k_rows + static_cast<size_t>(token0) * stride;
   constexpr int64_t kStepsPerBlock = Q8K::kValues / kStepValues;
   for (int64_t kb = 0; kb < n / Q8K::kValues; ++kb) {
     const std::byte* block = first + kb * Q8K::kBytes;
@@ -192,9 +196,9 @@ STRATA_TARGET_AVX512 void interleave_group_avx512(int64_t n, const std::byte* q8
 
 bool available(CpuIsa isa) { return isa >= CpuIsa::avx512; }
 
-void interleave_group(int64_t n, const std::byte* q8k_rows, size_t stride, int64_t n_tokens, int64_t group,
-                      std::byte* interleaved) {
-  interleave_group_avx512(n, q8k_rows, stride, n_tokens, group, interleaved);
+void interleave_group(int64_t n, const std::byte* q8k_rows, size_t stride, const int32_t* rows, int64_t n_tokens,
+                      int64_t group, std::byte* interleaved) {
+  interleave_group_avx512(n, q8k_rows, stride, rows, n_tokens, group, interleaved);
 }
 
 void multiply_tile(sdk::CpuRowsToInt8Fn to_int8, int64_t n, int64_t n_rows, const std::byte* rows, size_t row_bytes,
@@ -226,7 +230,7 @@ void multiply_tile(sdk::CpuRowsToInt8Fn to_int8, int64_t n, int64_t n_rows, cons
 bool available(CpuIsa) { return false; }
 
 // Never called where available() is false.
-void interleave_group(int64_t, const std::byte*, size_t, int64_t, int64_t, std::byte*) {}
+void interleave_group(int64_t, const std::byte*, size_t, const int32_t*, int64_t, int64_t, std::byte*) {}
 void multiply_tile(sdk::CpuRowsToInt8Fn, int64_t, int64_t, const std::byte*, size_t, const std::byte*, int64_t, float*,
                    size_t, float*) {}
 

@@ -32,9 +32,10 @@ bool available(CpuIsa isa);
 size_t activation_bytes(int64_t n, int64_t n_tokens);
 
 // Writes token group `group` (tokens 16 * group ..) of n_tokens Q8_K rows of n values, stride bytes apart,
-// into its place in `interleaved` (activation_bytes long); tokens past n_tokens are zeros with scale 0.
-void interleave_group(int64_t n, const std::byte* q8k_rows, size_t stride, int64_t n_tokens, int64_t group,
-                      std::byte* interleaved);
+// into its place in `interleaved` (activation_bytes long); tokens past n_tokens are zeros with scale 0. Token t
+// is row t, or row rows[t] where rows is set.
+void interleave_group(int64_t n, const std::byte* q8k_rows, size_t stride, const int32_t* rows, int64_t n_tokens,
+                      int64_t group, std::byte* interleaved);
 
 // Floats of scratch multiply_tile needs for n_rows rows of n values.
 size_t tile_scratch_floats(int64_t n, int64_t n_rows);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ struct TaskPlan {
   size_t activation_row_bytes = 0;
   size_t activation_offset = 0;                 // into backend.activations
   int64_t shares_activations_of = -1;           // an earlier plan whose converted activations this one reuses
+  bool converts_x_rows = false;                 // activations hold all x_row_count rows of x (an int8 plan with
+                                                // x_rows: its interleaving picks its tokens from them)
   sdk::CpuRowsToInt8Fn rows_to_int8 = nullptr;  // set when the int8 kernel multiplies this task
   size_t interleaved_offset = 0;                // into backend.interleaved
   int64_t shares_interleaved_of = -1;           // likewise for the int8 kernel's activations
@@ -84,9 +87,25 @@ void choose_kernel(strata_backend& backend, TaskPlan& plan) {
   plan.activation_row_bytes = static_cast<size_t>(weight.ne0 / activation->block_elements) * activation->block_bytes;
 }
 
+// Whether b's converted activations are a's: the same rows of the same x into the same type.
 bool same_activations(const TaskPlan& a, const TaskPlan& b) {
-  return a.task.x == b.task.x && a.task.n_tokens == b.task.n_tokens && a.task.weight->ne0 == b.task.weight->ne0 &&
-         a.activation_type == b.activation_type;
+  if (a.task.x != b.task.x || a.task.weight->ne0 != b.task.weight->ne0 || a.activation_type != b.activation_type ||
+      a.converts_x_rows != b.converts_x_rows) {
+    return false;
+  }
+  if (a.converts_x_rows) return a.task.x_row_count == b.task.x_row_count;
+  return a.task.n_tokens == b.task.n_tokens && a.task.x_rows == b.task.x_rows;
+}
+
+// Whether b's int8 kernel activations are a's: the same activations, and the same tokens picked from them.
+bool same_tokens(const TaskPlan& a, const TaskPlan& b) {
+  return same_activations(a, b) && a.task.n_tokens == b.task.n_tokens && a.task.x_rows == b.task.x_rows;
+}
+
+// Rows of x a plan converts (none where it shares another's).
+int64_t rows_to_convert(const TaskPlan& plan) {
+  if (plan.activation_type == nullptr || plan.shares_activations_of >= 0) return 0;
+  return plan.converts_x_rows ? plan.task.x_row_count : plan.task.n_tokens;
 }
 
 // Places the int8 kernel's activations of the int8 plans: an earlier plan's where it has the same.
@@ -96,7 +115,7 @@ size_t place_interleaved(std::vector<TaskPlan>& plans) {
     TaskPlan& plan = plans[i];
     if (plan.rows_to_int8 == nullptr) continue;
     for (size_t j = 0; j < i && plan.shares_interleaved_of < 0; ++j) {
-      if (plans[j].rows_to_int8 != nullptr && plans[j].shares_interleaved_of < 0 && same_activations(plans[j], plan)) {
+      if (plans[j].rows_to_int8 != nullptr && plans[j].shares_interleaved_of < 0 && same_tokens(plans[j], plan)) {
         plan.shares_interleaved_of = static_cast<int64_t>(j);
         plan.interleaved_offset = plans[j].interleaved_offset;
       }
@@ -116,6 +135,9 @@ std::vector<TaskPlan> make_plans(strata_backend& backend, std::span<const Matmul
     plan.task = tasks[i];
     const strata_weight& weight = *plan.task.weight;
     choose_kernel(backend, plan);
+    // The int8 kernel's gathers address the converted rows with int32 offsets.
+    plan.converts_x_rows = plan.rows_to_int8 != nullptr && plan.task.x_rows != nullptr &&
+                           plan.task.x_row_count * static_cast<int64_t>(plan.activation_row_bytes) <= INT32_MAX;
     plan.tile_rows = std::clamp<int64_t>(kTileFloats / weight.ne0 / 4 * 4, 4, 64);
     plan.n_tiles = (weight.ne1 + plan.tile_rows - 1) / plan.tile_rows;
     if (plan.activation_type == nullptr) continue;
@@ -128,7 +150,7 @@ std::vector<TaskPlan> make_plans(strata_backend& backend, std::span<const Matmul
     }
     if (plan.shares_activations_of >= 0) continue;
     plan.activation_offset = activation_bytes;
-    activation_bytes += plan.activation_row_bytes * plan.task.n_tokens;
+    activation_bytes += plan.activation_row_bytes * static_cast<size_t>(rows_to_convert(plan));
   }
   if (backend.activations.size() < activation_bytes) backend.activations.resize(activation_bytes);
   backend.interleaved.reserve(place_interleaved(plans));
@@ -148,10 +170,6 @@ void for_each_share(std::vector<TaskPlan>& plans, int64_t begin, int64_t end, Co
   }
 }
 
-int64_t rows_to_convert(const TaskPlan& plan) {
-  return plan.activation_type != nullptr && plan.shares_activations_of < 0 ? plan.task.n_tokens : 0;
-}
-
 int64_t groups_to_interleave(const TaskPlan& plan) {
   if (plan.rows_to_int8 == nullptr || plan.shares_interleaved_of >= 0) return 0;
   return (plan.task.n_tokens + int8::kGroupTokens - 1) / int8::kGroupTokens;
@@ -166,8 +184,8 @@ void interleave_activations(strata_backend& backend, std::vector<TaskPlan>& plan
     for_each_share(plans, begin, end, groups_to_interleave, [&](TaskPlan& plan, int64_t from, int64_t to) {
       for (int64_t group = from; group < to; ++group) {
         int8::interleave_group(plan.task.weight->ne0, backend.activations.data() + plan.activation_offset,
-                               plan.activation_row_bytes, plan.task.n_tokens, group,
-                               backend.interleaved.base() + plan.interleaved_offset);
+                               plan.activation_row_bytes, plan.converts_x_rows ? plan.task.x_rows : nullptr,
+                               plan.task.n_tokens, group, backend.interleaved.base() + plan.interleaved_offset);
       }
     });
   });
@@ -183,10 +201,18 @@ void convert_activations(strata_backend& backend, std::vector<TaskPlan>& plans) 
           const int64_t ne0 = plan.task.weight->ne0;
           std::byte* destination =
               backend.activations.data() + plan.activation_offset + from * plan.activation_row_bytes;
-          call_codec([&](strata_error* error) {
-            return plan.activation_type->quantize(plan.task.x + from * ne0, destination, to - from, ne0, nullptr,
-                                                  error);
-          });
+          const auto convert = [&](const float* rows, std::byte* into, int64_t count) {
+            call_codec([&](strata_error* error) {
+              return plan.activation_type->quantize(rows, into, count, ne0, nullptr, error);
+            });
+          };
+          if (plan.task.x_rows == nullptr || plan.converts_x_rows) {
+            convert(plan.task.x + from * ne0, destination, to - from);
+            return;
+          }
+          for (int64_t t = from; t < to; ++t) {  // the task's tokens, gathered in order
+            convert(plan.task.x + plan.task.x_rows[t] * ne0, destination + (t - from) * plan.activation_row_bytes, 1);
+          }
         });
       },
       kConvertRowsPerThread);
@@ -202,15 +228,17 @@ void tile_with_dot_rows(const strata_backend& backend, const TaskPlan& plan, con
   const std::byte* activations =
       converted ? backend.activations.data() + plan.activation_offset : reinterpret_cast<const std::byte*>(task.x);
   const size_t stride = converted ? plan.activation_row_bytes : static_cast<size_t>(weight.ne0) * sizeof(float);
+  // Converted activations hold the task's tokens in order; floats read in place may be picked by x_rows.
+  const bool picked = !converted && task.x_rows != nullptr;
   float* out = task.out + row0;
-  if (plan.dot_rows_multi != nullptr && task.n_tokens > 1) {
+  if (plan.dot_rows_multi != nullptr && task.n_tokens > 1 && !picked) {
     plan.dot_rows_multi(weight.ne0, n_rows, rows, weight.row_bytes, activations, stride, task.n_tokens, out,
                         static_cast<size_t>(weight.ne1));
     return;
   }
   for (int64_t t = 0; t < task.n_tokens; ++t) {
-    weight.type->cpu_dot_rows(weight.ne0, n_rows, rows, weight.row_bytes, activations + t * stride,
-                              out + t * weight.ne1);
+    weight.type->cpu_dot_rows(weight.ne0, n_rows, rows, weight.row_bytes,
+                              activations + (picked ? task.x_rows[t] : t) * stride, out + t * weight.ne1);
   }
 }
 
@@ -232,7 +260,7 @@ void tile_in_float(strata_backend& backend, const TaskPlan& plan, const std::byt
   }
   const FloatKernels& kernels = backend.kernels;
   for (int64_t t = 0; t < task.n_tokens; ++t) {
-    const float* x = task.x + t * ne0;
+    const float* x = task.x + (task.x_rows != nullptr ? task.x_rows[t] : t) * ne0;
     float* out = task.out + t * weight.ne1 + row0;
     int64_t r = 0;
     for (; r + 4 <= n_rows; r += 4) kernels.dot4(w + r * ne0, static_cast<size_t>(ne0), x, ne0, out + r);

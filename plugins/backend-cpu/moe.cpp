@@ -105,33 +105,30 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
 
   const auto tokens_of = [&](int64_t expert) { return first_of_expert[expert + 1] - first_of_expert[expert]; };
 
-  // Scratch rows in grouped order: inputs, gate (then the SwiGLU product), up, down results. An expert with one
-  // token reads that token's row in place instead: the experts of one token then share its converted activations
-  // (run_matmuls converts a row once for all tasks that read it), so a decode step converts one row for the gate
-  // and up products of all its experts, not one per expert.
-  instance.moe_floats.resize(static_cast<size_t>(n_computed * (2 * width + 2 * ffn)));
-  float* grouped_x = instance.moe_floats.data();
-  float* gate_out = grouped_x + n_computed * width;
+  // The gate and up products read each expert's tokens in place (MatmulTask::x_rows), so a prompt's rows are
+  // converted once for the int8 kernel whatever experts they chose. An expert with one token gets that token's
+  // row as its input: the experts of one token then share its converted row (a decode step converts one row for
+  // all its experts). Scratch rows in grouped order: gate (then the SwiGLU product), up, down results.
+  instance.moe_tokens.resize(n_computed);
+  for (int64_t position = 0; position < n_computed; ++position) {
+    instance.moe_tokens[position] = static_cast<int32_t>(instance.moe_slots[position] / n_used);
+  }
+  instance.moe_floats.resize(static_cast<size_t>(n_computed * (2 * ffn + width)));
+  float* gate_out = instance.moe_floats.data();
   float* up_out = gate_out + n_computed * ffn;
   float* down_out = up_out + n_computed * ffn;
-  instance.pool.parallel_for(
-      n_computed,
-      [&](int64_t begin, int64_t end, int) {
-        for (int64_t position = begin; position < end; ++position) {
-          const int32_t slot = instance.moe_slots[position];
-          if (tokens_of(id_values[slot]) == 1) continue;  // read in place
-          std::copy_n(x_values + slot / n_used * width, width, grouped_x + position * width);
-        }
-      },
-      kRowsPerThread);
 
   std::vector<MatmulTask> tasks;
   for (int64_t expert = 0; expert < n_experts; ++expert) {
     const int64_t first = first_of_expert[expert], count = tokens_of(expert);
     if (count == 0) continue;
-    const float* input = count == 1 ? x_values + instance.moe_slots[first] / n_used * width : grouped_x + first * width;
-    tasks.push_back({&gate_weight, expert, input, count, gate_out + first * ffn});
-    tasks.push_back({&up_weight, expert, input, count, up_out + first * ffn});
+    const int32_t* tokens = instance.moe_tokens.data() + first;
+    MatmulTask task{&gate_weight, expert, x_values, count, gate_out + first * ffn, tokens, n_tokens};
+    if (count == 1) task = {&gate_weight, expert, x_values + tokens[0] * width, 1, task.out, nullptr, 0};
+    tasks.push_back(task);
+    task.weight = &up_weight;
+    task.out = up_out + first * ffn;
+    tasks.push_back(task);
   }
   run_matmuls(instance, tasks);
 
