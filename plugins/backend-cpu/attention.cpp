@@ -46,10 +46,13 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
     }
   });
   const int32_t group = p.n_head / p.n_head_kv;
+  // A prompt's later tokens attend over more positions: items are taken from both ends of the tokens in turn
+  // (0, n - 1, 1, n - 2, ...), so that the pool's contiguous chunks get about equal work.
+  const auto token_of = [n_tokens](int64_t k) { return k % 2 == 0 ? k / 2 : n_tokens - 1 - k / 2; };
   instance.pool.parallel_for(n_tokens * p.n_head_kv, [&](int64_t begin, int64_t end, int worker) {
     float* scores = instance.worker_floats(worker, static_cast<size_t>(group) * kv.config.n_ctx);
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / p.n_head_kv, kv_head = item % p.n_head_kv;
+      const int64_t t = token_of(item / p.n_head_kv), kv_head = item % p.n_head_kv;
       const int64_t offset = t * q_width + kv_head * group * head_dim;
       attend_group(instance, kv, p, p.positions[t], static_cast<int32_t>(kv_head), group, operands.q + offset, scores,
                    operands.out + offset);
