@@ -77,6 +77,7 @@ struct strata_backend {
   std::vector<float> moe_floats;          // moe_ffn's gathered inputs and per-expert results
   std::vector<int32_t> moe_slots;         // moe_ffn's (token, choice) slots grouped by expert
   std::vector<int32_t> moe_tokens;        // and the token of each
+  std::vector<int64_t> moe_offsets, moe_next, moe_positions;  // moe_ffn's grouping by expert (moe.cpp)
   strata_buffer normed_sum, normed_rows;  // a normed input's x + y and norm where the op is given no place
 
   // A worker's float scratch of at least count values.

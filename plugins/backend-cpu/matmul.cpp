@@ -127,8 +127,9 @@ size_t place_interleaved(std::vector<TaskPlan>& plans) {
   return bytes;
 }
 
-std::vector<TaskPlan> make_plans(strata_backend& backend, std::span<const MatmulTask> tasks) {
-  std::vector<TaskPlan> plans(tasks.size());
+// Into plans, kept by the caller between calls (steady-state steps allocate nothing).
+void make_plans(strata_backend& backend, std::span<const MatmulTask> tasks, std::vector<TaskPlan>& plans) {
+  plans.assign(tasks.size(), TaskPlan{});
   size_t activation_bytes = 0;
   for (size_t i = 0; i < tasks.size(); ++i) {
     TaskPlan& plan = plans[i];
@@ -154,7 +155,6 @@ std::vector<TaskPlan> make_plans(strata_backend& backend, std::span<const Matmul
   }
   if (backend.activations.size() < activation_bytes) backend.activations.resize(activation_bytes);
   backend.interleaved.reserve(place_interleaved(plans));
-  return plans;
 }
 
 // Calls fn(plan, local_begin, local_end) for each plan whose share of a flat index range [begin, end)
@@ -271,7 +271,10 @@ void tile_in_float(strata_backend& backend, const TaskPlan& plan, const std::byt
 }  // namespace
 
 void run_matmuls(strata_backend& backend, std::span<const MatmulTask> tasks) {
-  std::vector<TaskPlan> plans = make_plans(backend, tasks);
+  // The caller's own, by a reference the workers' chunks capture (a thread_local named in them would be theirs).
+  thread_local std::vector<TaskPlan> kept_plans;
+  std::vector<TaskPlan>& plans = kept_plans;
+  make_plans(backend, tasks, plans);
   convert_activations(backend, plans);
   interleave_activations(backend, plans);
   int64_t total_tiles = 0;

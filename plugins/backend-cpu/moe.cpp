@@ -82,7 +82,8 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   // Group the slots by expert (a counting sort keeps each expert's slots in token order), so each
   // expert's weights are read once for all its tokens. A slot of weight 0 adds nothing and is left out: the
   // core gives a pair to another tier (an expert cache) that way.
-  std::vector<int64_t> first_of_expert(n_experts + 1, 0);
+  std::vector<int64_t>& first_of_expert = instance.moe_offsets;
+  first_of_expert.assign(n_experts + 1, 0);
   for (int64_t slot = 0; slot < n_slots; ++slot) {
     const int32_t expert = id_values[slot];
     if (expert < 0 || expert >= n_experts) {
@@ -94,8 +95,10 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   std::partial_sum(first_of_expert.begin(), first_of_expert.end(), first_of_expert.begin());
   const int64_t n_computed = first_of_expert[n_experts];
   instance.moe_slots.resize(n_computed);
-  std::vector<int64_t> next = first_of_expert;
-  std::vector<int64_t> position_of_slot(n_slots, -1);
+  std::vector<int64_t>& next = instance.moe_next;
+  next.assign(first_of_expert.begin(), first_of_expert.end());
+  std::vector<int64_t>& position_of_slot = instance.moe_positions;
+  position_of_slot.assign(n_slots, -1);
   for (int64_t slot = 0; slot < n_slots; ++slot) {
     if (weight_values[slot] == 0.0f) continue;
     const int64_t position = next[id_values[slot]]++;
@@ -118,7 +121,9 @@ void moe_ffn(strata_backend* backend, const strata_buffer* x, int32_t n_tokens, 
   float* up_out = gate_out + n_computed * ffn;
   float* down_out = up_out + n_computed * ffn;
 
-  std::vector<MatmulTask> tasks;
+  // Kept between calls, as the instance's scratch is: a decode step allocates nothing.
+  thread_local std::vector<MatmulTask> tasks;
+  tasks.clear();
   for (int64_t expert = 0; expert < n_experts; ++expert) {
     const int64_t first = first_of_expert[expert], count = tokens_of(expert);
     if (count == 0) continue;
