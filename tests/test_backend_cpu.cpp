@@ -4,6 +4,8 @@
 // thread count nor (beyond float rounding) on the instruction set; where the instruction set comes from, the
 // thread limit, and a thread pool whose workers cannot all start.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "cpu_backend.hpp"
+#include "cpu_topology.hpp"
 #include "strata/backend.h"
 #include "strata/cpu_isa.hpp"
 #include "strata/half.hpp"
@@ -342,6 +345,18 @@ TEST(BackendCpuOptions, PollTimeIsAWholeNumberOfMicrosecondsUpToASecond) {
   }
 }
 
+// The instance option "pin_threads" (--cpu-pin) is 0 or 1; anything else is refused naming it. Pinned, the
+// description says so (a one-thread instance has no workers to pin, and fits any machine).
+TEST(BackendCpuOptions, PinThreadsIsZeroOrOneAndTheDescriptionSaysWhatHappened) {
+  for (const char* bad : {"2", "-1", "0.5", "\"yes\""}) {
+    const std::string message = refusal(std::string(R"({"pin_threads": )") + bad + "}");
+    EXPECT_NE(message.find("\"pin_threads\" must be 0 or 1"), std::string::npos) << bad << message;
+  }
+  Backend pinned(1, R"({"pin_threads": 1})"), unpinned(1, R"({"pin_threads": 0})");
+  EXPECT_NE(std::string(table().describe(pinned.get())).find(", pinned to cores"), std::string::npos);
+  EXPECT_EQ(std::string(table().describe(unpinned.get())).find("pinned"), std::string::npos);
+}
+
 // IQ3_S weights kept as 4-bit levels (the option "repacked_weights", on by default at the avx2 and avx512 levels)
 // give the file layout's floats to the bit, for one token (the dot kernel) and for many (the int8 kernel at the
 // avx512 level), and take the layout's bytes from the instance's memory: 136 a block where the file's take 110.
@@ -407,6 +422,26 @@ TEST(ThreadPool, EveryItemRunsOnceWhateverTheJobSizes) {
         ASSERT_EQ(other_threads.load(), 0) << n << " items, at least " << min_per_thread;
       }
     }
+  }
+}
+
+// pin_workers puts worker w on one_cpu_per_core()[w % cores] alone, and leaves the caller's thread (chunk 0) as
+// it was.
+TEST(ThreadPool, PinnedWorkersRunOnTheirOwnCoresAndTheCallerStaysAsItWas) {
+  const std::vector<int> cpus = strata::cpu::one_cpu_per_core();
+  if (cpus.size() < 2) GTEST_SKIP() << "pinning needs 2 cores; this machine shows " << cpus.size();
+  cpu_set_t caller;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof caller, &caller), 0);
+  strata::cpu::ThreadPool pool(3);
+  ASSERT_TRUE(pool.pin_workers(cpus));
+  std::vector<cpu_set_t> seen(3);
+  pool.parallel_for(3, [&](int64_t, int64_t, int worker) {
+    pthread_getaffinity_np(pthread_self(), sizeof(cpu_set_t), &seen[static_cast<size_t>(worker)]);
+  });
+  EXPECT_TRUE(CPU_EQUAL(&seen[0], &caller));
+  for (size_t worker = 1; worker < seen.size(); ++worker) {
+    EXPECT_EQ(CPU_COUNT(&seen[worker]), 1) << worker;
+    EXPECT_TRUE(CPU_ISSET(cpus[worker % cpus.size()], &seen[worker])) << worker;
   }
 }
 

@@ -35,6 +35,10 @@ Engine::Engine(const EngineOptions& options) {
     pool_options["poll_us"] = options.cpu_poll_us;
     if (chosen.name == cpu.name) instance_options["poll_us"] = options.cpu_poll_us;
   }
+  if (options.cpu_pin >= 0) {
+    pool_options["pin_threads"] = options.cpu_pin;
+    if (chosen.name == cpu.name) instance_options["pin_threads"] = options.cpu_pin;
+  }
   if (options.vram_budget_gib > 0.0) {
     instance_options["memory_budget_mib"] = options.vram_budget_gib * 1024.0;
   }

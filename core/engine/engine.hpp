@@ -19,6 +19,7 @@ struct EngineOptions {
   std::filesystem::path manifest;  // empty: the default manifest beside the executable
   std::string backend;             // empty: the manifest's preference, else the best-scoring backend
   int threads = 0;                 // <= 0: the backend's default (physical cores)
+  int32_t cpu_pin = -1;            // 1: CPU backends pin their worker threads, one per core; < 0: their default (0)
   int64_t cpu_poll_us = -1;        // how long idle CPU threads poll for work; < 0: the CPU backend's default
   ExecutionOptions execution;      // how sessions drive the backend (step graphs, fused ops)
   int64_t vram_reserve_mib = -1;   // VRAM a GPU backend leaves free; < 0: its default (manifest or 512 MiB)

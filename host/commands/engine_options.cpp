@@ -65,6 +65,12 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
                    "the threads outnumber the cores)")
       ->check(CLI::Range(0, 1000000));
   command
+      ->add_option("--cpu-pin", options.cpu_pin,
+                   "1: the CPU backend's (and a hybrid placement's expert pool's) worker threads are pinned, one per "
+                   "physical core, the calling thread left free; not where the threads outnumber the cores "
+                   "(default 0: the system places them)")
+      ->check(CLI::Range(0, 1));
+  command
       ->add_option("--vram-reserve-mib", options.vram_reserve_mib,
                    "VRAM the GPU backend leaves free, in MiB (default: the manifest's vram_reserve_mib, else 512); "
                    "a model that does not fit then fails at load naming the tensor")

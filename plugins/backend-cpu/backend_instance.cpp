@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -62,6 +63,29 @@ bool repacked_weights_option(const nlohmann::json& options) {
   return repacked->get<int64_t>() == 1;
 }
 
+// The option "pin_threads": whether the pool's workers are pinned, one per physical core (false without it).
+bool pin_threads_option(const nlohmann::json& options) {
+  const auto pin = options.find("pin_threads");
+  if (pin == options.end()) return false;
+  if (!pin->is_number_integer() || pin->get<int64_t>() < 0 || pin->get<int64_t>() > 1) {
+    invalid_argument("backend-cpu option \"pin_threads\" must be 0 or 1");
+  }
+  return pin->get<int64_t>() == 1;
+}
+
+// Pins the pool's workers one per physical core (the caller's thread keeps the first core's place, unpinned): not
+// where the threads outnumber the cores, which would put two on one core. Says what happened in the description.
+void pin_pool(strata_backend& instance) {
+  const std::vector<int> cpus = one_cpu_per_core();
+  if (cpus.empty() || instance.pool.size() > static_cast<int>(cpus.size())) {
+    instance.description += ", not pinned (more threads than cores)";
+  } else if (!instance.pool.pin_workers(cpus)) {
+    instance.description += ", not pinned (the system refused)";
+  } else {
+    instance.description += ", pinned to cores";
+  }
+}
+
 // The manifest's "isa" for this plugin (set at init); an instance's own option wins over it.
 std::string& manifest_isa() {
   static std::string isa;
@@ -87,8 +111,8 @@ void create(const strata_backend_config* config, strata_backend** out) {
     invalid_argument("config: n_threads is " + std::to_string(checked.n_threads) + ", more than STRATA_MAX_THREADS (" +
                      std::to_string(STRATA_MAX_THREADS) + ")");
   }
-  // Instances also get options meant for other backends (vram_reserve_mib): "isa", "memory_budget_mib", "poll_us"
-  // and "repacked_weights" (which a GPU backend reads too) are the CPU's.
+  // Instances also get options meant for other backends (vram_reserve_mib): "isa", "memory_budget_mib", "poll_us",
+  // "pin_threads" and "repacked_weights" (which a GPU backend reads too) are the CPU's.
   const auto options = parse_options(checked.options_json, "backend-cpu options");
   const CpuIsa isa = select_isa(isa_option(options, "backend-cpu option"), manifest_isa());
   const int n_threads = checked.n_threads > 0 ? checked.n_threads : std::min(physical_core_count(), STRATA_MAX_THREADS);
@@ -97,6 +121,7 @@ void create(const strata_backend_config* config, strata_backend** out) {
   // The plugins' CPU layouts have SIMD kernels (avx2, avx512); at the scalar level a repack would only cost memory.
   instance->repack_weights = repacked_weights_option(options) && isa >= CpuIsa::avx2;
   if (instance->repack_weights) instance->description += ", weights repacked";
+  if (pin_threads_option(options)) pin_pool(*instance);
   *out = instance.release();
 }
 

@@ -72,11 +72,11 @@ struct strata_backend {
   // Scratch kept between ops, so steady-state ops allocate nothing. thread_floats[worker] belongs to
   // that pool worker alone.
   std::vector<std::vector<float>> thread_floats;
-  std::vector<std::byte> activations;     // matmul inputs converted to the kernels' activation types
-  strata_buffer interleaved;              // Q8_K matmul inputs laid out for the int8 kernel (int8_gemm.hpp)
-  std::vector<float> moe_floats;          // moe_ffn's gathered inputs and per-expert results
-  std::vector<int32_t> moe_slots;         // moe_ffn's (token, choice) slots grouped by expert
-  std::vector<int32_t> moe_tokens;        // and the token of each
+  std::vector<std::byte> activations;  // matmul inputs converted to the kernels' activation types
+  strata_buffer interleaved;           // Q8_K matmul inputs laid out for the int8 kernel (int8_gemm.hpp)
+  std::vector<float> moe_floats;       // moe_ffn's gathered inputs and per-expert results
+  std::vector<int32_t> moe_slots;      // moe_ffn's (token, choice) slots grouped by expert
+  std::vector<int32_t> moe_tokens;     // and the token of each
   std::vector<int64_t> moe_offsets, moe_next, moe_positions;  // moe_ffn's grouping by expert (moe.cpp)
   strata_buffer normed_sum, normed_rows;  // a normed input's x + y and norm where the op is given no place
 

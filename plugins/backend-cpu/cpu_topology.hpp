@@ -1,5 +1,7 @@
-// How many threads the backend runs by default.
+// The CPU cores this process may use: how many threads the backend runs by default, and where pinned ones go.
 #pragma once
+
+#include <vector>
 
 namespace strata::cpu {
 
@@ -7,5 +9,9 @@ namespace strata::cpu {
 // mask, read from /sys/devices/system/cpu; hardware_concurrency() when the topology cannot be read.
 // Hyperthreads share a core's execution units, so matmul gains nothing from them.
 int physical_core_count();
+
+// One logical CPU of each of those physical cores (the lowest numbered), by package and core; empty when the
+// topology cannot be read. What pinned pool threads are pinned to.
+std::vector<int> one_cpu_per_core();
 
 }  // namespace strata::cpu

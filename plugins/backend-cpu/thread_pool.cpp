@@ -1,5 +1,8 @@
 #include "thread_pool.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -54,6 +57,18 @@ ThreadPool::ThreadPool(int n_threads, std::chrono::microseconds poll, const Thre
 }
 
 ThreadPool::~ThreadPool() { stop_workers(); }
+
+bool ThreadPool::pin_workers(const std::vector<int>& cpus) {
+  if (cpus.empty()) return false;
+  bool all = true;
+  for (size_t w = 1; w <= workers_.size(); ++w) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[w % cpus.size()], &one);
+    all = pthread_setaffinity_np(workers_[w - 1].native_handle(), sizeof(one), &one) == 0 && all;
+  }
+  return all;
+}
 
 void ThreadPool::stop_workers() noexcept {
   {

@@ -44,6 +44,11 @@ class ThreadPool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
+  // Pins worker w (1 .. size() - 1) to the logical CPU cpus[w % cpus.size()]; the caller's thread, which runs
+  // chunk 0, is left as it is (it is the host's). Returns false where the system refused one (the others stay
+  // pinned).
+  bool pin_workers(const std::vector<int>& cpus);
+
   // Runs body over [0, n) and returns when all chunks are done; rethrows the first exception a chunk threw. A
   // chunk has at least min_per_thread items (fewer threads take part when n is small: waking a thread costs
   // more than a few rows of work). Not reentrant: one parallel_for at a time per pool.
