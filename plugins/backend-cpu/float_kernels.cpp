@@ -169,24 +169,51 @@ STRATA_INLINE void axpy_body(float a, const T* x, float* y, int64_t n) {
 // converted once for all of them, in one call per head group.
 constexpr int kMaxVectors = 8;
 
-// Chunks vectors of ys + v * y_stride + i (v < count) kept in registers while every row adds its part, in row
-// order per lane.
-template <int Chunks, class Ops, class T>
+// Chunks vectors of ys + v * y_stride + i (v < Count) kept in registers while every row adds its part, in row
+// order per lane. Count and Chunks are constants so that the loops unroll and the sums stay in registers (with a
+// run-time count GCC keeps them on the stack, a load and a store around every FMA).
+template <int Count, int Chunks, class Ops, class T>
 STRATA_INLINE void axpy_rows_chunks(const float* weights, size_t a_stride, const T* rows, int64_t n_rows, float* y,
-                                    size_t y_stride, int count, int64_t n, int64_t i) {
-  vf acc[kMaxVectors][Chunks];
-  for (int v = 0; v < count; ++v) {
+                                    size_t y_stride, int64_t n, int64_t i) {
+  vf acc[Count][Chunks];
+#pragma GCC unroll 8
+  for (int v = 0; v < Count; ++v) {
+#pragma GCC unroll 2
     for (int c = 0; c < Chunks; ++c) acc[v][c] = load(y + v * y_stride + i + c * kLanes);
   }
   for (int64_t j = 0; j < n_rows; ++j) {
     vf row[Chunks];
+#pragma GCC unroll 2
     for (int c = 0; c < Chunks; ++c) row[c] = load_any<Ops>(rows + j * n + i + c * kLanes);
-    for (int v = 0; v < count; ++v) {
+#pragma GCC unroll 8
+    for (int v = 0; v < Count; ++v) {
+#pragma GCC unroll 2
       for (int c = 0; c < Chunks; ++c) acc[v][c] += weights[v * a_stride + j] * row[c];
     }
   }
-  for (int v = 0; v < count; ++v) {
+#pragma GCC unroll 8
+  for (int v = 0; v < Count; ++v) {
+#pragma GCC unroll 2
     for (int c = 0; c < Chunks; ++c) store(y + v * y_stride + i + c * kLanes, acc[v][c]);
+  }
+}
+
+// One group of Count vectors of axpy_rows_body.
+template <int Count, class Ops, class T>
+STRATA_INLINE void axpy_rows_group(const float* weights, size_t a_stride, const T* rows, int64_t n_rows, float* y,
+                                   size_t y_stride, int64_t n) {
+  int64_t i = 0;
+  if constexpr (Count <= kMaxVectors / 2) {
+    for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+      axpy_rows_chunks<Count, 2, Ops>(weights, a_stride, rows, n_rows, y, y_stride, n, i);
+    }
+  }
+  for (; i + kLanes <= n; i += kLanes)
+    axpy_rows_chunks<Count, 1, Ops>(weights, a_stride, rows, n_rows, y, y_stride, n, i);
+  for (; i < n; ++i) {
+    for (int v = 0; v < Count; ++v) {
+      for (int64_t j = 0; j < n_rows; ++j) y[v * y_stride + i] += weights[v * a_stride + j] * to_float(rows[j * n + i]);
+    }
   }
 }
 
@@ -196,57 +223,106 @@ STRATA_INLINE void axpy_rows_chunks(const float* weights, size_t a_stride, const
 template <class Ops, class T>
 STRATA_INLINE void axpy_rows_body(const float* a, size_t a_stride, const T* rows, int64_t n_rows, float* ys,
                                   size_t y_stride, int n_y, int64_t n) {
+  static_assert(kMaxVectors == 8, "a case per vector count");
   for (int v0 = 0; v0 < n_y; v0 += kMaxVectors) {
-    const int count = n_y - v0 < kMaxVectors ? n_y - v0 : kMaxVectors;
-    const float* weights = a + v0 * a_stride;
+    const float* w = a + v0 * a_stride;
     float* y = ys + v0 * y_stride;
-    int64_t i = 0;
-    if (count <= kMaxVectors / 2) {
-      for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
-        axpy_rows_chunks<2, Ops>(weights, a_stride, rows, n_rows, y, y_stride, count, n, i);
-      }
-    }
-    for (; i + kLanes <= n; i += kLanes)
-      axpy_rows_chunks<1, Ops>(weights, a_stride, rows, n_rows, y, y_stride, count, n, i);
-    for (; i < n; ++i) {
-      for (int v = 0; v < count; ++v) {
-        for (int64_t j = 0; j < n_rows; ++j)
-          y[v * y_stride + i] += weights[v * a_stride + j] * to_float(rows[j * n + i]);
-      }
+    switch (n_y - v0) {
+      case 1:
+        axpy_rows_group<1, Ops>(w, a_stride, rows, n_rows, y, y_stride, n);
+        break;
+      case 2:
+        axpy_rows_group<2, Ops>(w, a_stride, rows, n_rows, y, y_stride, n);
+        break;
+      case 3:
+        axpy_rows_group<3, Ops>(w, a_stride, rows, n_rows, y, y_stride, n);
+        break;
+      case 4:
+        axpy_rows_group<4, Ops>(w, a_stride, rows, n_rows, y, y_stride, n);
+        break;
+      case 5:
+        axpy_rows_group<5, Ops>(w, a_stride, rows, n_rows, y, y_stride, n);
+        break;
+      case 6:
+        axpy_rows_group<6, Ops>(w, a_stride, rows, n_rows, y, y_stride, n);
+        break;
+      case 7:
+        axpy_rows_group<7, Ops>(w, a_stride, rows, n_rows, y, y_stride, n);
+        break;
+      default:
+        axpy_rows_group<8, Ops>(w, a_stride, rows, n_rows, y, y_stride, n);
+        break;
     }
   }
 }
 
-// out[v * out_stride + j] = dot(row j, xs + v * x_stride) over blocks of kLanes rows stored value by value: each
-// vector FMA adds one value's product for kLanes rows at once (two accumulators per vector, for even and odd values,
-// hide the FMA latency).
+// out[v * out_stride + j] = dot(row j, x + v * x_stride) for v < Count over blocks of kLanes rows stored value by
+// value: each vector FMA adds one value's product for kLanes rows at once (two sums per vector, for even and odd
+// values, hide the FMA latency). Count is a constant so that the sums stay in registers.
+template <int Count, class Ops>
+STRATA_INLINE void dot_blocks_group(const uint16_t* blocks, int64_t n_rows, const float* x, size_t x_stride, int64_t n,
+                                    float* out, size_t out_stride) {
+  static_assert(kLanes == kBlockLanes);
+  for (int64_t j0 = 0; j0 < n_rows; j0 += kLanes) {
+    const uint16_t* block = blocks + j0 * n;
+    vf acc[Count][2];
+#pragma GCC unroll 8
+    for (int v = 0; v < Count; ++v) acc[v][0] = acc[v][1] = vf{};
+    int64_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+      const vf even = Ops::load_halves(block + i * kLanes), odd = Ops::load_halves(block + (i + 1) * kLanes);
+#pragma GCC unroll 8
+      for (int v = 0; v < Count; ++v) {
+        acc[v][0] += x[v * x_stride + i] * even;
+        acc[v][1] += x[v * x_stride + i + 1] * odd;
+      }
+    }
+    if (i < n) {
+      const vf last = Ops::load_halves(block + i * kLanes);
+#pragma GCC unroll 8
+      for (int v = 0; v < Count; ++v) acc[v][0] += x[v * x_stride + i] * last;
+    }
+    const int64_t rows = n_rows - j0 < kLanes ? n_rows - j0 : kLanes;
+#pragma GCC unroll 8
+    for (int v = 0; v < Count; ++v) {
+      const vf sum = acc[v][0] + acc[v][1];
+      std::memcpy(out + v * out_stride + j0, &sum, static_cast<size_t>(rows) * sizeof(float));
+    }
+  }
+}
+
 template <class Ops>
 STRATA_INLINE void dot_blocks_body(const uint16_t* blocks, int64_t n_rows, const float* xs, size_t x_stride, int n_x,
                                    int64_t n, float* out, size_t out_stride) {
-  static_assert(kLanes == kBlockLanes);
+  static_assert(kMaxVectors == 8, "a case per vector count");
   for (int v0 = 0; v0 < n_x; v0 += kMaxVectors) {
-    const int count = n_x - v0 < kMaxVectors ? n_x - v0 : kMaxVectors;
     const float* x = xs + v0 * x_stride;
-    for (int64_t j0 = 0; j0 < n_rows; j0 += kLanes) {
-      const uint16_t* block = blocks + j0 * n;
-      vf acc[kMaxVectors][2] = {};
-      int64_t i = 0;
-      for (; i + 2 <= n; i += 2) {
-        const vf even = Ops::load_halves(block + i * kLanes), odd = Ops::load_halves(block + (i + 1) * kLanes);
-        for (int v = 0; v < count; ++v) {
-          acc[v][0] += x[v * x_stride + i] * even;
-          acc[v][1] += x[v * x_stride + i + 1] * odd;
-        }
-      }
-      if (i < n) {
-        const vf last = Ops::load_halves(block + i * kLanes);
-        for (int v = 0; v < count; ++v) acc[v][0] += x[v * x_stride + i] * last;
-      }
-      const int64_t rows = n_rows - j0 < kLanes ? n_rows - j0 : kLanes;
-      for (int v = 0; v < count; ++v) {
-        const vf sum = acc[v][0] + acc[v][1];
-        std::memcpy(out + (v0 + v) * out_stride + j0, &sum, static_cast<size_t>(rows) * sizeof(float));
-      }
+    float* o = out + v0 * out_stride;
+    switch (n_x - v0) {
+      case 1:
+        dot_blocks_group<1, Ops>(blocks, n_rows, x, x_stride, n, o, out_stride);
+        break;
+      case 2:
+        dot_blocks_group<2, Ops>(blocks, n_rows, x, x_stride, n, o, out_stride);
+        break;
+      case 3:
+        dot_blocks_group<3, Ops>(blocks, n_rows, x, x_stride, n, o, out_stride);
+        break;
+      case 4:
+        dot_blocks_group<4, Ops>(blocks, n_rows, x, x_stride, n, o, out_stride);
+        break;
+      case 5:
+        dot_blocks_group<5, Ops>(blocks, n_rows, x, x_stride, n, o, out_stride);
+        break;
+      case 6:
+        dot_blocks_group<6, Ops>(blocks, n_rows, x, x_stride, n, o, out_stride);
+        break;
+      case 7:
+        dot_blocks_group<7, Ops>(blocks, n_rows, x, x_stride, n, o, out_stride);
+        break;
+      default:
+        dot_blocks_group<8, Ops>(blocks, n_rows, x, x_stride, n, o, out_stride);
+        break;
     }
   }
 }
