@@ -250,21 +250,82 @@ STRATA_TARGET_AVX512 float q6_k_row_dot_avx512(int64_t n, const uint8_t* row, co
   return _mm512_reduce_add_ps(acc);
 }
 
+// Q4_K / Q5_K for up to kDotTokens tokens: a block's levels are decoded once into four registers of 64 values in
+// value order (chunk c's low nibbles then its high nibbles: values 64c .. 64c + 63), each 32-value half scaled by
+// its sub-block's scale in vpmaddwd; then every token's q8 meets them. The mins' share comes from the Q8_K sums
+// (one per 16 values, the sub-block's min repeated for both), added to the same float sums.
+template <bool HasHighBits>
+STRATA_TARGET_AVX512 void scale_min_row_dot_tokens_avx512(int64_t n, const uint8_t* row, const uint8_t* activations,
+                                                          size_t activation_stride, int n_tokens, float* sums) {
+  constexpr int kBlockBytes = scale_min_block_bytes<HasHighBits>();
+  const __m256i low_nibble = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+  __m512 acc[sdk::kDotTokens];
+  for (int t = 0; t < n_tokens; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / kSuperBlock; ++b) {
+    const uint8_t* block = row + b * kBlockBytes;
+    sdk::prefetch_ahead<kBlockBytes>(block);
+    const PackedCodes codes = unpack_codes_wordwise(block + 4);
+    uint8_t scales[8], mins[8];
+    std::memcpy(scales, codes.scales, 8);
+    std::memcpy(mins, codes.mins, 8);
+    const uint8_t* qs = block + scale_min_low_bits_offset<HasHighBits>();
+    __m256i high_bits = HasHighBits ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kQ5KHighBitsOffset))
+                                    : _mm256_setzero_si256();
+    __m512i levels[4], lane_scales[4];
+    for (int chunk = 0; chunk < 4; ++chunk) {
+      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * chunk));
+      __m256i first = _mm256_and_si256(packed, low_nibble);
+      __m256i second = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibble);
+      if constexpr (HasHighBits) {
+        first = _mm256_or_si256(first, _mm256_slli_epi16(_mm256_and_si256(high_bits, one), 4));
+        second = _mm256_or_si256(second, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 1), one), 4));
+        high_bits = _mm256_srli_epi16(high_bits, 2);
+      }
+      levels[chunk] = _mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1);
+      lane_scales[chunk] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(scales[2 * chunk])),
+                                              _mm256_set1_epi16(scales[2 * chunk + 1]), 1);
+    }
+    // Sub-block j's min for the two 16-value sums of its values.
+    const __m256i min_pairs =
+        _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins)),
+                                               _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins))));
+    const float d = _cvtsh_ss(load_u16(block)), dmin = _cvtsh_ss(load_u16(block + 2));
+    for (int t = 0; t < n_tokens; ++t) {
+      const uint8_t* a = activations + static_cast<size_t>(t) * activation_stride + b * Q8K::kBytes;
+      const int8_t* q8 = Q8K::values(a);
+      __m512i scaled = _mm512_setzero_si512();
+      for (int chunk = 0; chunk < 4; ++chunk) {
+        const __m512i products = _mm512_maddubs_epi16(levels[chunk], _mm512_loadu_si512(q8 + 64 * chunk));
+        scaled = _mm512_add_epi32(scaled, _mm512_madd_epi16(products, lane_scales[chunk]));
+      }
+      const __m256i sums16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + Q8K::kSumsOffset));
+      const __m512 min_share = _mm512_cvtepi32_ps(_mm512_zextsi256_si512(_mm256_madd_epi16(min_pairs, sums16)));
+      const float d8 = Q8K::scale(a);
+      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(d8 * d), _mm512_cvtepi32_ps(scaled), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_set1_ps(d8 * dmin), min_share, acc[t]);
+    }
+  }
+  for (int t = 0; t < n_tokens; ++t) sums[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
 constexpr sdk::CpuDotRowsFn kQ4KAvx2 = dot_rows<scale_min_row_dot_avx2<false>>;
 constexpr sdk::CpuDotRowsFn kQ5KAvx2 = dot_rows<scale_min_row_dot_avx2<true>>;
 constexpr sdk::CpuDotRowsFn kQ6KAvx2 = dot_rows<q6_k_row_dot_avx2>;
 constexpr sdk::CpuDotRowsFn kQ6KAvx512 = dot_rows<q6_k_row_dot_avx512>;
+constexpr sdk::CpuDotKernel kQ4KAvx512 = sdk::kTokensDotKernel<scale_min_row_dot_tokens_avx512<false>>;
+constexpr sdk::CpuDotKernel kQ5KAvx512 = sdk::kTokensDotKernel<scale_min_row_dot_tokens_avx512<true>>;
 
 #else
 
 constexpr sdk::CpuDotRowsFn kQ4KAvx2 = nullptr, kQ5KAvx2 = nullptr, kQ6KAvx2 = nullptr, kQ6KAvx512 = nullptr;
+constexpr sdk::CpuDotKernel kQ4KAvx512 = {}, kQ5KAvx512 = {};
 
 #endif
 
 }  // namespace
 
-const sdk::CpuDotVariants kQ4KDot{{dot_rows<scale_min_row_dot_scalar<false>>}, {kQ4KAvx2}};
-const sdk::CpuDotVariants kQ5KDot{{dot_rows<scale_min_row_dot_scalar<true>>}, {kQ5KAvx2}};
+const sdk::CpuDotVariants kQ4KDot{{dot_rows<scale_min_row_dot_scalar<false>>}, {kQ4KAvx2}, kQ4KAvx512};
+const sdk::CpuDotVariants kQ5KDot{{dot_rows<scale_min_row_dot_scalar<true>>}, {kQ5KAvx2}, kQ5KAvx512};
 const sdk::CpuDotVariants kQ6KDot{{dot_rows<q6_k_row_dot_scalar>}, {kQ6KAvx2}, {kQ6KAvx512}};
 
 }  // namespace strata::quant_k

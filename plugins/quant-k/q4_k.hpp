@@ -18,6 +18,7 @@ struct Q4KCodec {
   static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);
   static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kQ4KDot>;
+  static constexpr auto& cpu_dot_rows_multi = sdk::dispatched_dot_rows_multi<kQ4KDot>;
 #ifdef STRATA_WITH_CUDA
   STRATA_CODEC_CUDA_LAUNCHERS(cuda, q4_k);
 #endif

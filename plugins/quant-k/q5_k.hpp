@@ -18,6 +18,7 @@ struct Q5KCodec {
   static void quantize_row(const float* src, uint8_t* blocks, int64_t n_per_row, const float* importance);
   static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kQ5KDot>;
+  static constexpr auto& cpu_dot_rows_multi = sdk::dispatched_dot_rows_multi<kQ5KDot>;
 #ifdef STRATA_WITH_CUDA
   STRATA_CODEC_CUDA_LAUNCHERS(cuda, q5_k);
 #endif

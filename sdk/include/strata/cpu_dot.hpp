@@ -123,12 +123,21 @@ void dispatched_dot_rows(int64_t n, int64_t n_rows, const void* weight, size_t r
   chosen(n, n_rows, weight, row_bytes, activation, out);
 }
 
-// A codec's cpu_dot_rows_multi, for variants whose every level has one.
+// A codec's cpu_dot_rows_multi: the level's multi-token kernel, or where it has none its one-token kernel token by
+// token (a type may have the multi-token form at its best level only).
 template <const CpuDotVariants& Variants>
 void dispatched_dot_rows_multi(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, const void* activations,
                                size_t activation_stride, int64_t n_tokens, float* out, size_t out_stride) {
   static const CpuDotRowsMultiFn chosen = Variants.pick_multi(cpu_isa());
-  chosen(n, n_rows, weight, row_bytes, activations, activation_stride, n_tokens, out, out_stride);
+  if (chosen != nullptr) {
+    chosen(n, n_rows, weight, row_bytes, activations, activation_stride, n_tokens, out, out_stride);
+    return;
+  }
+  static const CpuDotRowsFn one_token = Variants.pick(cpu_isa());
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    one_token(n, n_rows, weight, row_bytes, static_cast<const uint8_t*>(activations) + t * activation_stride,
+              out + t * out_stride);
+  }
 }
 
 // strata_quant_type::cpu_rows_to_int8.
