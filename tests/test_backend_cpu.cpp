@@ -28,6 +28,7 @@
 
 #include "cpu_backend.hpp"
 #include "cpu_topology.hpp"
+#include "float_kernels.hpp"
 #include "strata/backend.h"
 #include "strata/cpu_isa.hpp"
 #include "strata/half.hpp"
@@ -442,6 +443,47 @@ TEST(ThreadPool, PinnedWorkersRunOnTheirOwnCoresAndTheCallerStaysAsItWas) {
   for (size_t worker = 1; worker < seen.size(); ++worker) {
     EXPECT_EQ(CPU_COUNT(&seen[worker]), 1) << worker;
     EXPECT_TRUE(CPU_ISSET(cpus[worker % cpus.size()], &seen[worker])) << worker;
+  }
+}
+
+// Every instruction set level this CPU runs: to_halves writes what sdk::fp32_to_fp16 does (finite values, strided or
+// not, with a tail shorter than a vector), and swiglu is silu(gate) * up within the polynomial e^'s error, from
+// the saturated ends of silu to its middle, a NaN staying NaN.
+TEST(FloatKernels, HalvesAndSwigluAgreeWithTheScalarDefinitionsAtEveryLevel) {
+  std::mt19937 random(5);
+  std::uniform_real_distribution<float> exponent(-30.0f, 17.0f);
+  std::vector<float> x(37);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 2 ? -1.0f : 1.0f) * std::exp2(exponent(random));
+  x[3] = 0.0f;
+  x[4] = 65504.0f;
+  for (const strata::sdk::CpuIsa isa : strata::sdk::kAllCpuIsas) {
+    if (isa > strata::sdk::detect_cpu_isa()) continue;
+    const strata::cpu::FloatKernels& kernels = strata::cpu::float_kernels(isa);
+    for (const size_t stride : {size_t{1}, size_t{16}}) {
+      std::vector<uint16_t> halves(x.size() * stride, 0x1234);
+      kernels.to_halves(x.data(), static_cast<int64_t>(x.size()), halves.data(), stride);
+      for (size_t i = 0; i < x.size(); ++i) {
+        EXPECT_EQ(halves[i * stride], strata::sdk::fp32_to_fp16(x[i])) << strata::sdk::cpu_isa_name(isa) << " " << i;
+        if (stride > 1 && i + 1 < x.size()) {
+          EXPECT_EQ(halves[i * stride + 1], 0x1234);  // between: untouched
+        }
+      }
+    }
+    std::vector<float> gate, up;
+    for (float g = -90.0f; g <= 90.0f; g += 0.37f) {
+      gate.push_back(g);
+      up.push_back(0.5f + std::fabs(g) * 0.01f);
+    }
+    gate.push_back(std::nanf(""));
+    up.push_back(1.0f);
+    std::vector<float> out = gate;
+    kernels.swiglu(out.data(), up.data(), static_cast<int64_t>(out.size()));
+    for (size_t i = 0; i + 1 < gate.size(); ++i) {
+      const double expected = gate[i] / (1.0 + std::exp(-static_cast<double>(gate[i]))) * up[i];
+      EXPECT_NEAR(out[i], expected, 1e-6 * std::fabs(expected) + 1e-30)
+          << strata::sdk::cpu_isa_name(isa) << " " << gate[i];
+    }
+    EXPECT_TRUE(std::isnan(out.back())) << strata::sdk::cpu_isa_name(isa);
   }
 }
 

@@ -41,8 +41,8 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / p.n_head_kv, kv_head = item % p.n_head_kv;
       const size_t row = kv.row(p.layer, static_cast<int32_t>(kv_head), p.positions[t]);
-      kv.keys.store(row, operands.k + t * kv_width + kv_head * head_dim);
-      kv.values.store(row, operands.v + t * kv_width + kv_head * head_dim);
+      kv.keys.store(instance.kernels, row, operands.k + t * kv_width + kv_head * head_dim);
+      kv.values.store(instance.kernels, row, operands.v + t * kv_width + kv_head * head_dim);
     }
   });
   const int32_t group = p.n_head / p.n_head_kv;

@@ -50,6 +50,10 @@ struct PortableOps {
     const vi32 result = ((magnitude | 0x7f800000) & is_inf_or_nan) | (finite & ~is_inf_or_nan);
     return (vf)(result | sign);
   }
+  // kLanes floats as halves, rounded to nearest even.
+  STRATA_INLINE static void store_halves(const float* x, uint16_t* out) {
+    for (int i = 0; i < kLanes; ++i) out[i] = sdk::fp32_to_fp16(x[i]);
+  }
   // b where a < b, else a (so a NaN in b is passed over, one in a kept), as std::max(a, b) per lane.
   STRATA_INLINE static vf max(vf a, vf b) {
     for (int lane = 0; lane < 16; ++lane) a[lane] = a[lane] < b[lane] ? b[lane] : a[lane];
@@ -62,6 +66,12 @@ struct Avx2Ops {
     const __m256 low = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     const __m256 high = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
     return join(low, high);
+  }
+  STRATA_TARGET_AVX2 static void store_halves(const float* x, uint16_t* out) {
+    for (int half = 0; half < 2; ++half) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 8 * half),
+                       _mm256_cvtps_ph(_mm256_loadu_ps(x + 8 * half), _MM_FROUND_TO_NEAREST_INT));
+    }
   }
   STRATA_TARGET_AVX2 static vf max(vf a, vf b) {
     __m256 a_half[2], b_half[2];
@@ -81,6 +91,12 @@ struct Avx512Ops {
   STRATA_TARGET_AVX512 static vf load_halves(const uint16_t* p) {
     // The zero-masked form: GCC 12 warns of _mm512_cvtph_ps's undefined source as maybe uninitialized.
     return (vf)_mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  STRATA_TARGET_AVX512 static void store_halves(const float* x, uint16_t* out) {
+    // The zero-masked form, as load_halves' (GCC 12 warns of the plain one's undefined source).
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(out),
+        _mm512_maskz_cvtps_ph(0xffff, _mm512_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
   STRATA_TARGET_AVX512 static vf max(vf a, vf b) {
     return (vf)_mm512_maskz_max_ps(0xffff, (__m512)b, (__m512)a);  // zero-masked, as above; b, a as in Avx2Ops
@@ -387,6 +403,22 @@ STRATA_INLINE void swiglu_body(float* gate, const float* up, int64_t n) {
   for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+// out[i * stride] = x[i] as a half (rounded to nearest even) for i < n.
+template <class Ops>
+STRATA_INLINE void to_halves_body(const float* x, int64_t n, uint16_t* out, size_t stride) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    if (stride == 1) {
+      Ops::store_halves(x + i, out + i);
+      continue;
+    }
+    uint16_t halves[kLanes];
+    Ops::store_halves(x + i, halves);
+    for (int lane = 0; lane < kLanes; ++lane) out[(i + lane) * stride] = halves[lane];
+  }
+  for (; i < n; ++i) out[i * stride] = sdk::fp32_to_fp16(x[i]);
+}
+
 // A kernel set: its entry points flatten their calls, so that the F16C loaders (not always_inline) are inlined.
 #define STRATA_FLOAT_KERNELS(set_name, target_attribute, Ops)                                                         \
   namespace set_name {                                                                                                \
@@ -413,6 +445,9 @@ STRATA_INLINE void swiglu_body(float* gate, const float* up, int64_t n) {
   target_attribute [[gnu::flatten]] void scaled_softmax(float* x, int64_t n, float scale) {                           \
     scaled_softmax_body<Ops>(x, n, scale);                                                                            \
   }                                                                                                                   \
+  target_attribute [[gnu::flatten]] void to_halves(const float* x, int64_t n, uint16_t* out, size_t stride) {         \
+    to_halves_body<Ops>(x, n, out, stride);                                                                           \
+  }                                                                                                                   \
   target_attribute [[gnu::flatten]] void swiglu(float* gate, const float* up, int64_t n) {                            \
     swiglu_body<Ops>(gate, up, n);                                                                                    \
   }                                                                                                                   \
@@ -421,8 +456,8 @@ STRATA_INLINE void swiglu_body(float* gate, const float* up, int64_t n) {
                                                         size_t out_stride) {                                          \
     dot_blocks_body<Ops>(blocks, n_rows, xs, x_stride, n_x, n, out, out_stride);                                      \
   }                                                                                                                   \
-  constexpr FloatKernels table{&dot,           &dot4,           &dot_i8,         &axpy,  &axpy_i8,                    \
-                               &axpy_rows_f16, &dot_blocks_f16, &scaled_softmax, &swiglu};                            \
+  constexpr FloatKernels table{&dot,           &dot4,           &dot_i8,         &axpy,   &axpy_i8,                   \
+                               &axpy_rows_f16, &dot_blocks_f16, &scaled_softmax, &swiglu, &to_halves};                \
   }
 
 STRATA_FLOAT_KERNELS(baseline, , PortableOps)

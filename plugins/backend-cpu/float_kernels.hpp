@@ -32,6 +32,8 @@ struct FloatKernels {
   void (*scaled_softmax)(float* x, int64_t n, float scale);
   // gate = silu(gate) * up, the expert FFN's SwiGLU (e^ within 2 ulp, as the softmax's)
   void (*swiglu)(float* gate, const float* up, int64_t n);
+  // out[i * stride] = x[i] as a half (rounded to nearest even, as sdk::fp32_to_fp16) for i < n
+  void (*to_halves)(const float* x, int64_t n, uint16_t* out, size_t stride);
 };
 
 const FloatKernels& float_kernels(CpuIsa isa);

@@ -53,10 +53,9 @@ size_t KvTensor::half_offset(size_t row) const {
   return block * kKeyBlock * head_dim_ + position % kKeyBlock;
 }
 
-void KvTensor::store(size_t row, const float* x) {
+void KvTensor::store(const FloatKernels& kernels, size_t row, const float* x) {
   if (!is_int8_) {
-    const size_t first = half_offset(row), stride = blocked_ ? kKeyBlock : 1;
-    for (int32_t i = 0; i < head_dim_; ++i) halves_[first + i * stride] = sdk::fp32_to_fp16(x[i]);
+    kernels.to_halves(x, head_dim_, halves_.data() + half_offset(row), blocked_ ? kKeyBlock : 1);
     return;
   }
   const size_t first = row * head_dim_;

@@ -29,7 +29,7 @@ class KvTensor {
   // The memory such a tensor takes.
   static size_t bytes(Role role, const strata_kv_config& config);
 
-  void store(size_t row, const float* x);
+  void store(const FloatKernels& kernels, size_t row, const float* x);
   // A kv head's whole span of rows first .. first + n_rows - 1 (first: its position 0) against the n vectors of
   // the query heads sharing it (vector v at offset v * stride): out[v * out_stride + j] = dot(row first + j, x_v)
   // (keys), and y_v += a[v * a_stride + j] * row first + j (values).
