@@ -42,6 +42,16 @@ uint64_t memory_budget_option(const nlohmann::json& options) {
   return static_cast<uint64_t>(mib * 1048576.0);
 }
 
+// An option that is 0 or 1 (absent: absent_value); anything else is refused naming it.
+bool switch_option(const nlohmann::json& options, const std::string& name, bool absent_value) {
+  const auto value = options.find(name);
+  if (value == options.end()) return absent_value;
+  if (!value->is_number_integer() || value->get<int64_t>() < 0 || value->get<int64_t>() > 1) {
+    invalid_argument("backend-cpu option \"" + name + "\" must be 0 or 1");
+  }
+  return value->get<int64_t>() == 1;
+}
+
 // The option "poll_us": how long the pool's idle threads poll for work before they sleep (the default without it).
 std::chrono::microseconds poll_option(const nlohmann::json& options) {
   const auto poll = options.find("poll_us");
@@ -54,24 +64,10 @@ std::chrono::microseconds poll_option(const nlohmann::json& options) {
 
 // The option "repacked_weights": whether weights whose type offers a CPU layout (quant.h's cpu_repacked) are kept
 // that way, in the instance's own memory, where this level has the layout's kernels (true without the option).
-bool repacked_weights_option(const nlohmann::json& options) {
-  const auto repacked = options.find("repacked_weights");
-  if (repacked == options.end()) return true;
-  if (!repacked->is_number_integer() || repacked->get<int64_t>() < 0 || repacked->get<int64_t>() > 1) {
-    invalid_argument("backend-cpu option \"repacked_weights\" must be 0 or 1");
-  }
-  return repacked->get<int64_t>() == 1;
-}
+bool repacked_weights_option(const nlohmann::json& options) { return switch_option(options, "repacked_weights", true); }
 
 // The option "pin_threads": whether the pool's workers are pinned, one per physical core (false without it).
-bool pin_threads_option(const nlohmann::json& options) {
-  const auto pin = options.find("pin_threads");
-  if (pin == options.end()) return false;
-  if (!pin->is_number_integer() || pin->get<int64_t>() < 0 || pin->get<int64_t>() > 1) {
-    invalid_argument("backend-cpu option \"pin_threads\" must be 0 or 1");
-  }
-  return pin->get<int64_t>() == 1;
-}
+bool pin_threads_option(const nlohmann::json& options) { return switch_option(options, "pin_threads", false); }
 
 // Pins the pool's workers one per physical core (the caller's thread keeps the first core's place, unpinned): not
 // where the threads outnumber the cores, which would put two on one core. Says what happened in the description.

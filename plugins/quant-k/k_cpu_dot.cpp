@@ -114,11 +114,45 @@ inline PackedCodes unpack_codes_wordwise(const uint8_t* packed) {
           {word[1] & kLow6, ((word[2] >> 4) & kLow4) | (((word[1] >> 6) & kLow2) << 4)}};
 }
 
+// Values 64c .. 64c + 31 (first) and 64c + 32 .. 64c + 63 (second) of a chunk c.
+struct ChunkLevels {
+  __m256i first, second;
+};
+
+// A Q4_K / Q5_K block's levels, 64 values (a chunk: its 32 low nibbles, then its 32 high nibbles, with Q5_K's fifth
+// bits) at a time, in value order.
+template <bool HasHighBits>
+class ScaleMinLevels {
+ public:
+  // Inlined into each kernel (AVX2's and AVX-512's), whose registers the levels stay in.
+  [[gnu::always_inline]] STRATA_TARGET_AVX2 explicit ScaleMinLevels(const uint8_t* block)
+      : qs_(block + scale_min_low_bits_offset<HasHighBits>()),
+        high_bits_(HasHighBits ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kQ5KHighBitsOffset))
+                               : _mm256_setzero_si256()) {}
+
+  [[gnu::always_inline]] STRATA_TARGET_AVX2 ChunkLevels next_chunk() {
+    const __m256i low_nibble = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs_));
+    qs_ += 32;
+    __m256i first = _mm256_and_si256(packed, low_nibble);
+    __m256i second = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibble);
+    if constexpr (HasHighBits) {
+      first = _mm256_or_si256(first, _mm256_slli_epi16(_mm256_and_si256(high_bits_, one), 4));
+      second = _mm256_or_si256(second, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits_, 1), one), 4));
+      high_bits_ = _mm256_srli_epi16(high_bits_, 2);
+    }
+    return {first, second};
+  }
+
+ private:
+  const uint8_t* qs_;
+  __m256i high_bits_;
+};
+
 template <bool HasHighBits>
 STRATA_TARGET_AVX2 float scale_min_row_dot_avx2(int64_t n, const uint8_t* row, const void* activation) {
   constexpr int kBlockBytes = scale_min_block_bytes<HasHighBits>();
   const auto* act = static_cast<const uint8_t*>(activation);
-  const __m256i low_nibble = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
   __m256 acc = _mm256_setzero_ps();
   float min_total = 0.0f;
   for (int64_t b = 0; b < n / kSuperBlock; ++b) {
@@ -137,19 +171,10 @@ STRATA_TARGET_AVX2 float scale_min_row_dot_avx2(int64_t n, const uint8_t* row, c
     const __m128i sums32 = _mm_hadd_epi16(sums16, sums16_high);  // one per 32-value sub-block
     min_total += d8 * _cvtsh_ss(load_u16(block + 2)) * static_cast<float>(sdk::hsum_i32(_mm_madd_epi16(mins, sums32)));
 
-    const uint8_t* qs = block + scale_min_low_bits_offset<HasHighBits>();
-    __m256i high_bits = HasHighBits ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kQ5KHighBitsOffset))
-                                    : _mm256_setzero_si256();
+    ScaleMinLevels<HasHighBits> levels(block);
     __m256i scaled = _mm256_setzero_si256();
     for (int chunk = 0; chunk < 4; ++chunk) {
-      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * chunk));
-      __m256i first = _mm256_and_si256(packed, low_nibble);
-      __m256i second = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibble);
-      if constexpr (HasHighBits) {
-        first = _mm256_or_si256(first, _mm256_slli_epi16(_mm256_and_si256(high_bits, one), 4));
-        second = _mm256_or_si256(second, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 1), one), 4));
-        high_bits = _mm256_srli_epi16(high_bits, 2);
-      }
+      const auto [first, second] = levels.next_chunk();
       const __m256i q8_first = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * chunk));
       const __m256i q8_second = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * chunk + 32));
       scaled = _mm256_add_epi32(scaled, sdk::scaled_dot_u8_s8(first, q8_first, _mm256_set1_epi16(scales[2 * chunk])));
@@ -258,7 +283,6 @@ template <bool HasHighBits>
 STRATA_TARGET_AVX512 void scale_min_row_dot_tokens_avx512(int64_t n, const uint8_t* row, const uint8_t* activations,
                                                           size_t activation_stride, int n_tokens, float* sums) {
   constexpr int kBlockBytes = scale_min_block_bytes<HasHighBits>();
-  const __m256i low_nibble = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
   __m512 acc[sdk::kDotTokens];
   for (int t = 0; t < n_tokens; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n / kSuperBlock; ++b) {
@@ -268,19 +292,10 @@ STRATA_TARGET_AVX512 void scale_min_row_dot_tokens_avx512(int64_t n, const uint8
     uint8_t scales[8], mins[8];
     std::memcpy(scales, codes.scales, 8);
     std::memcpy(mins, codes.mins, 8);
-    const uint8_t* qs = block + scale_min_low_bits_offset<HasHighBits>();
-    __m256i high_bits = HasHighBits ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kQ5KHighBitsOffset))
-                                    : _mm256_setzero_si256();
+    ScaleMinLevels<HasHighBits> chunks(block);
     __m512i levels[4], lane_scales[4];
     for (int chunk = 0; chunk < 4; ++chunk) {
-      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * chunk));
-      __m256i first = _mm256_and_si256(packed, low_nibble);
-      __m256i second = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibble);
-      if constexpr (HasHighBits) {
-        first = _mm256_or_si256(first, _mm256_slli_epi16(_mm256_and_si256(high_bits, one), 4));
-        second = _mm256_or_si256(second, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 1), one), 4));
-        high_bits = _mm256_srli_epi16(high_bits, 2);
-      }
+      const auto [first, second] = chunks.next_chunk();
       levels[chunk] = _mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1);
       lane_scales[chunk] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(scales[2 * chunk])),
                                               _mm256_set1_epi16(scales[2 * chunk + 1]), 1);
