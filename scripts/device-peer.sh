@@ -4,7 +4,8 @@
 # llama-bench), then runs its llama-bench once per configuration given as an argument (its flags, quoted) on MODEL.
 #   git -C SNAPSHOT archive HEAD -- . ':!models' ':!tests' | tar -x -C .variants/peer/ik_llama.cpp   (here; carry it)
 #   scripts/device-peer.sh .variants/peer/ik_llama.cpp MODEL "-ngl 99 --n-cpu-moe 36 -fa 1 -fmoe 1"
-# PEER_BUILD_ONLY=1 builds and stops (e.g. under `nice` beside a call that builds Strata); PEER_BUILD_DEADLINE_S
+# PEER_BUILD_ONLY=1 builds and stops (e.g. under `nice` beside Strata's build, never beside a measurement: it takes
+# every core; a call's background jobs end with the call); PEER_BUILD_DEADLINE_S
 # stops the build after so many seconds with status 0 (a warm machine keeps build-peer: the next call goes on).
 # PROMPT (default 512), DECODE (64), REPS (2), THREADS (all cores); lines go to stdout and $OUT/peer.txt.
 set -euo pipefail
