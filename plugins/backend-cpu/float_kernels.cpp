@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #endif
 
+#include "activation_functions.hpp"
 #include "strata/half.hpp"
 
 namespace strata::cpu {
@@ -400,7 +401,7 @@ STRATA_INLINE void swiglu_body(float* gate, const float* up, int64_t n) {
     const vf numerator = x >= 0.0f ? vf{} + 1.0f : t;
     store(gate + i, x * numerator / (t + 1.0f) * load(up + i));
   }
-  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  for (; i < n; ++i) gate[i] = silu(gate[i]) * up[i];
 }
 
 // out[i * stride] = x[i] as a half (rounded to nearest even) for i < n.
