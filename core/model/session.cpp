@@ -230,13 +230,39 @@ void Session::run_layers(int32_t n, const std::vector<int32_t>& positions) {
     if (end == n_layer) add_pending_residual(n);
   };
   const bool split_experts = model_.experts() != nullptr && model_.experts()->splits_layers();
-  const bool recordable =
-      options_.execution.step_graphs && !options_.on_routing && !split_experts && backend_.has_graphs();
+  const bool recordable = options_.execution.step_graphs && !options_.on_routing && backend_.has_graphs();
   if (!recordable || n > kMaxGraphTokens) return layers(0, n_layer);
+  if (split_experts) return run_split_layers(n, positions);
   auto& graphs = graphs_[n];
   const int32_t split = std::min(kLayersInFirstGraph, n_layer);
   run_as_graph(graphs[0], n, positions, [&] { layers(0, split); });
   if (split < n_layer) run_as_graph(graphs[1], n, positions, [&] { layers(split, n_layer); });
+}
+
+// A split layer's experts need the host (the routing read back), so a step cannot be one graph: each layer's
+// attention block and router are, and the experts run op by op between them. Each graph leaves the residual
+// stream where it found it, with nothing pending (the router's norm took the attention's output in), which a
+// replay, running no core code, must be told.
+void Session::run_split_layers(int32_t n, const std::vector<int32_t>& positions) {
+  const int32_t n_layer = model_.config().n_layer;
+  auto& graphs = layer_graphs_[n];
+  graphs.resize(static_cast<size_t>(n_layer));
+  residual_ = &scratch_->x;
+  residual_pending_ = false;
+  for (int32_t il = 0; il < n_layer; ++il) {
+    const LayerWeights& layer = model_.weights().layers[il];
+    check_layer_ = il;
+    Buffer* stream = residual_;
+    run_as_graph(graphs[static_cast<size_t>(il)], n, positions, [&] {
+      attention_block(layer, il, n, positions);
+      moe_router(layer, n);
+    });
+    residual_ = stream;
+    residual_pending_ = false;
+    moe_experts(layer, n);
+  }
+  check_layer_ = -1;
+  add_pending_residual(n);
 }
 
 void Session::run_as_graph(std::unique_ptr<StepGraph>& graph, int32_t n, const std::vector<int32_t>& positions,
@@ -408,11 +434,15 @@ void Session::prepare_qk_by_ops(const LayerWeights& layer, int32_t n, const std:
 }
 
 void Session::moe_block(const LayerWeights& layer, int32_t n) {
+  moe_router(layer, n);
+  moe_experts(layer, n);
+}
+
+void Session::moe_router(const LayerWeights& layer, int32_t n) {
   const ModelConfig& c = model_.config();
   const auto& t = backend_.table();
   auto* b = backend_.get();
   Scratch& s = *scratch_;
-
   if (uses_normed_inputs()) {
     // The router normalizes the stream itself, writes the sum, and keeps the norm for the experts.
     const strata_normed_input in = normed_input(layer.ffn_norm.get(), true, &s.normed);
@@ -425,6 +455,13 @@ void Session::moe_block(const LayerWeights& layer, int32_t n) {
     residual_then_norm(layer.ffn_norm.get(), "ffn_norm.weight", n);
     route(layer, s.normed, n, s.router_logits, s.expert_ids, s.expert_weights);
   }
+}
+
+void Session::moe_experts(const LayerWeights& layer, int32_t n) {
+  const ModelConfig& c = model_.config();
+  const auto& t = backend_.table();
+  auto* b = backend_.get();
+  Scratch& s = *scratch_;
   if (HybridExperts* experts = model_.experts()) {
     const ExpertRouter route_layer = [&](int32_t other, const Buffer& normed, Buffer& logits, Buffer& ids,
                                          Buffer& weights) {

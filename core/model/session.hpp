@@ -105,6 +105,12 @@ class Session {
   void attention_block(const LayerWeights& layer, int32_t il, int32_t n, const std::vector<int32_t>& positions);
   void prepare_qk_by_ops(const LayerWeights& layer, int32_t n, const std::vector<int32_t>& positions);
   void moe_block(const LayerWeights& layer, int32_t n);
+  // moe_block's two halves: the norm and the router, then the experts (where a hybrid placement reads the routing
+  // back) and the shared expert.
+  void moe_router(const LayerWeights& layer, int32_t n);
+  void moe_experts(const LayerWeights& layer, int32_t n);
+  // The layers of a step whose split layers read routing back: each layer's attention and router as a graph.
+  void run_split_layers(int32_t n, const std::vector<int32_t>& positions);
   // The router of layer on normed's n rows into logits, ids and weights.
   void route(const LayerWeights& layer, const Buffer& normed, int32_t n, Buffer& logits, Buffer& ids, Buffer& weights);
   void residual_then_norm(const strata_weight* norm, const char* norm_name, int32_t n);
@@ -124,6 +130,9 @@ class Session {
   // Two step graphs per decode step size (1..kMaxGraphTokens tokens; the first layers, the rest), made on
   // first use.
   std::map<int32_t, std::array<std::unique_ptr<StepGraph>, 2>> graphs_;
+  // With a hybrid placement that splits layers, a graph per layer per decode step size instead: the layer's
+  // attention block and router, up to the host's reading of the routing.
+  std::map<int32_t, std::vector<std::unique_ptr<StepGraph>>> layer_graphs_;
   int32_t position_ = 0;
   // Within a step: a block's output waits in the scratch's projected buffer to be added to the residual
   // stream, which is in the scratch's x, or in its x_alt after an op with a normed input wrote the sum there
