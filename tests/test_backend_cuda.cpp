@@ -542,6 +542,52 @@ TEST(BackendCuda, ReadsIntoHostAllocMemoryComeBackWhole) {
   EXPECT_EQ(backend.table().host_alloc(backend.get(), 0, &memory, backend.error()), STRATA_E_INVALID_ARGUMENT);
 }
 
+// buffer_reads (a named function) reads several ranges with one wait: into the heap (through the staging memory)
+// and into host_alloc's memory side by side, with an empty item among them; a read larger than the staging memory
+// comes back whole too; a range past a buffer's end and a short struct_size are refused.
+TEST(BackendCuda, BufferReadsReadEveryRangeWithOneWait) {
+  SKIP_WITHOUT_CUDA();
+  Backend backend(*cuda_plugin().table);
+  const auto reads_fn = reinterpret_cast<strata_backend_buffer_reads_fn>(
+      backend.table().get_proc_address(backend.get(), STRATA_BACKEND_PROC_BUFFER_READS));
+  ASSERT_NE(reads_fn, nullptr);
+  const auto values = random_floats(5000, 11);
+  strata_buffer* buffer = backend.upload(values);
+  std::vector<float> large_values(5 << 20);
+  for (size_t i = 0; i < large_values.size(); ++i) large_values[i] = static_cast<float>(i % 999983);
+  strata_buffer* large = backend.upload(large_values);
+  void* memory = nullptr;
+  ASSERT_EQ(backend.table().host_alloc(backend.get(), 1000 * sizeof(float), &memory, backend.error()), STRATA_OK)
+      << backend.message();
+  auto* pinned = static_cast<float*>(memory);
+  std::vector<float> heap_a(300), heap_b(7);
+  std::vector<strata_buffer_read_item> items = {{buffer, 100 * sizeof(float), heap_a.data(), 300 * sizeof(float)},
+                                                {buffer, 4000 * sizeof(float), pinned, 1000 * sizeof(float)},
+                                                {buffer, 0, nullptr, 0},
+                                                {buffer, 4993 * sizeof(float), heap_b.data(), 7 * sizeof(float)}};
+  strata_buffer_reads reads{sizeof(strata_buffer_reads), static_cast<int32_t>(items.size()), items.data()};
+  ASSERT_EQ(reads_fn(backend.get(), &reads, backend.error()), STRATA_OK) << backend.message();
+  EXPECT_TRUE(std::equal(heap_a.begin(), heap_a.end(), values.begin() + 100));
+  EXPECT_TRUE(std::equal(pinned, pinned + 1000, values.begin() + 4000));
+  EXPECT_TRUE(std::equal(heap_b.begin(), heap_b.end(), values.begin() + 4993));
+
+  std::vector<float> whole(large_values.size());
+  items = {{large, 0, whole.data(), whole.size() * sizeof(float)}, {buffer, 0, heap_b.data(), 7 * sizeof(float)}};
+  reads.count = static_cast<int32_t>(items.size());
+  reads.items = items.data();
+  ASSERT_EQ(reads_fn(backend.get(), &reads, backend.error()), STRATA_OK) << backend.message();
+  EXPECT_EQ(whole, large_values);
+  EXPECT_TRUE(std::equal(heap_b.begin(), heap_b.end(), values.begin()));
+
+  items = {{buffer, 4999 * sizeof(float), heap_b.data(), 2 * sizeof(float)}};
+  reads.count = 1;
+  reads.items = items.data();
+  EXPECT_EQ(reads_fn(backend.get(), &reads, backend.error()), STRATA_E_INVALID_ARGUMENT);
+  reads.struct_size = 8;
+  EXPECT_EQ(reads_fn(backend.get(), &reads, backend.error()), STRATA_E_INVALID_ARGUMENT);
+  backend.table().host_free(backend.get(), memory);
+}
+
 // Runs attention on layer 1 for the tokens at positions [first, first + n) of a sequence (in token order,
 // or shuffled among the step's tokens).
 struct AttentionShape {

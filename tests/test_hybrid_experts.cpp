@@ -165,6 +165,28 @@ TEST_P(HybridExpertsOnModel, ExpertsCopiedAheadRunWhereChosenAndChangeNoLogits) 
   }
 }
 
+// --pool-thread 1 on the stand-in (on by default only on a GPU): the pool computes on a thread of its own while the
+// caller queues the device's part, with experts copied ahead and half the misses over PCIe; nothing changes but
+// the timing.
+TEST_P(HybridExpertsOnModel, PoolOnAThreadOfItsOwnChangesNoLogits) {
+  ASSERT_REFERENCE(model());
+  const PlacementRun plain = run(options_for(model(), "off"));
+  const gguf::Model file(model());
+  const ModelConfig config = ModelConfig::from_gguf(file);
+  for (const double pcie_fraction : {0.0, 0.5}) {
+    EngineOptions beside = options_for(model(), std::to_string(config.n_layer * config.n_expert / 4));
+    beside.expert_options.pool_thread = true;
+    beside.expert_options.pcie_fraction = pcie_fraction;
+    beside.expert_options.prefetch = config.n_expert_used;
+    const PlacementRun threaded = run(beside);
+    const std::string what = "the pool on its own thread, a share of " + std::to_string(pcie_fraction) + " over PCIe";
+    expect_same_logits(plain.logits, threaded.logits, what);
+    EXPECT_GT(threaded.stats.pool_pairs, 0) << what;
+    EXPECT_GT(threaded.stats.device_pairs, 0) << what;
+    EXPECT_GT(threaded.stats.pool_ms, 0.0) << what;
+  }
+}
+
 // --pcie-frac auto times one token's missed experts through each tier when the cache is placed and takes the share
 // that keeps both equally busy: within (0, 1), so some misses go over PCIe; the logits do not depend on it.
 TEST_P(HybridExpertsOnModel, AutomaticPcieShareIsMeasuredAndChangesNoLogits) {

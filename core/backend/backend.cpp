@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 #include "core/util/error.hpp"
 
@@ -32,6 +33,7 @@ Backend::Backend(std::string name, const strata_backend_table& table, const Quan
       reinterpret_cast<strata_backend_weight_writes_done_fn>(proc_address(STRATA_BACKEND_PROC_WEIGHT_WRITES_DONE));
   cache_functions_.memory_info =
       reinterpret_cast<strata_backend_memory_info_fn>(proc_address(STRATA_BACKEND_PROC_MEMORY_INFO));
+  buffer_reads_ = reinterpret_cast<strata_backend_buffer_reads_fn>(proc_address(STRATA_BACKEND_PROC_BUFFER_READS));
   // The three come together (strata/backend.h): a backend with only some has none for the core.
   if (cache_functions_.write == nullptr || cache_functions_.done == nullptr) cache_functions_.alloc = nullptr;
 }
@@ -75,6 +77,18 @@ void Backend::write(Buffer& buffer, const void* src, size_t bytes, size_t offset
 void Backend::read(const Buffer& buffer, void* dst, size_t bytes, size_t offset) {
   run("buffer read",
       [&](strata_error* e) { return table_.buffer_read(backend_, buffer.get(), offset, dst, bytes, e); });
+}
+
+void Backend::read_all(std::span<const BufferRead> reads) {
+  if (buffer_reads_ == nullptr) {
+    for (const BufferRead& r : reads) read(*r.buffer, r.dst, r.bytes, r.offset);
+    return;
+  }
+  std::vector<strata_buffer_read_item> items;
+  items.reserve(reads.size());
+  for (const BufferRead& r : reads) items.push_back({r.buffer->get(), r.offset, r.dst, r.bytes});
+  const strata_buffer_reads request{sizeof(strata_buffer_reads), static_cast<int32_t>(items.size()), items.data()};
+  run("buffer reads", [&](strata_error* e) { return buffer_reads_(backend_, &request, e); });
 }
 
 bool Backend::has_host_memory() const {

@@ -141,6 +141,14 @@ class Backend {
 
   void write(Buffer& buffer, const void* src, size_t bytes, size_t offset = 0);
   void read(const Buffer& buffer, void* dst, size_t bytes, size_t offset = 0);
+  // Several reads with one wait for the device where the backend offers buffer_reads, else one by one.
+  struct BufferRead {
+    const Buffer* buffer;
+    void* dst;
+    size_t bytes;
+    size_t offset = 0;
+  };
+  void read_all(std::span<const BufferRead> reads);
   // bytes of host memory that read() fills fastest (host_alloc, ABI 1.4: page-locked on a GPU), else of
   // the heap. The handle must not outlive the backend.
   HostMemory host_alloc(size_t bytes);
@@ -164,6 +172,7 @@ class Backend {
     strata_backend_weight_writes_done_fn done = nullptr;
     strata_backend_memory_info_fn memory_info = nullptr;
   } cache_functions_;  // asked once after create: the answers hold for the instance's life
+  strata_backend_buffer_reads_fn buffer_reads_ = nullptr;
 };
 
 }  // namespace strata

@@ -81,6 +81,8 @@ std::optional<ExpertCacheOptions> expert_placement(const EngineOptions& options,
   }
   ExpertCacheOptions placement = options.expert_options;
   placement.host_memory = parse_expert_memory(options.host_experts);
+  if (!placement.pool_thread) placement.pool_thread = !cpu_device;
+  if (options.cpu_poll_us >= 0) placement.poll = std::chrono::microseconds(options.cpu_poll_us);
   if (mode.empty() || mode == "auto") {
     placement.slots.reset();
     return placement;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <tuple>
 
@@ -110,6 +111,7 @@ HybridExperts::HybridExperts(Backend& device, Backend& pool, const gguf::Model& 
                 std::to_string(config.n_layer) + " of " + std::to_string(config.n_expert));
   }
   if (options_.adapt.every > 0) recent_ = RoutingCounts(config.n_layer, config.n_expert);
+  if (options_.pool_thread.value_or(false)) pool_thread_ = std::make_unique<SideThread>(options_.poll);
 }
 
 HybridExperts::~HybridExperts() = default;
@@ -321,19 +323,22 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   }
   step_split_ = true;
 
-  // The router's choices on the host (the one wait for the device in the layer), and the next layer's predicted
-  // ones, queued before that wait.
+  // The router's choices on the host, the next layer's predicted ones (queued before), and where the pool will
+  // likely have pairs its input: one wait for the device. A step whose misses all go over PCIe reads no input.
   const bool predicting = prefetches_after(layer, n);
   if (predicting) route(layer + 1, normed, b.predicted_logits, b.predicted_ids, b.predicted_weights);
   auto start = std::chrono::steady_clock::now();
   b.ids.resize(pairs);
   b.weights.resize(pairs);
-  device_.read(ids, b.ids.data(), pairs * sizeof(int32_t));
-  device_.read(weights, b.weights.data(), pairs * sizeof(float));
-  if (predicting) {
-    b.predicted.resize(pairs);
-    device_.read(b.predicted_ids, b.predicted.data(), pairs * sizeof(int32_t));
-  }
+  b.predicted.resize(predicting ? pairs : 0);
+  const bool streams_misses = pcie_share_ >= 1.0 || (options_.pcie_min_tokens > 0 && n >= options_.pcie_min_tokens);
+  b.x.resize(streams_misses ? 0 : static_cast<size_t>(n) * config_.n_embd);
+  const std::array<Backend::BufferRead, 4> reads = {
+      {{&ids, b.ids.data(), pairs * sizeof(int32_t)},
+       {&weights, b.weights.data(), pairs * sizeof(float)},
+       {&b.predicted_ids, b.predicted.data(), b.predicted.size() * sizeof(int32_t)},
+       {&normed, b.x.data(), b.x.size() * sizeof(float)}}};
+  device_.read_all(reads);
   stats_.sync_ms += ms_since(start);
   if (observer) observer(layer, b.ids);
   if (!recent_.empty()) recent_.add(layer, b.ids);
@@ -397,67 +402,93 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     }
   }
 
-  // The pool's input, read before the device's part is queued (a read waits for what is queued), and only where
-  // the pool has pairs: a prompt step that streams every miss needs none of it.
-  if (pooled > 0) {
+  // The pool's input where it was not read with the routing, before the device's part is queued (a read waits for
+  // what is queued).
+  if (pooled > 0 && b.x.empty()) {
     start = std::chrono::steady_clock::now();
     b.x.resize(static_cast<size_t>(n) * config_.n_embd);
     device_.read(normed, b.x.data(), b.x.size() * sizeof(float));
     stats_.sync_ms += ms_since(start);
   }
 
-  // The device's part is queued first, so that it runs while the pool computes: the first staging half's copies
-  // (on the device's copy stream, beside everything queued after them), the next layer's copies ahead (a copy
-  // waits for the ops queued before it, so before any op of this layer), the resident experts, those copied ahead,
-  // then the staged experts a half at a time, each half's copies queued before the experts of the half before run.
+  // The pool starts on its own thread where it has one; the caller queues the device's part meanwhile (else first,
+  // so that it runs while the pool computes): the first staging half's copies (on the device's copy stream,
+  // beside everything queued after them), the next layer's copies ahead (a copy waits for the ops queued before
+  // it, so before any op of this layer), the resident experts, those copied ahead, then the staged experts a half
+  // at a time, each half's copies queued before the experts of the half before run.
+  double pool_ms = 0.0;
+  const auto run_pool = [&] {
+    const auto pool_start = std::chrono::steady_clock::now();
+    pool_moe(layer, n, b, b.ids.data(), b.pool_weights_host.data());
+    pool_ms = ms_since(pool_start);
+  };
   bool device_wrote = false;
   const auto add_to_out = [&](const Buffer& part) {
     device_.run("add", [&](strata_error* e) {
       return t.add(device_.get(), out.get(), part.get(), int64_t{n} * config_.n_embd, out.get(), e);
     });
   };
-  // One tier's pairs on the device (the others' weights zero), into out or added to it.
-  const auto device_part = [&](Buffer& device_ids, const std::vector<int32_t>& slot_ids, Buffer& device_weights,
-                               const std::vector<float>& slot_weights, const Weight(&matrices)[3]) {
-    device_.write(device_ids, slot_ids.data(), pairs * sizeof(int32_t));
-    device_.write(device_weights, slot_weights.data(), pairs * sizeof(float));
-    device_moe(n, normed, device_ids, device_weights, matrices, device_wrote ? b.staged_out : out);
-    if (device_wrote) add_to_out(b.staged_out);
-    device_wrote = true;
-  };
-  StagingSet* staging = staged_experts.empty() && ahead_pairs == 0 ? nullptr : &staging_for(layer);
-  const size_t per_half = staging != nullptr ? static_cast<size_t>(staging->slots_per_half) : 1;
-  const size_t n_halves = (staged_experts.size() + per_half - 1) / per_half;  // halves filled in turn
-  const auto copy_in = [&](size_t turn) {
-    const size_t first = turn * per_half, count = std::min(per_half, staged_experts.size() - first);
-    stage(staging->halves[turn % 2], layer, std::span(staged_experts).subspan(first, count));
-    stats_.pcie_bytes += static_cast<int64_t>(count * expert_file_bytes_[layer]);
-  };
-  if (n_halves > 0) copy_in(0);
-  if (predicting && n_halves <= 1) prefetch_next(layer, b);
-  if (hits > 0) device_part(b.device_ids, b.slot_ids, b.device_weights, b.slot_weights, cached);
-  if (ahead_pairs > 0) {
-    device_part(b.ahead_ids, b.ahead_slot_ids, b.ahead_weights, b.ahead_weights_host, staging->ahead[layer % 2]);
-  }
-  for (size_t turn = 0; turn < n_halves; ++turn) {
-    if (turn + 1 < n_halves) copy_in(turn + 1);
-    const auto first = static_cast<int32_t>(turn * per_half);
-    const auto last = static_cast<int32_t>(std::min(staged_experts.size(), (turn + 1) * per_half));
-    b.staged_slot_ids.assign(pairs, 0);
-    b.staged_weights_host.assign(pairs, 0.0f);
-    for (size_t p = 0; p < pairs; ++p) {
-      const int32_t index = staged_index[b.ids[p]];  // -1 for resident, ahead and pooled experts
-      if (index >= first && index < last) {
-        b.staged_slot_ids[p] = index - first;
-        b.staged_weights_host[p] = b.weights[p];
-      }
+  const auto queue_device_part = [&] {
+    // One tier's pairs on the device (the others' weights zero), into out or added to it.
+    const auto device_part = [&](Buffer& device_ids, const std::vector<int32_t>& slot_ids, Buffer& device_weights,
+                                 const std::vector<float>& slot_weights, const Weight(&matrices)[3]) {
+      device_.write(device_ids, slot_ids.data(), pairs * sizeof(int32_t));
+      device_.write(device_weights, slot_weights.data(), pairs * sizeof(float));
+      device_moe(n, normed, device_ids, device_weights, matrices, device_wrote ? b.staged_out : out);
+      if (device_wrote) add_to_out(b.staged_out);
+      device_wrote = true;
+    };
+    StagingSet* staging = staged_experts.empty() && ahead_pairs == 0 ? nullptr : &staging_for(layer);
+    const size_t per_half = staging != nullptr ? static_cast<size_t>(staging->slots_per_half) : 1;
+    const size_t n_halves = (staged_experts.size() + per_half - 1) / per_half;  // halves filled in turn
+    const auto copy_in = [&](size_t turn) {
+      const size_t first = turn * per_half, count = std::min(per_half, staged_experts.size() - first);
+      stage(staging->halves[turn % 2], layer, std::span(staged_experts).subspan(first, count));
+      stats_.pcie_bytes += static_cast<int64_t>(count * expert_file_bytes_[layer]);
+    };
+    if (n_halves > 0) copy_in(0);
+    if (predicting && n_halves <= 1) prefetch_next(layer, b);
+    if (hits > 0) device_part(b.device_ids, b.slot_ids, b.device_weights, b.slot_weights, cached);
+    if (ahead_pairs > 0) {
+      device_part(b.ahead_ids, b.ahead_slot_ids, b.ahead_weights, b.ahead_weights_host, staging->ahead[layer % 2]);
     }
-    device_part(b.staged_ids, b.staged_slot_ids, b.staged_weights, b.staged_weights_host, staging->halves[turn % 2]);
+    for (size_t turn = 0; turn < n_halves; ++turn) {
+      if (turn + 1 < n_halves) copy_in(turn + 1);
+      const auto first = static_cast<int32_t>(turn * per_half);
+      const auto last = static_cast<int32_t>(std::min(staged_experts.size(), (turn + 1) * per_half));
+      b.staged_slot_ids.assign(pairs, 0);
+      b.staged_weights_host.assign(pairs, 0.0f);
+      for (size_t p = 0; p < pairs; ++p) {
+        const int32_t index = staged_index[b.ids[p]];  // -1 for resident, ahead and pooled experts
+        if (index >= first && index < last) {
+          b.staged_slot_ids[p] = index - first;
+          b.staged_weights_host[p] = b.weights[p];
+        }
+      }
+      device_part(b.staged_ids, b.staged_slot_ids, b.staged_weights, b.staged_weights_host, staging->halves[turn % 2]);
+    }
+  };
+  const auto timed_queue_device_part = [&] {
+    const auto queue_start = std::chrono::steady_clock::now();
+    queue_device_part();
+    stats_.queue_ms += ms_since(queue_start);
+  };
+  const bool pool_beside = pooled > 0 && pool_thread_ != nullptr;
+  if (pool_beside) {
+    pool_thread_->start(run_pool);
+    try {
+      timed_queue_device_part();
+    } catch (...) {
+      pool_thread_->finish();  // the pool's thread is done with b before it goes; the device's error is reported
+      throw;
+    }
+    pool_thread_->wait();
+  } else {
+    timed_queue_device_part();
+    if (pooled > 0) run_pool();
   }
   if (pooled > 0) {
-    start = std::chrono::steady_clock::now();
-    pool_moe(layer, n, b, b.ids.data(), b.pool_weights_host.data());
-    stats_.pool_ms += ms_since(start);
+    stats_.pool_ms += pool_ms;
 
     start = std::chrono::steady_clock::now();
     device_.write(device_wrote ? b.pool_result : out, b.out.data(), b.out.size() * sizeof(float));
@@ -655,6 +686,7 @@ ExpertStats ExpertStats::since(const ExpertStats& earlier) const {
   d.prefetch_used -= earlier.prefetch_used;
   d.pool_ms -= earlier.pool_ms;
   d.sync_ms -= earlier.sync_ms;
+  d.queue_ms -= earlier.queue_ms;
   d.adapt_rounds -= earlier.adapt_rounds;
   d.adapt_swapped -= earlier.adapt_swapped;
   d.adapt_round_ms_sum -= earlier.adapt_round_ms_sum;
@@ -670,6 +702,7 @@ nlohmann::ordered_json ExpertStats::to_json() const {
           {"split_steps", steps},
           {"pool_ms_per_step", pool_ms * per_step},
           {"sync_ms_per_step", sync_ms * per_step},
+          {"queue_ms_per_step", queue_ms * per_step},
           {"pcie_bytes", pcie_bytes},
           {"prefetched", prefetched},
           {"prefetch_used", prefetch_used},
@@ -683,10 +716,11 @@ std::string ExpertStats::text() const {
   const double per_step = steps > 0 ? 1.0 / static_cast<double>(steps) : 0.0;
   return fmt::format(
       "experts: hit rate {:.1f}%, pairs {} on the device, {} over PCIe ({}), {} on the pool; per split step "
-      "{:.2f} ms pool, {:.2f} ms waiting for the device ({} steps); prefetch: {} copied ahead, {} used; adaptive: "
-      "{} rounds, {} swapped",
+      "{:.2f} ms pool, {:.2f} ms waiting for the device, {:.2f} ms queueing its part ({} steps); prefetch: {} copied "
+      "ahead, {} used; adaptive: {} rounds, {} swapped",
       100.0 * hit_rate(), device_pairs, pcie_pairs, mib(static_cast<double>(pcie_bytes)), pool_pairs,
-      pool_ms * per_step, sync_ms * per_step, steps, prefetched, prefetch_used, adapt_rounds, adapt_swapped);
+      pool_ms * per_step, sync_ms * per_step, queue_ms * per_step, steps, prefetched, prefetch_used, adapt_rounds,
+      adapt_swapped);
 }
 
 std::string HybridExperts::describe() const {

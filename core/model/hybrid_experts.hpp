@@ -4,11 +4,11 @@
 // expert stays in host memory, where a CPU backend (the expert pool) reads it in place from the mapped file.
 // Each step, per layer, the core reads the router's choices back and hands every (token, expert) pair to one
 // tier: the device for a resident expert, else a PCIe copy into a staging slot then the device (a share of the
-// misses, --pcie-frac), else the pool. The device's part is queued before the pool computes, so both run at
-// once; their outputs are added. A layer whose experts are all resident runs as without placement (no host
-// round trip). With --expert-prefetch, a split layer also runs the next layer's router on its own input and copies
-// the experts it predicts ahead, beside the rest of the layer. The adaptive tier moves hot experts into the cache
-// between steps.
+// misses, --pcie-frac), else the pool. The device's part runs while the pool computes (queued before it, or beside
+// it where the pool has a thread of its own); their outputs are added. A layer whose experts are all resident runs as
+// without placement (no host round trip). With --expert-prefetch, a split layer also runs the next layer's router on
+// its own input and copies the experts it predicts ahead, beside the rest of the layer. The adaptive tier moves hot
+// experts into the cache between steps.
 #pragma once
 
 #include <chrono>
@@ -29,6 +29,7 @@
 #include "core/model/expert_store.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/model_weights.hpp"
+#include "core/util/side_thread.hpp"
 
 namespace strata {
 
@@ -58,6 +59,11 @@ struct ExpertCacheOptions {
   RoutingCounts profile;  // ranks the experts for the first placement; empty: uniform
   AdaptiveTierOptions adapt;
   ExpertMemory host_memory = ExpertMemory::automatic;  // the experts' host copy (expert_store.hpp)
+  // The pool computes on a thread of its own while the caller queues the device's part of the layer (copies,
+  // writes, launches): for a device that computes elsewhere (a GPU). None: the engine's choice (on, except for the
+  // CPU standing in for a GPU, whose ops would take the pool's cores).
+  std::optional<bool> pool_thread;
+  std::chrono::microseconds poll{500};  // how long the caller and that thread poll before they sleep
 };
 
 // What the placement did, summed over steps.
@@ -68,6 +74,7 @@ struct ExpertStats {
   int64_t prefetched = 0, prefetch_used = 0;  // experts copied ahead of their layer's routing; those it chose
   double pool_ms = 0.0;                       // host time the pool computed
   double sync_ms = 0.0;                       // host time waiting for the device: routing read back, results joined
+  double queue_ms = 0.0;                      // host time queueing the device's part: copies, writes, launches
   int64_t adapt_rounds = 0, adapt_swapped = 0;
   double adapt_round_ms_max = 0.0, adapt_round_ms_sum = 0.0;  // from a round's first copy to its switch
 
@@ -95,7 +102,7 @@ class HybridExperts {
   // Sizes and fills the cache, once: the first session calls it after allocating its KV cache and buffers, so
   // that an automatic size takes what is left. Throws strata::Error when a planned size does not fit.
   void place(int32_t max_batch);
-  // Whether some layer runs split (not all its experts resident): its steps need the host, so no step graphs.
+  // Whether some layer runs split (not all its experts resident): its steps need the host, so a step is no one graph.
   bool splits_layers() const;
   bool whole_layer(int32_t layer) const { return plan_.whole_layer(layer); }
 
@@ -182,6 +189,7 @@ class HybridExperts {
   ExpertStats stats_;
   bool step_split_ = false;
   double pcie_share_ = 0.0;
+  std::unique_ptr<SideThread> pool_thread_;  // options_.pool_thread
 };
 
 }  // namespace strata

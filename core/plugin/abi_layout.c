@@ -256,6 +256,15 @@ PIN(strata_memory_info, struct_size, 0, 4);
 PIN(strata_memory_info, limit_bytes, 8, 8);
 PIN(strata_memory_info, used_bytes, 16, 8);
 PIN_SIZE(strata_memory_info, 24);
+PIN(strata_buffer_read_item, buffer, 0, 8);
+PIN(strata_buffer_read_item, offset, 8, 8);
+PIN(strata_buffer_read_item, dst, 16, 8);
+PIN(strata_buffer_read_item, bytes, 24, 8);
+PIN_SIZE(strata_buffer_read_item, 32);
+PIN(strata_buffer_reads, struct_size, 0, 4);
+PIN(strata_buffer_reads, count, 4, 4);
+PIN(strata_buffer_reads, items, 8, 8);
+PIN_SIZE(strata_buffer_reads, 16);
 
 /* Constants */
 PIN_VALUE(STRATA_OK, 0);

@@ -127,6 +127,13 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   command
+      ->add_option("--pool-thread", options.expert_options.pool_thread,
+                   "1: a hybrid placement's expert pool computes a split layer's missed experts on a thread of its "
+                   "own while the calling thread queues the GPU's part of the layer; 0: the calling thread queues "
+                   "the GPU's part, then runs the pool (default: 1 on a GPU, 0 on the CPU standing in for one, whose "
+                   "ops would take the pool's cores)")
+      ->check(CLI::Range(0, 1));
+  command
       ->add_option("--host-experts", options.host_experts,
                    "Where a hybrid placement keeps the experts in host memory: pinned (a page-locked copy, which "
                    "the GPU's copies read directly; needs the experts' size free in host memory, with 2 GiB to "

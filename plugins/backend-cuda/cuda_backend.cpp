@@ -7,13 +7,15 @@
 
 namespace strata::cuda {
 
-// Every instance offers the same names: an expert cache works on any device the backend runs on.
+// Every instance offers the same names: an expert cache (and the reads of a split layer) work on any device the
+// backend runs on.
 strata_proc get_proc_address(strata_backend*, const char* name) {
   static const std::array kFunctions = {
       sdk::NamedFunction{STRATA_BACKEND_PROC_WEIGHT_ALLOC, sdk::named_entry<&weight_alloc>()},
       sdk::NamedFunction{STRATA_BACKEND_PROC_WEIGHT_WRITE, sdk::named_entry<&weight_write>()},
       sdk::NamedFunction{STRATA_BACKEND_PROC_WEIGHT_WRITES_DONE, sdk::named_entry<&weight_writes_done>()},
-      sdk::NamedFunction{STRATA_BACKEND_PROC_MEMORY_INFO, sdk::named_entry<&memory_info>()}};
+      sdk::NamedFunction{STRATA_BACKEND_PROC_MEMORY_INFO, sdk::named_entry<&memory_info>()},
+      sdk::NamedFunction{STRATA_BACKEND_PROC_BUFFER_READS, sdk::named_entry<&buffer_reads>()}};
   return sdk::find_named_function(kFunctions, name);
 }
 

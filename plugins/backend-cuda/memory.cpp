@@ -1,9 +1,11 @@
 // Activation buffers and weights in device memory, and the embedding lookup.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,25 +43,31 @@ void buffer_write(strata_backend* backend, strata_buffer* buffer, size_t offset,
         "buffer_write");
 }
 
+namespace {
+
+// Whether [memory, memory + bytes) lies in one of host_alloc's page-locked blocks: the device copies there directly.
+bool in_host_memory(const strata_backend& instance, const std::byte* memory, size_t bytes) {
+  const auto block = instance.host_memory.upper_bound(memory);
+  return block != instance.host_memory.begin() && memory + bytes <= std::prev(block)->first + std::prev(block)->second;
+}
+
+void wait_for_reads(strata_backend& instance, const char* what) {
+  check(cudaStreamSynchronize(instance.stream), std::string(what) + ": waiting for the queued ops");
+}
+
+}  // namespace
+
 void buffer_read(strata_backend* backend, strata_buffer* buffer, size_t offset, void* dst, size_t bytes) {
   auto& instance = deref(backend, "backend");
   sdk::check_buffer_range(deref(buffer, "buffer"), offset, bytes, "buffer_read");
-  if (bytes == 0) {
-    check(cudaStreamSynchronize(instance.stream), "buffer_read: waiting for the queued ops");
-    return;
-  }
+  if (bytes == 0) return wait_for_reads(instance, "buffer_read");
   auto* destination = &deref(static_cast<std::byte*>(dst), "dst");
   const auto* source = buffer->memory.as<std::byte>() + offset;
   const auto copy_and_wait = [&](void* to, const std::byte* from, size_t piece) {
     check(cudaMemcpyAsync(to, from, piece, cudaMemcpyDeviceToHost, instance.stream), "buffer_read");
-    check(cudaStreamSynchronize(instance.stream), "buffer_read: waiting for the queued ops");
+    wait_for_reads(instance, "buffer_read");
   };
-  // Into host_alloc's page-locked memory directly.
-  if (const auto block = instance.host_memory.upper_bound(destination);
-      block != instance.host_memory.begin() &&
-      destination + bytes <= std::prev(block)->first + std::prev(block)->second) {
-    return copy_and_wait(destination, source, bytes);
-  }
+  if (in_host_memory(instance, destination, bytes)) return copy_and_wait(destination, source, bytes);
   // Else through page-locked memory of at most kReadStagingBytes, a piece at a time: a prompt's logits for every
   // token (hundreds of MB) need not stay pinned for the backend's life.
   void* staging = instance.read_staging.get(std::min(bytes, kReadStagingBytes));
@@ -67,6 +75,47 @@ void buffer_read(strata_backend* backend, strata_buffer* buffer, size_t offset, 
     const size_t piece = std::min(bytes - done, kReadStagingBytes);
     copy_and_wait(staging, source + done, piece);
     std::memcpy(destination + done, staging, piece);
+  }
+}
+
+void buffer_reads(strata_backend* backend, const strata_buffer_reads* reads) {
+  auto& instance = deref(backend, "backend");
+  const auto& request = deref(reads, "reads");
+  if (request.struct_size < STRATA_FIELD_END(strata_buffer_reads, items)) {
+    invalid_argument("buffer_reads: struct_size is too small");
+  }
+  if (request.count < 0) invalid_argument("buffer_reads: count is negative");
+  const std::span items(request.count > 0 ? &deref(request.items, "items") : nullptr,
+                        static_cast<size_t>(request.count));
+  // The pieces that go through the staging memory, each at an aligned place in it.
+  constexpr size_t kAlign = 64;
+  std::vector<size_t> staged_at(items.size(), SIZE_MAX);
+  size_t staged = 0;
+  for (size_t k = 0; k < items.size(); ++k) {
+    const strata_buffer_read_item& item = items[k];
+    sdk::check_buffer_range(deref(item.buffer, "buffer"), item.offset, item.bytes, "buffer_reads");
+    if (item.bytes == 0) continue;
+    if (in_host_memory(instance, &deref(static_cast<std::byte*>(item.dst), "dst"), item.bytes)) continue;
+    staged_at[k] = staged;
+    staged += (item.bytes + kAlign - 1) / kAlign * kAlign;
+  }
+  if (staged > kReadStagingBytes) {  // large reads: a piece at a time, as buffer_read goes
+    for (const strata_buffer_read_item& item : items)
+      buffer_read(backend, item.buffer, item.offset, item.dst, item.bytes);
+    return;
+  }
+  auto* staging = static_cast<std::byte*>(staged > 0 ? instance.read_staging.get(staged) : nullptr);
+  for (size_t k = 0; k < items.size(); ++k) {
+    const strata_buffer_read_item& item = items[k];
+    if (item.bytes == 0) continue;
+    void* to = staged_at[k] == SIZE_MAX ? item.dst : staging + staged_at[k];
+    check(cudaMemcpyAsync(to, item.buffer->memory.as<std::byte>() + item.offset, item.bytes, cudaMemcpyDeviceToHost,
+                          instance.stream),
+          "buffer_reads");
+  }
+  wait_for_reads(instance, "buffer_reads");
+  for (size_t k = 0; k < items.size(); ++k) {
+    if (staged_at[k] != SIZE_MAX) std::memcpy(items[k].dst, staging + staged_at[k], items[k].bytes);
   }
 }
 

@@ -321,6 +321,25 @@ typedef struct strata_memory_info {
 typedef strata_status (*strata_backend_memory_info_fn)(strata_backend* backend, strata_memory_info* info,
                                                        strata_error* error);
 
+/* "buffer_reads": several buffer_reads with one wait, for a step that needs a few small results on the host at
+ * once (a hybrid placement's split layer: the routing and the pool's input). Each of the count items reads as
+ * buffer_read would, all after the ops called before the call; a GPU queues the copies and waits once. An item
+ * names a buffer_read's arguments and never grows (a new layout takes a new name). */
+typedef struct strata_buffer_read_item {
+  strata_buffer* buffer;
+  size_t offset;
+  void* dst;
+  size_t bytes;
+} strata_buffer_read_item;
+typedef struct strata_buffer_reads {
+  uint32_t struct_size;
+  int32_t count;
+  const strata_buffer_read_item* items;
+} strata_buffer_reads;
+#define STRATA_BACKEND_PROC_BUFFER_READS "buffer_reads"
+typedef strata_status (*strata_backend_buffer_reads_fn)(strata_backend* backend, const strata_buffer_reads* reads,
+                                                        strata_error* error);
+
 #ifdef __cplusplus
 }
 #endif
