@@ -84,8 +84,8 @@ void Backend::read_all(std::span<const BufferRead> reads) {
     for (const BufferRead& r : reads) read(*r.buffer, r.dst, r.bytes, r.offset);
     return;
   }
-  std::vector<strata_buffer_read_item> items;
-  items.reserve(reads.size());
+  std::vector<strata_buffer_read_item>& items = read_items_;
+  items.clear();
   for (const BufferRead& r : reads) items.push_back({r.buffer->get(), r.offset, r.dst, r.bytes});
   const strata_buffer_reads request{sizeof(strata_buffer_reads), static_cast<int32_t>(items.size()), items.data()};
   run("buffer reads", [&](strata_error* e) { return buffer_reads_(backend_, &request, e); });

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/quant/quant_registry.hpp"
 #include "strata/backend.h"
@@ -173,6 +174,7 @@ class Backend {
     strata_backend_memory_info_fn memory_info = nullptr;
   } cache_functions_;  // asked once after create: the answers hold for the instance's life
   strata_backend_buffer_reads_fn buffer_reads_ = nullptr;
+  std::vector<strata_buffer_read_item> read_items_;  // read_all's, kept: a decode step's reads allocate nothing
 };
 
 }  // namespace strata

@@ -331,7 +331,7 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   b.ids.resize(pairs);
   b.weights.resize(pairs);
   b.predicted.resize(predicting ? pairs : 0);
-  const bool streams_misses = pcie_share_ >= 1.0 || (options_.pcie_min_tokens > 0 && n >= options_.pcie_min_tokens);
+  const bool streams_misses = pcie_share_ >= 1.0 || copied_for_tokens(n);
   b.x.resize(streams_misses ? 0 : static_cast<size_t>(n) * config_.n_embd);
   const std::array<Backend::BufferRead, 4> reads = {
       {{&ids, b.ids.data(), pairs * sizeof(int32_t)},
@@ -386,7 +386,7 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
                    [&](int32_t a, int32_t c) { return missed_tokens[a] > missed_tokens[c]; });
   const auto share = static_cast<size_t>(std::ceil(pcie_share_ * static_cast<double>(missed.size())));
   for (size_t k = 0; k < missed.size(); ++k) {
-    const bool many_tokens = options_.pcie_min_tokens > 0 && missed_tokens[missed[k]] >= options_.pcie_min_tokens;
+    const bool many_tokens = copied_for_tokens(missed_tokens[missed[k]]);
     if (k < share || many_tokens) {
       staged_index[missed[k]] = static_cast<int32_t>(staged_experts.size());
       staged_experts.push_back(missed[k]);
@@ -429,6 +429,7 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     });
   };
   const auto queue_device_part = [&] {
+    const auto queue_start = std::chrono::steady_clock::now();
     // One tier's pairs on the device (the others' weights zero), into out or added to it.
     const auto device_part = [&](Buffer& device_ids, const std::vector<int32_t>& slot_ids, Buffer& device_weights,
                                  const std::vector<float>& slot_weights, const Weight(&matrices)[3]) {
@@ -467,24 +468,20 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
       }
       device_part(b.staged_ids, b.staged_slot_ids, b.staged_weights, b.staged_weights_host, staging->halves[turn % 2]);
     }
-  };
-  const auto timed_queue_device_part = [&] {
-    const auto queue_start = std::chrono::steady_clock::now();
-    queue_device_part();
     stats_.queue_ms += ms_since(queue_start);
   };
   const bool pool_beside = pooled > 0 && pool_thread_ != nullptr;
   if (pool_beside) {
     pool_thread_->start(run_pool);
     try {
-      timed_queue_device_part();
+      queue_device_part();
     } catch (...) {
       pool_thread_->finish();  // the pool's thread is done with b before it goes; the device's error is reported
       throw;
     }
     pool_thread_->wait();
   } else {
-    timed_queue_device_part();
+    queue_device_part();
     if (pooled > 0) run_pool();
   }
   if (pooled > 0) {
@@ -500,10 +497,14 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   stats_.pool_pairs += pooled;
 }
 
+bool HybridExperts::copied_for_tokens(int64_t tokens) const {
+  return options_.pcie_min_tokens > 0 && tokens >= options_.pcie_min_tokens;
+}
+
 bool HybridExperts::prefetches_after(int32_t layer, int32_t n) const {
   const int32_t next = layer + 1;
   return options_.prefetch > 0 && next < config_.n_layer && !plan_.whole_layer(next) &&
-         plan_.slots(next) < config_.n_expert && (options_.pcie_min_tokens == 0 || n < options_.pcie_min_tokens);
+         plan_.slots(next) < config_.n_expert && !copied_for_tokens(n);
 }
 
 void HybridExperts::prefetch_next(int32_t layer, StepBuffers& b) {

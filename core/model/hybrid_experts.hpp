@@ -150,6 +150,8 @@ class HybridExperts {
   void finish_adapt_round();
   // --pcie-frac auto: one token's missed experts of a split layer timed through each tier.
   double measure_pcie_share();
+  // Whether a missed expert with this many tokens in a step goes over PCIe whatever the share (--pcie-min-tokens).
+  bool copied_for_tokens(int64_t tokens) const;
   // Whether a step of n tokens in layer predicts the next layer's experts to copy them ahead.
   bool prefetches_after(int32_t layer, int32_t n) const;
   // Copies the predicted experts of layer + 1 that it misses, those most tokens chose first, into its ahead slots.
