@@ -13,23 +13,33 @@ namespace {
 // Elementwise work is split into chunks big enough that a fork-join pays off.
 constexpr int64_t kElementsPerChunk = 16384;
 
+// fn(begin, end) over [0, n) in chunks of kElementsPerChunk, the chunks shared among the threads.
 template <class Fn>
-void parallel_elements(strata_backend& backend, int64_t n, Fn fn) {
+void parallel_chunks(strata_backend& backend, int64_t n, Fn fn) {
   const int64_t n_chunks = (n + kElementsPerChunk - 1) / kElementsPerChunk;
   backend.pool.parallel_for(n_chunks, [&](int64_t begin, int64_t end, int) {
-    const int64_t last = std::min(n, end * kElementsPerChunk);
-    for (int64_t i = begin * kElementsPerChunk; i < last; ++i) fn(i);
+    fn(begin * kElementsPerChunk, std::min(n, end * kElementsPerChunk));
   });
 }
 
-template <class Op>
+template <class Fn>
+void parallel_elements(strata_backend& backend, int64_t n, Fn fn) {
+  parallel_chunks(backend, n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) fn(i);
+  });
+}
+
+// out = kernel(a, b) element by element, through the instruction set's kernel.
 void binary(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out,
-            const char* what, Op op) {
+            const char* what, void (*FloatKernels::*kernel)(const float*, const float*, float*, int64_t)) {
   auto& instance = deref(backend, "backend");
   const float* a_values = floats(a, n, what);
   const float* b_values = floats(b, n, what);
   float* out_values = floats(out, n, what);
-  parallel_elements(instance, n, [&](int64_t i) { out_values[i] = op(a_values[i], b_values[i]); });
+  const auto elementwise = instance.kernels.*kernel;
+  parallel_chunks(instance, n, [&](int64_t begin, int64_t end) {
+    elementwise(a_values + begin, b_values + begin, out_values + begin, end - begin);
+  });
 }
 
 }  // namespace
@@ -65,13 +75,10 @@ void norm_rows(strata_backend& instance, const sdk::NormOperands& rows_of, const
   instance.pool.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) {
       const float* row = x + r * width;
-      if (y != nullptr) {
-        for (int32_t i = 0; i < width; ++i) x_sum[r * width + i] = row[i] + y[r * width + i];
-      }
+      if (y != nullptr) instance.kernels.add(row, y + r * width, x_sum + r * width, width);
       const float mean = instance.kernels.dot(row, row, width) / static_cast<float>(width);
       const float scale = 1.0f / std::sqrt(mean + eps);
-      float* result = out + r * width;
-      for (int32_t i = 0; i < width; ++i) result[i] = row[i] * scale * gain[i];
+      instance.kernels.scale_mul(row, scale, gain, out + r * width, width);
     }
   });
 }
@@ -122,11 +129,11 @@ void rope_neox(strata_backend* backend, strata_buffer* x, const int32_t* positio
 }
 
 void add(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out) {
-  binary(backend, a, b, n, out, "add", [](float p, float q) { return p + q; });
+  binary(backend, a, b, n, out, "add", &FloatKernels::add);
 }
 
 void mul(strata_backend* backend, const strata_buffer* a, const strata_buffer* b, int64_t n, strata_buffer* out) {
-  binary(backend, a, b, n, out, "mul", [](float p, float q) { return p * q; });
+  binary(backend, a, b, n, out, "mul", &FloatKernels::mul);
 }
 
 void unary(strata_backend* backend, int32_t op, const strata_buffer* x, int64_t n, strata_buffer* out) {

@@ -404,6 +404,14 @@ STRATA_INLINE void swiglu_body(float* gate, const float* up, int64_t n) {
   for (; i < n; ++i) gate[i] = silu(gate[i]) * up[i];
 }
 
+// Lane by lane, then the tail: each element's operations are the scalar ones, so every set gives the same floats.
+template <class Op>
+STRATA_INLINE void elementwise_body(const float* a, const float* b, float* out, int64_t n, Op op) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store(out + i, op(load(a + i), load(b + i)));
+  for (; i < n; ++i) out[i] = op(a[i], b[i]);
+}
+
 // out[i * stride] = x[i] as a half (rounded to nearest even) for i < n.
 template <class Ops>
 STRATA_INLINE void to_halves_body(const float* x, int64_t n, uint16_t* out, size_t stride) {
@@ -452,13 +460,23 @@ STRATA_INLINE void to_halves_body(const float* x, int64_t n, uint16_t* out, size
   target_attribute [[gnu::flatten]] void swiglu(float* gate, const float* up, int64_t n) {                            \
     swiglu_body<Ops>(gate, up, n);                                                                                    \
   }                                                                                                                   \
+  target_attribute [[gnu::flatten]] void add(const float* a, const float* b, float* out, int64_t n) {                 \
+    elementwise_body(a, b, out, n, [](auto p, auto q) { return p + q; });                                             \
+  }                                                                                                                   \
+  target_attribute [[gnu::flatten]] void mul(const float* a, const float* b, float* out, int64_t n) {                 \
+    elementwise_body(a, b, out, n, [](auto p, auto q) { return p * q; });                                             \
+  }                                                                                                                   \
+  target_attribute [[gnu::flatten]] void scale_mul(const float* x, float scale, const float* gain, float* out,        \
+                                                   int64_t n) {                                                       \
+    elementwise_body(x, gain, out, n, [scale](auto p, auto g) { return p * scale * g; });                             \
+  }                                                                                                                   \
   target_attribute [[gnu::flatten]] void dot_blocks_f16(const uint16_t* blocks, int64_t n_rows, const float* xs,      \
                                                         size_t x_stride, int n_x, int64_t n, float* out,              \
                                                         size_t out_stride) {                                          \
     dot_blocks_body<Ops>(blocks, n_rows, xs, x_stride, n_x, n, out, out_stride);                                      \
   }                                                                                                                   \
-  constexpr FloatKernels table{&dot,           &dot4,           &dot_i8,         &axpy,   &axpy_i8,                   \
-                               &axpy_rows_f16, &dot_blocks_f16, &scaled_softmax, &swiglu, &to_halves};                \
+  constexpr FloatKernels table{&dot,    &dot4,    &dot_i8, &axpy, &axpy_i8,   &axpy_rows_f16, &dot_blocks_f16,          \
+                               &scaled_softmax, &swiglu, &add, &mul,  &scale_mul, &to_halves};                       \
   }
 
 STRATA_FLOAT_KERNELS(baseline, , PortableOps)

@@ -32,6 +32,11 @@ struct FloatKernels {
   void (*scaled_softmax)(float* x, int64_t n, float scale);
   // gate = silu(gate) * up, the expert FFN's SwiGLU (e^ within 2 ulp, as the softmax's)
   void (*swiglu)(float* gate, const float* up, int64_t n);
+  // out = a + b, out = a * b (out may be a or b)
+  void (*add)(const float* a, const float* b, float* out, int64_t n);
+  void (*mul)(const float* a, const float* b, float* out, int64_t n);
+  // out = x * scale * gain, in that order (out may be x): a normalized row
+  void (*scale_mul)(const float* x, float scale, const float* gain, float* out, int64_t n);
   // out[i * stride] = x[i] as a half (rounded to nearest even, as sdk::fp32_to_fp16) for i < n
   void (*to_halves)(const float* x, int64_t n, uint16_t* out, size_t stride);
 };
