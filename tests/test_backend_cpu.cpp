@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -484,6 +485,40 @@ TEST(FloatKernels, HalvesAndSwigluAgreeWithTheScalarDefinitionsAtEveryLevel) {
           << strata::sdk::cpu_isa_name(isa) << " " << gate[i];
     }
     EXPECT_TRUE(std::isnan(out.back())) << strata::sdk::cpu_isa_name(isa);
+  }
+}
+
+// Every level's add, mul and scale_mul give each element the scalar expression's float (p + q, p * q, x * s * g in
+// that order), over lengths with and without a tail, in place too, NaN and infinity passing through.
+TEST(FloatKernels, ElementwiseKernelsGiveTheScalarFloatsAtEveryLevel) {
+  std::mt19937 random(7);
+  std::uniform_real_distribution<float> value(-3.0f, 3.0f);
+  for (const int64_t n : {int64_t{5}, int64_t{16}, int64_t{53}}) {
+    std::vector<float> a(static_cast<size_t>(n)), b(a.size());
+    for (size_t i = 0; i < a.size(); ++i) a[i] = value(random), b[i] = value(random);
+    a[1] = std::numeric_limits<float>::infinity();
+    b[2] = std::nanf("");
+    const float scale = 0.3f;
+    for (const strata::sdk::CpuIsa isa : strata::sdk::kAllCpuIsas) {
+      if (isa > strata::sdk::detect_cpu_isa()) continue;
+      const strata::cpu::FloatKernels& kernels = strata::cpu::float_kernels(isa);
+      std::vector<float> sum(a.size()), product(a.size()), scaled(a.size()), in_place = a;
+      kernels.add(a.data(), b.data(), sum.data(), n);
+      kernels.mul(a.data(), b.data(), product.data(), n);
+      kernels.scale_mul(a.data(), scale, b.data(), scaled.data(), n);
+      kernels.add(in_place.data(), b.data(), in_place.data(), n);
+      for (size_t i = 0; i < a.size(); ++i) {
+        const std::string where =
+            std::string(strata::sdk::cpu_isa_name(isa)) + " n=" + std::to_string(n) + " i=" + std::to_string(i);
+        const auto same = [](float x, float y) {
+          return (std::isnan(x) && std::isnan(y)) || std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y);
+        };
+        EXPECT_TRUE(same(sum[i], a[i] + b[i])) << where;
+        EXPECT_TRUE(same(product[i], a[i] * b[i])) << where;
+        EXPECT_TRUE(same(scaled[i], a[i] * scale * b[i])) << where;
+        EXPECT_TRUE(same(in_place[i], sum[i])) << where;
+      }
+    }
   }
 }
 

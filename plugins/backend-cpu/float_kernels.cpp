@@ -475,8 +475,9 @@ STRATA_INLINE void to_halves_body(const float* x, int64_t n, uint16_t* out, size
                                                         size_t out_stride) {                                          \
     dot_blocks_body<Ops>(blocks, n_rows, xs, x_stride, n_x, n, out, out_stride);                                      \
   }                                                                                                                   \
-  constexpr FloatKernels table{&dot,    &dot4,    &dot_i8, &axpy, &axpy_i8,   &axpy_rows_f16, &dot_blocks_f16,          \
-                               &scaled_softmax, &swiglu, &add, &mul,  &scale_mul, &to_halves};                       \
+  constexpr FloatKernels table{&dot,           &dot4,           &dot_i8,         &axpy,   &axpy_i8,                   \
+                               &axpy_rows_f16, &dot_blocks_f16, &scaled_softmax, &swiglu, &add,                       \
+                               &mul,           &scale_mul,      &to_halves};                                          \
   }
 
 STRATA_FLOAT_KERNELS(baseline, , PortableOps)
