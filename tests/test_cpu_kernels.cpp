@@ -257,7 +257,9 @@ INSTANTIATE_TEST_SUITE_P(
     case_name);
 
 // cpu_rows_to_int8 (the CPU backend's int8 matrix kernel reads it): block scale * (group scale * level) is the
-// dequantizer's float exactly, at every level this CPU has, for rows further apart than their bytes.
+// dequantizer's float exactly, at every level this CPU has, for rows further apart than their bytes. Types whose
+// values carry offsets (cpu_rows_int8_offsets: Q4_K's and Q5_K's mins) add block offset scale * group offset, which
+// the dequantizer rounds once more: there the sum in doubles is within that rounding of its float.
 struct Int8Case {
   std::string name;
   const strata_quant_type* type;
@@ -271,17 +273,32 @@ TEST_P(CpuRowsToInt8, GivesTheDequantizedFloatsExactlyAtEveryLevel) {
   const Int8Case& c = GetParam();
   ASSERT_EQ(c.type->cpu_rows_to_int8 != nullptr, true);
   const Problem p = make_problem({c.name, c.type, 15, nullptr}, 3, 7, 40, 80);
+  const int64_t n_groups = p.n * p.n_rows / STRATA_CPU_INT8_GROUP, n_blocks = p.n * p.n_rows / STRATA_CPU_INT8_BLOCK;
+  std::vector<int16_t> group_offsets(n_groups, 0);
+  std::vector<float> block_offset_scales(n_blocks, 0.0f);
+  const auto offsets = c.type->cpu_rows_int8_offsets;
+  if (offsets != nullptr) {
+    offsets(p.n, p.n_rows, p.weight.data(), p.row_bytes, group_offsets.data(), block_offset_scales.data());
+  }
   for (CpuIsa isa : strata::sdk::kAllCpuIsas) {
     if (isa > strata::sdk::detect_cpu_isa()) continue;
     std::vector<int8_t> levels(p.n * p.n_rows);
-    std::vector<int16_t> group_scales(p.n * p.n_rows / STRATA_CPU_INT8_GROUP, -1);
-    std::vector<float> block_scales(p.n * p.n_rows / STRATA_CPU_INT8_BLOCK, std::nanf(""));
+    std::vector<int16_t> group_scales(n_groups, -1);
+    std::vector<float> block_scales(n_blocks, std::nanf(""));
     c.variants->pick(isa)(p.n, p.n_rows, p.weight.data(), p.row_bytes, levels.data(), group_scales.data(),
                           block_scales.data());
     for (int64_t i = 0; i < p.n * p.n_rows; ++i) {
-      const int32_t integer = group_scales[i / STRATA_CPU_INT8_GROUP] * levels[i];
-      ASSERT_EQ(block_scales[i / STRATA_CPU_INT8_BLOCK] * static_cast<float>(integer), p.weight_values[i])
-          << c.name << " at " << strata::sdk::cpu_isa_name(isa) << ", value " << i;
+      const int64_t group = i / STRATA_CPU_INT8_GROUP, block = i / STRATA_CPU_INT8_BLOCK;
+      const int32_t integer = group_scales[group] * levels[i];
+      const std::string where =
+          c.name + " at " + std::string(strata::sdk::cpu_isa_name(isa)) + ", value " + std::to_string(i);
+      if (offsets == nullptr) {
+        ASSERT_EQ(block_scales[block] * static_cast<float>(integer), p.weight_values[i]) << where;
+        continue;
+      }
+      const double scaled = static_cast<double>(block_scales[block]) * integer;
+      const double offset = static_cast<double>(block_offset_scales[block]) * group_offsets[group];
+      ASSERT_NEAR(scaled + offset, p.weight_values[i], 0x1p-23 * (std::fabs(scaled) + std::fabs(offset))) << where;
     }
   }
 }
@@ -290,7 +307,9 @@ INSTANTIATE_TEST_SUITE_P(Types, CpuRowsToInt8,
                          testing::Values(Int8Case{"IQ3_XXS", &quant_type_v<Iq3XxsCodec>, &strata::iq3::kIq3XxsToInt8},
                                          Int8Case{"IQ3_S", &quant_type_v<Iq3SCodec>, &strata::iq3::kIq3SToInt8},
                                          Int8Case{"IQ3_S_nibbles", &quant_type_v<Iq3SNibblesCodec>,
-                                                  &strata::iq3::kIq3SNibblesToInt8}),
+                                                  &strata::iq3::kIq3SNibblesToInt8},
+                                         Int8Case{"Q4_K", &quant_type_v<Q4KCodec>, &strata::quant_k::kQ4KToInt8},
+                                         Int8Case{"Q5_K", &quant_type_v<Q5KCodec>, &strata::quant_k::kQ5KToInt8}),
                          [](const testing::TestParamInfo<Int8Case>& info) { return info.param.name; });
 
 // IQ3_S kept in its CPU layout (cpu_repacked, 4-bit levels) gives the file layout's products to the bit, for one

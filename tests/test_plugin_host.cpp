@@ -114,6 +114,8 @@ INSTANTIATE_TEST_SUITE_P(
         SkipCase{"BadQuantTable", "test-bad-quant-table", "Q8_0 declared as 32 values in 30 bytes"},
         SkipCase{"BadRepackedLayout", "test-bad-repacked-layout",
                  "Q5_0's repacked layout for the GPU holds 64 values in 44 bytes a block; the type's blocks hold 32"},
+        SkipCase{"Int8OffsetsWithoutLevels", "test-offsets-without-levels",
+                 "Q4_K offers cpu_rows_int8_offsets without cpu_rows_to_int8"},
         SkipCase{"MissingFile", "test-never-built", "no such file"}),
     [](const ::testing::TestParamInfo<SkipCase>& info) { return std::string(info.param.label); });
 

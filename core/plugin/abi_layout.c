@@ -26,7 +26,7 @@
 #define PIN_VALUE(name, value) _Static_assert((name) == (value), #name " changed value: constants are ABI")
 
 PIN_VALUE(STRATA_ABI_MAJOR, 1);
-PIN_VALUE(STRATA_ABI_MINOR, 9);
+PIN_VALUE(STRATA_ABI_MINOR, 10);
 
 /* strata_error (plugin.h, ABI 1.0) */
 PIN(strata_error, message, 0, 8);
@@ -91,7 +91,9 @@ PIN_MINOR_END(strata_quant_type, "1.8", cpu_rows_to_int8, 136);
 PIN(strata_quant_type, cpu_repacked, 136, 8);
 PIN(strata_quant_type, cpu_repack, 144, 8);
 PIN_MINOR_END(strata_quant_type, "1.9", cpu_repack, 152);
-PIN_SIZE(strata_quant_type, 152);
+PIN(strata_quant_type, cpu_rows_int8_offsets, 152, 8);
+PIN_MINOR_END(strata_quant_type, "1.10", cpu_rows_int8_offsets, 160);
+PIN_SIZE(strata_quant_type, 160);
 
 /* strata_cuda_expert_matvec (quant.h): a plugin of each minor has the fields up to that minor's
  * end (a minor that appended nothing here keeps the previous end) */

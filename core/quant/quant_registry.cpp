@@ -73,6 +73,12 @@ void QuantRegistry::offer(const std::string& provider, const strata_quant_table&
     if (const std::string problem = repacked_layouts_problem(*type); !problem.empty()) {
       throw Error("quant table of '" + provider + "': " + problem);
     }
+    // The offsets complete cpu_rows_to_int8's rows: alone, a backend's int8 kernel would have no levels to add them to.
+    if (STRATA_HAS_FIELD(type, cpu_rows_int8_offsets) && type->cpu_rows_int8_offsets != nullptr &&
+        type->cpu_rows_to_int8 == nullptr) {
+      throw Error("quant table of '" + provider + "': " + type_label(type->type_id) +
+                  " offers cpu_rows_int8_offsets without cpu_rows_to_int8");
+    }
     accepted.push_back(type);
   }
   for (const auto* type : accepted) offers_[type->type_id].push_back({provider, type});

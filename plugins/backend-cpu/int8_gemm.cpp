@@ -26,29 +26,40 @@ constexpr int64_t kStepBytes = kStepValues * kGroupTokens;  // one activation ve
 constexpr int kOffset = 128;                                // q8 + kOffset is an unsigned byte
 constexpr int kRows = 4, kGroups = 2;                       // the register block
 
-size_t group_bytes(int64_t n) {
-  return static_cast<size_t>(n) * kGroupTokens + static_cast<size_t>(n / Q8K::kValues * kGroupTokens) * sizeof(float);
-}
+constexpr int64_t kSumPairValues = 2 * kScaleGroup;  // the values of one vector of int16 sum pairs
+
+// A token group's interleaved activations: levels, then the Q8_K scales, then the sums of each 32 values.
+size_t levels_bytes(int64_t n) { return static_cast<size_t>(n) * kGroupTokens; }
+size_t scales_bytes(int64_t n) { return static_cast<size_t>(n / Q8K::kValues * kGroupTokens) * sizeof(float); }
+size_t sums_bytes(int64_t n) { return static_cast<size_t>(n / kSumPairValues) * kStepBytes; }
+size_t group_bytes(int64_t n) { return levels_bytes(n) + scales_bytes(n) + sums_bytes(n); }
 
 // A tile's decoded rows in the worker's scratch: levels [rows][n]; per 32 values the integer scale and
-// -kOffset * (sum of the levels), the start of each integer dot; per 256 values the float scale.
+// -kOffset * (sum of the levels), the start of each integer dot; per 256 values the float scale. With offsets, per
+// 32 values the integer offset and per 256 its float scale (group_offsets null without).
 struct DecodedRows {
   const int8_t* levels;
   const int16_t* group_scales;
   const int32_t* corrections;
   const float* block_scales;
+  const int16_t* group_offsets;
+  const float* block_offset_scales;
   int64_t n;
 };
 
 // The scratch's parts for n_rows rows of n values, in floats (each part starts at a whole float).
 struct ScratchParts {
-  int64_t levels, group_scales, corrections, block_scales;
+  int64_t levels, group_scales, corrections, block_scales, group_offsets, block_offset_scales;
   ScratchParts(int64_t n, int64_t n_rows)
       : levels(n_rows * n / static_cast<int64_t>(sizeof(float))),
         group_scales((n_rows * n / kScaleGroup + 1) / 2),
         corrections(n_rows * n / kScaleGroup),
-        block_scales(n_rows * n / kScaleBlock) {}
-  int64_t total() const { return levels + group_scales + corrections + block_scales; }
+        block_scales(n_rows * n / kScaleBlock),
+        group_offsets(group_scales),
+        block_offset_scales(block_scales) {}
+  int64_t total() const {
+    return levels + group_scales + corrections + block_scales + group_offsets + block_offset_scales;
+  }
 };
 
 }  // namespace
@@ -80,10 +91,12 @@ STRATA_TARGET_AVX512 void multiply_block(const DecodedRows& w, int64_t row0, con
   }
   const uint8_t* x[Groups];
   const float* x_scales[Groups];
+  const uint8_t* x_sums[Groups];
 #pragma GCC unroll 8
   for (int g = 0; g < Groups; ++g) {
     x[g] = reinterpret_cast<const uint8_t*>(interleaved + (group0 + g) * group_bytes(n));
-    x_scales[g] = reinterpret_cast<const float*>(x[g] + n * kGroupTokens);
+    x_scales[g] = reinterpret_cast<const float*>(x[g] + levels_bytes(n));
+    x_sums[g] = x[g] + levels_bytes(n) + scales_bytes(n);
   }
   // The float sums stay in memory (touched once per 256 values), so the registers hold the integer sums of more
   // rows: each activation vector loaded then serves Rows rows.
@@ -133,8 +146,22 @@ STRATA_TARGET_AVX512 void multiply_block(const DecodedRows& w, int64_t row0, con
 #pragma GCC unroll 8
       for (int r = 0; r < Rows; ++r) {
         const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(block_scales[r][block]), x_scale);
-        _mm512_store_ps(acc[r][g],
-                        _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(block_sum[r][g]), _mm512_load_ps(acc[r][g])));
+        __m512 sum = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(block_sum[r][g]), _mm512_load_ps(acc[r][g]));
+        if (w.group_offsets != nullptr) {
+          // The block's offsets times its tokens' sums of 32 q8, two groups a vpmaddwd, exactly; then its scale.
+          __m512i offsets = _mm512_setzero_si512();
+          for (int64_t pair = 0; pair < kGroupsPerBlock / 2; ++pair) {
+            int32_t two;
+            std::memcpy(&two, w.group_offsets + (row0 + r) * n_scale_groups + block * kGroupsPerBlock + 2 * pair,
+                        sizeof two);
+            const __m512i sums = _mm512_load_si512(x_sums[g] + (block * kGroupsPerBlock / 2 + pair) * kStepBytes);
+            offsets = _mm512_add_epi32(offsets, _mm512_madd_epi16(sums, _mm512_set1_epi32(two)));
+          }
+          const __m512 offset_scale =
+              _mm512_mul_ps(_mm512_set1_ps(w.block_offset_scales[(row0 + r) * n_blocks + block]), x_scale);
+          sum = _mm512_fmadd_ps(offset_scale, _mm512_cvtepi32_ps(offsets), sum);
+        }
+        _mm512_store_ps(acc[r][g], sum);
       }
     }
   }
@@ -168,7 +195,8 @@ STRATA_TARGET_AVX512 void interleave_group_avx512(int64_t n, const std::byte* q8
                                                   const int32_t* rows, int64_t n_tokens, int64_t group,
                                                   std::byte* interleaved) {
   auto* levels = reinterpret_cast<uint8_t*>(interleaved + group * group_bytes(n));
-  auto* scales = reinterpret_cast<float*>(levels + n * kGroupTokens);
+  auto* scales = reinterpret_cast<float*>(levels + levels_bytes(n));
+  uint8_t* sums = levels + levels_bytes(n) + scales_bytes(n);
   const int64_t token0 = group * kGroupTokens;
   const int64_t count = std::min(kGroupTokens, n_tokens - token0);
   const auto present = static_cast<__mmask16>((1u << count) - 1);
@@ -189,6 +217,19 @@ STRATA_TARGET_AVX512 void interleave_group_avx512(int64_t n, const std::byte* q8
     }
     _mm512_store_ps(scales + kb * kGroupTokens,
                     _mm512_mask_i32gather_ps(_mm512_setzero_ps(), present, row_offsets, block, 1));
+    // Each 32 values' sum of q8 from Q8_K's two sums of 16 (an int32 lane holds both: vpmaddwd by ones adds them),
+    // two groups' sums as an int16 pair per token.
+    const __m512i ones = _mm512_set1_epi16(1), low_half = _mm512_set1_epi32(0xffff);
+    for (int64_t pair = 0; pair < Q8K::kValues / kSumPairValues; ++pair) {
+      const std::byte* sixteens = block + Q8K::kSumsOffset + pair * 4 * sizeof(int16_t);
+      const __m512i first = _mm512_madd_epi16(
+          _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, row_offsets, sixteens, 1), ones);
+      const __m512i second = _mm512_madd_epi16(
+          _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, row_offsets, sixteens + 2 * sizeof(int16_t), 1),
+          ones);
+      _mm512_store_si512(sums + (kb * Q8K::kValues / kSumPairValues + pair) * kStepBytes,
+                         _mm512_or_si512(_mm512_and_si512(first, low_half), _mm512_slli_epi32(second, 16)));
+    }
   }
 }
 
@@ -201,16 +242,26 @@ void interleave_group(int64_t n, const std::byte* q8k_rows, size_t stride, const
   interleave_group_avx512(n, q8k_rows, stride, rows, n_tokens, group, interleaved);
 }
 
-void multiply_tile(sdk::CpuRowsToInt8Fn to_int8, int64_t n, int64_t n_rows, const std::byte* rows, size_t row_bytes,
+void multiply_tile(const RowDecoders& decoders, int64_t n, int64_t n_rows, const std::byte* rows, size_t row_bytes,
                    const std::byte* interleaved, int64_t n_tokens, float* out, size_t out_stride, float* scratch) {
   const ScratchParts parts(n, n_rows);
   auto* levels = reinterpret_cast<int8_t*>(scratch);
   auto* group_scales = reinterpret_cast<int16_t*>(scratch + parts.levels);
   auto* corrections = reinterpret_cast<int32_t*>(scratch + parts.levels + parts.group_scales);
   float* block_scales = scratch + parts.levels + parts.group_scales + parts.corrections;
-  to_int8(n, n_rows, rows, row_bytes, levels, group_scales, block_scales);
+  auto* group_offsets = reinterpret_cast<int16_t*>(block_scales + parts.block_scales);
+  float* block_offset_scales = block_scales + parts.block_scales + parts.group_offsets;
+  decoders.to_int8(n, n_rows, rows, row_bytes, levels, group_scales, block_scales);
   write_corrections(levels, n_rows * (n / kScaleGroup), corrections);
-  const DecodedRows w{levels, group_scales, corrections, block_scales, n};
+  const bool has_offsets = decoders.offsets != nullptr;
+  if (has_offsets) decoders.offsets(n, n_rows, rows, row_bytes, group_offsets, block_offset_scales);
+  const DecodedRows w{levels,
+                      group_scales,
+                      corrections,
+                      block_scales,
+                      has_offsets ? group_offsets : nullptr,
+                      has_offsets ? block_offset_scales : nullptr,
+                      n};
   const int64_t n_groups = (n_tokens + kGroupTokens - 1) / kGroupTokens;
   int64_t r = 0;
   for (; r + kRows <= n_rows; r += kRows) {
@@ -231,7 +282,7 @@ bool available(CpuIsa) { return false; }
 
 // Never called where available() is false.
 void interleave_group(int64_t, const std::byte*, size_t, const int32_t*, int64_t, int64_t, std::byte*) {}
-void multiply_tile(sdk::CpuRowsToInt8Fn, int64_t, int64_t, const std::byte*, size_t, const std::byte*, int64_t, float*,
+void multiply_tile(const RowDecoders&, int64_t, int64_t, const std::byte*, size_t, const std::byte*, int64_t, float*,
                    size_t, float*) {}
 
 #endif

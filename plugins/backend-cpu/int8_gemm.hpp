@@ -7,6 +7,8 @@
 // 64 bytes (token i's 4 bytes at 4i) holding q8 + 128, then one Q8_K scale per 256 values and token. A weight
 // row's 4 levels are broadcast against that vector, so one instruction makes 4 products for 16 tokens; the
 // +128 adds 128 * (sum of the 32 levels) to each group's integer dot, which the kernel starts from instead of 0.
+// Then, for types whose values carry offsets (Q4_K's mins, strata_quant_type::cpu_rows_int8_offsets), each token's
+// sum of q8 over each 32 values: per 64 values a vector of 16 tokens' two sums as int16 pairs (vpmaddwd's operand).
 #pragma once
 
 #include <cstddef>
@@ -40,9 +42,15 @@ void interleave_group(int64_t n, const std::byte* q8k_rows, size_t stride, const
 // Floats of scratch multiply_tile needs for n_rows rows of n values.
 size_t tile_scratch_floats(int64_t n, int64_t n_rows);
 
+// A type's row decoders for the kernel: offsets is null for a type without them.
+struct RowDecoders {
+  sdk::CpuRowsToInt8Fn to_int8 = nullptr;
+  sdk::CpuRowsInt8OffsetsFn offsets = nullptr;
+};
+
 // out[t * out_stride + r] = dot(weight row r, token t) for r < n_rows, t < n_tokens: the rows (row_bytes
-// apart) decoded with to_int8 into scratch, then multiplied with the interleaved activations.
-void multiply_tile(sdk::CpuRowsToInt8Fn to_int8, int64_t n, int64_t n_rows, const std::byte* rows, size_t row_bytes,
+// apart) decoded into scratch, then multiplied with the interleaved activations.
+void multiply_tile(const RowDecoders& decoders, int64_t n, int64_t n_rows, const std::byte* rows, size_t row_bytes,
                    const std::byte* interleaved, int64_t n_tokens, float* out, size_t out_stride, float* scratch);
 
 }  // namespace strata::cpu::int8

@@ -33,13 +33,13 @@ struct TaskPlan {
   CpuDotRowsMultiFn dot_rows_multi = nullptr;
   const strata_quant_type* activation_type = nullptr;  // set when activations must be converted
   size_t activation_row_bytes = 0;
-  size_t activation_offset = 0;                 // into backend.activations
-  int64_t shares_activations_of = -1;           // an earlier plan whose converted activations this one reuses
-  bool converts_x_rows = false;                 // activations hold all x_row_count rows of x (an int8 plan with
-                                                // x_rows: its interleaving picks its tokens from them)
-  sdk::CpuRowsToInt8Fn rows_to_int8 = nullptr;  // set when the int8 kernel multiplies this task
-  size_t interleaved_offset = 0;                // into backend.interleaved
-  int64_t shares_interleaved_of = -1;           // likewise for the int8 kernel's activations
+  size_t activation_offset = 0;        // into backend.activations
+  int64_t shares_activations_of = -1;  // an earlier plan whose converted activations this one reuses
+  bool converts_x_rows = false;        // activations hold all x_row_count rows of x (an int8 plan with
+                                       // x_rows: its interleaving picks its tokens from them)
+  int8::RowDecoders int8_decoders;     // to_int8 set when the int8 kernel multiplies this task
+  size_t interleaved_offset = 0;       // into backend.interleaved
+  int64_t shares_interleaved_of = -1;  // likewise for the int8 kernel's activations
   int64_t tile_rows = 0;
   int64_t n_tiles = 0;
 };
@@ -49,14 +49,14 @@ CpuDotRowsMultiFn multi_token_kernel(const strata_quant_type& type) {
   return STRATA_HAS_FIELD(&type, cpu_dot_rows_multi) ? type.cpu_dot_rows_multi : nullptr;
 }
 
-// The type's int8 row decoder, when this task is worth the int8 kernel and this CPU runs it.
-sdk::CpuRowsToInt8Fn int8_decoder(const strata_backend& backend, const TaskPlan& plan, const strata_quant_type* q8k) {
+// The type's int8 row decoders, when this task is worth the int8 kernel and this CPU runs it (none set else).
+int8::RowDecoders int8_decoders(const strata_backend& backend, const TaskPlan& plan, const strata_quant_type* q8k) {
   const strata_weight& weight = *plan.task.weight;
   const strata_quant_type& type = *weight.type;
-  if (!STRATA_HAS_FIELD(&type, cpu_rows_to_int8) || type.cpu_rows_to_int8 == nullptr) return nullptr;
-  if (!int8::available(backend.isa) || plan.task.n_tokens < int8::kMinTokens) return nullptr;
-  if (q8k == nullptr || q8k->quantize == nullptr || weight.ne0 % int8::kRowMultiple != 0) return nullptr;
-  return type.cpu_rows_to_int8;
+  if (!STRATA_HAS_FIELD(&type, cpu_rows_to_int8) || type.cpu_rows_to_int8 == nullptr) return {};
+  if (!int8::available(backend.isa) || plan.task.n_tokens < int8::kMinTokens) return {};
+  if (q8k == nullptr || q8k->quantize == nullptr || weight.ne0 % int8::kRowMultiple != 0) return {};
+  return {type.cpu_rows_to_int8, STRATA_HAS_FIELD(&type, cpu_rows_int8_offsets) ? type.cpu_rows_int8_offsets : nullptr};
 }
 
 // The CPU dot kernel of a weight's type, when there is one whose activation type this backend can produce;
@@ -65,8 +65,8 @@ void choose_kernel(strata_backend& backend, TaskPlan& plan) {
   const strata_weight& weight = *plan.task.weight;
   const strata_quant_type& type = *weight.type;
   const strata_quant_type* q8k = backend.find_type(kTypeQ8K);
-  plan.rows_to_int8 = int8_decoder(backend, plan, q8k);
-  if (plan.rows_to_int8 != nullptr) {
+  plan.int8_decoders = int8_decoders(backend, plan, q8k);
+  if (plan.int8_decoders.to_int8 != nullptr) {
     plan.activation_type = q8k;
     plan.activation_row_bytes = static_cast<size_t>(weight.ne0 / q8k->block_elements) * q8k->block_bytes;
     return;
@@ -113,9 +113,10 @@ size_t place_interleaved(std::vector<TaskPlan>& plans) {
   size_t bytes = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
     TaskPlan& plan = plans[i];
-    if (plan.rows_to_int8 == nullptr) continue;
+    if (plan.int8_decoders.to_int8 == nullptr) continue;
     for (size_t j = 0; j < i && plan.shares_interleaved_of < 0; ++j) {
-      if (plans[j].rows_to_int8 != nullptr && plans[j].shares_interleaved_of < 0 && same_tokens(plans[j], plan)) {
+      if (plans[j].int8_decoders.to_int8 != nullptr && plans[j].shares_interleaved_of < 0 &&
+          same_tokens(plans[j], plan)) {
         plan.shares_interleaved_of = static_cast<int64_t>(j);
         plan.interleaved_offset = plans[j].interleaved_offset;
       }
@@ -137,7 +138,7 @@ void make_plans(strata_backend& backend, std::span<const MatmulTask> tasks, std:
     const strata_weight& weight = *plan.task.weight;
     choose_kernel(backend, plan);
     // The int8 kernel's gathers address the converted rows with int32 offsets.
-    plan.converts_x_rows = plan.rows_to_int8 != nullptr && plan.task.x_rows != nullptr &&
+    plan.converts_x_rows = plan.int8_decoders.to_int8 != nullptr && plan.task.x_rows != nullptr &&
                            plan.task.x_row_count * static_cast<int64_t>(plan.activation_row_bytes) <= INT32_MAX;
     plan.tile_rows = std::clamp<int64_t>(kTileFloats / weight.ne0 / 4 * 4, 4, 64);
     plan.n_tiles = (weight.ne1 + plan.tile_rows - 1) / plan.tile_rows;
@@ -171,7 +172,7 @@ void for_each_share(std::vector<TaskPlan>& plans, int64_t begin, int64_t end, Co
 }
 
 int64_t groups_to_interleave(const TaskPlan& plan) {
-  if (plan.rows_to_int8 == nullptr || plan.shares_interleaved_of >= 0) return 0;
+  if (plan.int8_decoders.to_int8 == nullptr || plan.shares_interleaved_of >= 0) return 0;
   return (plan.task.n_tokens + int8::kGroupTokens - 1) / int8::kGroupTokens;
 }
 
@@ -287,9 +288,9 @@ void run_matmuls(strata_backend& backend, std::span<const MatmulTask> tasks) {
         const int64_t row0 = tile * plan.tile_rows;
         const int64_t n_rows = std::min(plan.tile_rows, weight.ne1 - row0);
         const std::byte* rows = weight.matrix(plan.task.expert) + row0 * weight.row_bytes;
-        if (plan.rows_to_int8 != nullptr) {
+        if (plan.int8_decoders.to_int8 != nullptr) {
           float* scratch = backend.worker_floats(worker, int8::tile_scratch_floats(weight.ne0, plan.tile_rows));
-          int8::multiply_tile(plan.rows_to_int8, weight.ne0, n_rows, rows, weight.row_bytes,
+          int8::multiply_tile(plan.int8_decoders, weight.ne0, n_rows, rows, weight.row_bytes,
                               backend.interleaved.base() + plan.interleaved_offset, plan.task.n_tokens,
                               plan.task.out + row0, static_cast<size_t>(weight.ne1), scratch);
         } else if (plan.use_dot_rows) {

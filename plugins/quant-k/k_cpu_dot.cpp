@@ -1,5 +1,7 @@
 #include "k_cpu_dot.hpp"
 
+#include <cmath>
+
 #include "k_common.hpp"
 #include "strata/half.hpp"
 
@@ -34,7 +36,21 @@ int32_t dot_levels(const uint8_t* levels, const int8_t* q8, int count) {
 
 // ---- scalar ----
 
-// Q4_K / Q5_K: the levels unpacked as encode_scale_min_block packs them.
+// Q4_K / Q5_K: a block's 256 levels unpacked as encode_scale_min_block packs them.
+template <bool HasHighBits, class Level>
+void unpack_scale_min_levels(const uint8_t* block, Level* levels) {
+  const uint8_t* qs = block + scale_min_low_bits_offset<HasHighBits>();
+  for (int chunk = 0; chunk < 4; ++chunk) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t packed = qs[32 * chunk + l];
+      const int high_low = HasHighBits ? ((block[kQ5KHighBitsOffset + l] >> (2 * chunk)) & 1) << 4 : 0;
+      const int high_high = HasHighBits ? ((block[kQ5KHighBitsOffset + l] >> (2 * chunk + 1)) & 1) << 4 : 0;
+      levels[64 * chunk + l] = static_cast<Level>((packed & 15) | high_low);
+      levels[64 * chunk + 32 + l] = static_cast<Level>((packed >> 4) | high_high);
+    }
+  }
+}
+
 template <bool HasHighBits>
 float scale_min_row_dot_scalar(int64_t n, const uint8_t* row, const void* activation) {
   constexpr int kBlockBytes = scale_min_block_bytes<HasHighBits>();
@@ -43,17 +59,8 @@ float scale_min_row_dot_scalar(int64_t n, const uint8_t* row, const void* activa
   for (int64_t b = 0; b < n / kSuperBlock; ++b) {
     const uint8_t* block = row + b * kBlockBytes;
     const uint8_t* a = act + b * Q8K::kBytes;
-    const uint8_t* qs = block + scale_min_low_bits_offset<HasHighBits>();
     uint8_t levels[kSuperBlock];
-    for (int chunk = 0; chunk < 4; ++chunk) {
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t packed = qs[32 * chunk + l];
-        const int high_low = HasHighBits ? ((block[kQ5KHighBitsOffset + l] >> (2 * chunk)) & 1) << 4 : 0;
-        const int high_high = HasHighBits ? ((block[kQ5KHighBitsOffset + l] >> (2 * chunk + 1)) & 1) << 4 : 0;
-        levels[64 * chunk + l] = static_cast<uint8_t>((packed & 15) | high_low);
-        levels[64 * chunk + 32 + l] = static_cast<uint8_t>((packed >> 4) | high_high);
-      }
-    }
+    unpack_scale_min_levels<HasHighBits>(block, levels);
     const ScaleMinCodes codes = unpack_scale_min_codes(block + 4);
     int32_t scaled = 0, mins = 0;
     for (int j = 0; j < kScaleMinSubBlocks; ++j) {
@@ -65,6 +72,44 @@ float scale_min_row_dot_scalar(int64_t n, const uint8_t* row, const void* activa
     sum -= d8 * sdk::fp16_to_fp32(load_u16(block + 2)) * static_cast<float>(mins);
   }
   return sum;
+}
+
+// Q4_K / Q5_K rows for the int8 kernels (strata_quant_type::cpu_rows_to_int8): the levels (0..15, 0..31), the
+// scale codes as the integer scales per 32 and d per 256; the offsets (cpu_rows_int8_offsets) are the min codes
+// per 32 with -dmin per 256: value = d * scale * level + (-dmin) * min.
+template <bool HasHighBits>
+void scale_min_rows_to_int8_scalar(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, int8_t* levels,
+                                   int16_t* group_scales, float* block_scales) {
+  constexpr int kBlockBytes = scale_min_block_bytes<HasHighBits>();
+  const int64_t n_blocks = n / kSuperBlock;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(weight) + static_cast<size_t>(r) * row_bytes;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* block = row + b * kBlockBytes;
+      const int64_t index = r * n_blocks + b;
+      unpack_scale_min_levels<HasHighBits>(block, levels + index * kSuperBlock);
+      const ScaleMinCodes codes = unpack_scale_min_codes(block + 4);
+      for (int j = 0; j < kScaleMinSubBlocks; ++j) group_scales[index * kScaleMinSubBlocks + j] = codes.scale[j];
+      block_scales[index] = sdk::fp16_to_fp32(load_u16(block));
+    }
+  }
+}
+
+template <bool HasHighBits>
+void scale_min_rows_int8_offsets(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
+                                 int16_t* group_offsets, float* block_offset_scales) {
+  constexpr int kBlockBytes = scale_min_block_bytes<HasHighBits>();
+  const int64_t n_blocks = n / kSuperBlock;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(weight) + static_cast<size_t>(r) * row_bytes;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* block = row + b * kBlockBytes;
+      const int64_t index = r * n_blocks + b;
+      const ScaleMinCodes codes = unpack_scale_min_codes(block + 4);
+      for (int j = 0; j < kScaleMinSubBlocks; ++j) group_offsets[index * kScaleMinSubBlocks + j] = codes.min[j];
+      block_offset_scales[index] = -sdk::fp16_to_fp32(load_u16(block + 2));
+    }
+  }
 }
 
 // Q6_K: levels 0..63 unpacked as q6_k.cpp packs them; the bias of 32 leaves through the Q8_K sums.
@@ -278,13 +323,14 @@ STRATA_TARGET_AVX512 float q6_k_row_dot_avx512(int64_t n, const uint8_t* row, co
 // Q4_K / Q5_K for up to kDotTokens tokens: a block's levels are decoded once into four registers of 64 values in
 // value order (chunk c's low nibbles then its high nibbles: values 64c .. 64c + 63), each 32-value half scaled by
 // its sub-block's scale in vpmaddwd; then every token's q8 meets them. The mins' share comes from the Q8_K sums
-// (one per 16 values, the sub-block's min repeated for both), added to the same float sums.
+// (one per 16 values, the sub-block's min repeated for both). Each block's two integers, then two fused
+// multiply-adds per token (d's term, then -dmin's), as cpu_rows_to_int8 and cpu_rows_int8_offsets promise the
+// int8 kernels: a product is the same float whichever ran it.
 template <bool HasHighBits>
 STRATA_TARGET_AVX512 void scale_min_row_dot_tokens_avx512(int64_t n, const uint8_t* row, const uint8_t* activations,
                                                           size_t activation_stride, int n_tokens, float* sums) {
   constexpr int kBlockBytes = scale_min_block_bytes<HasHighBits>();
-  __m512 acc[sdk::kDotTokens];
-  for (int t = 0; t < n_tokens; ++t) acc[t] = _mm512_setzero_ps();
+  for (int t = 0; t < n_tokens; ++t) sums[t] = 0.0f;
   for (int64_t b = 0; b < n / kSuperBlock; ++b) {
     const uint8_t* block = row + b * kBlockBytes;
     sdk::prefetch_ahead<kBlockBytes>(block);
@@ -304,7 +350,7 @@ STRATA_TARGET_AVX512 void scale_min_row_dot_tokens_avx512(int64_t n, const uint8
     const __m256i min_pairs =
         _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins)),
                                                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins))));
-    const float d = _cvtsh_ss(load_u16(block)), dmin = _cvtsh_ss(load_u16(block + 2));
+    const float d = _cvtsh_ss(load_u16(block)), minus_dmin = -_cvtsh_ss(load_u16(block + 2));
     for (int t = 0; t < n_tokens; ++t) {
       const uint8_t* a = activations + static_cast<size_t>(t) * activation_stride + b * Q8K::kBytes;
       const int8_t* q8 = Q8K::values(a);
@@ -314,13 +360,39 @@ STRATA_TARGET_AVX512 void scale_min_row_dot_tokens_avx512(int64_t n, const uint8
         scaled = _mm512_add_epi32(scaled, _mm512_madd_epi16(products, lane_scales[chunk]));
       }
       const __m256i sums16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + Q8K::kSumsOffset));
-      const __m512 min_share = _mm512_cvtepi32_ps(_mm512_zextsi256_si512(_mm256_madd_epi16(min_pairs, sums16)));
+      const __m256i offsets = _mm256_madd_epi16(min_pairs, sums16);
       const float d8 = Q8K::scale(a);
-      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(d8 * d), _mm512_cvtepi32_ps(scaled), acc[t]);
-      acc[t] = _mm512_fnmadd_ps(_mm512_set1_ps(d8 * dmin), min_share, acc[t]);
+      sums[t] = std::fma(d * d8, static_cast<float>(_mm512_reduce_add_epi32(scaled)), sums[t]);
+      sums[t] = std::fma(minus_dmin * d8, static_cast<float>(_mm512_reduce_add_epi32(_mm512_zextsi256_si512(offsets))),
+                         sums[t]);
     }
   }
-  for (int t = 0; t < n_tokens; ++t) sums[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+// scale_min_rows_to_int8_scalar's output with the AVX2 level decoder (inlined here) for the levels.
+template <bool HasHighBits>
+STRATA_TARGET_AVX512 void scale_min_rows_to_int8_avx512(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
+                                                        int8_t* levels, int16_t* group_scales, float* block_scales) {
+  constexpr int kBlockBytes = scale_min_block_bytes<HasHighBits>();
+  const int64_t n_blocks = n / kSuperBlock;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(weight) + static_cast<size_t>(r) * row_bytes;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* block = row + b * kBlockBytes;
+      const int64_t index = r * n_blocks + b;
+      ScaleMinLevels<HasHighBits> chunks(block);
+      auto* out = reinterpret_cast<__m256i*>(levels + index * kSuperBlock);
+      for (int chunk = 0; chunk < 4; ++chunk) {
+        const auto [first, second] = chunks.next_chunk();
+        _mm256_storeu_si256(out + 2 * chunk, first);
+        _mm256_storeu_si256(out + 2 * chunk + 1, second);
+      }
+      const PackedCodes codes = unpack_codes_wordwise(block + 4);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(group_scales + index * kScaleMinSubBlocks),
+                       _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes.scales))));
+      block_scales[index] = _cvtsh_ss(load_u16(block));
+    }
+  }
 }
 
 constexpr sdk::CpuDotRowsFn kQ4KAvx2 = dot_rows<scale_min_row_dot_avx2<false>>;
@@ -329,11 +401,14 @@ constexpr sdk::CpuDotRowsFn kQ6KAvx2 = dot_rows<q6_k_row_dot_avx2>;
 constexpr sdk::CpuDotRowsFn kQ6KAvx512 = dot_rows<q6_k_row_dot_avx512>;
 constexpr sdk::CpuDotKernel kQ4KAvx512 = sdk::kTokensDotKernel<scale_min_row_dot_tokens_avx512<false>>;
 constexpr sdk::CpuDotKernel kQ5KAvx512 = sdk::kTokensDotKernel<scale_min_row_dot_tokens_avx512<true>>;
+constexpr sdk::CpuRowsToInt8Fn kQ4KToInt8Avx512 = scale_min_rows_to_int8_avx512<false>;
+constexpr sdk::CpuRowsToInt8Fn kQ5KToInt8Avx512 = scale_min_rows_to_int8_avx512<true>;
 
 #else
 
 constexpr sdk::CpuDotRowsFn kQ4KAvx2 = nullptr, kQ5KAvx2 = nullptr, kQ6KAvx2 = nullptr, kQ6KAvx512 = nullptr;
 constexpr sdk::CpuDotKernel kQ4KAvx512 = {}, kQ5KAvx512 = {};
+constexpr sdk::CpuRowsToInt8Fn kQ4KToInt8Avx512 = nullptr, kQ5KToInt8Avx512 = nullptr;
 
 #endif
 
@@ -342,5 +417,16 @@ constexpr sdk::CpuDotKernel kQ4KAvx512 = {}, kQ5KAvx512 = {};
 const sdk::CpuDotVariants kQ4KDot{{dot_rows<scale_min_row_dot_scalar<false>>}, {kQ4KAvx2}, kQ4KAvx512};
 const sdk::CpuDotVariants kQ5KDot{{dot_rows<scale_min_row_dot_scalar<true>>}, {kQ5KAvx2}, kQ5KAvx512};
 const sdk::CpuDotVariants kQ6KDot{{dot_rows<q6_k_row_dot_scalar>}, {kQ6KAvx2}, {kQ6KAvx512}};
+const sdk::CpuRowsToInt8Variants kQ4KToInt8{scale_min_rows_to_int8_scalar<false>, kQ4KToInt8Avx512};
+const sdk::CpuRowsToInt8Variants kQ5KToInt8{scale_min_rows_to_int8_scalar<true>, kQ5KToInt8Avx512};
+
+void q4_k_rows_int8_offsets(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, int16_t* group_offsets,
+                            float* block_offset_scales) {
+  scale_min_rows_int8_offsets<false>(n, n_rows, weight, row_bytes, group_offsets, block_offset_scales);
+}
+void q5_k_rows_int8_offsets(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, int16_t* group_offsets,
+                            float* block_offset_scales) {
+  scale_min_rows_int8_offsets<true>(n, n_rows, weight, row_bytes, group_offsets, block_offset_scales);
+}
 
 }  // namespace strata::quant_k

@@ -19,6 +19,8 @@ struct Q4KCodec {
   static constexpr uint32_t cpu_activation_type = kQ8KTypeId;
   static constexpr auto& cpu_dot_rows = sdk::dispatched_dot_rows<kQ4KDot>;
   static constexpr auto& cpu_dot_rows_multi = sdk::dispatched_dot_rows_multi<kQ4KDot>;
+  static constexpr auto& cpu_rows_to_int8 = sdk::dispatched_rows_to_int8<kQ4KToInt8>;
+  static constexpr auto& cpu_rows_int8_offsets = q4_k_rows_int8_offsets;
 #ifdef STRATA_WITH_CUDA
   STRATA_CODEC_CUDA_LAUNCHERS(cuda, q4_k);
 #endif

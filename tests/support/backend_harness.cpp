@@ -60,6 +60,7 @@ const strata_quant_type* TestTypes::find(uint32_t type_id, Variant variant) {
     case Variant::as_offered:
       break;
   }
+  if (copy.cpu_rows_to_int8 == nullptr) copy.cpu_rows_int8_offsets = nullptr;  // they complete its rows
   return &variants_.emplace(key, copy).first->second;
 }
 

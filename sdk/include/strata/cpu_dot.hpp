@@ -144,6 +144,10 @@ void dispatched_dot_rows_multi(int64_t n, int64_t n_rows, const void* weight, si
 using CpuRowsToInt8Fn = void (*)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, int8_t* levels,
                                  int16_t* group_scales, float* block_scales);
 
+// strata_quant_type::cpu_rows_int8_offsets.
+using CpuRowsInt8OffsetsFn = void (*)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
+                                      int16_t* group_offsets, float* block_offset_scales);
+
 // A type's int8 row decoders per level (the output is the same at every level; a level only decodes faster).
 struct CpuRowsToInt8Variants {
   CpuRowsToInt8Fn scalar;

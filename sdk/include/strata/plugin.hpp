@@ -111,6 +111,14 @@ concept HasCpuRowsToInt8 = requires {
   &Codec::cpu_rows_to_int8;
 };
 
+// And, with it, where its values carry an offset per 32 (strata_quant_type::cpu_rows_int8_offsets, ABI 1.10):
+//   static void cpu_rows_int8_offsets(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
+//                                     int16_t* group_offsets, float* block_offset_scales);
+template <class Codec>
+concept HasCpuRowsInt8Offsets = HasCpuRowsToInt8<Codec> && requires {
+  &Codec::cpu_rows_int8_offsets;
+};
+
 // And CUDA launchers (see quant.h), when the plugin is built with CUDA:
 //   static strata_status cuda_dequantize_f16(const void*, uint16_t*, int64_t, void*, strata_error*);
 //   static strata_status cuda_matvec(const void*, int64_t, int64_t, size_t, const float*, int64_t, float*,
@@ -205,7 +213,8 @@ constexpr strata_quant_type quant_type_without_kernels(uint32_t type_id, const c
           .cuda_repack = nullptr,
           .cpu_rows_to_int8 = nullptr,
           .cpu_repacked = nullptr,
-          .cpu_repack = nullptr};
+          .cpu_repack = nullptr,
+          .cpu_rows_int8_offsets = nullptr};
 }
 
 template <class Codec>
@@ -220,6 +229,7 @@ constexpr strata_quant_type make_quant_type() {
   }
   if constexpr (HasCpuDotMulti<Codec>) type.cpu_dot_rows_multi = &Codec::cpu_dot_rows_multi;
   if constexpr (HasCpuRowsToInt8<Codec>) type.cpu_rows_to_int8 = &Codec::cpu_rows_to_int8;
+  if constexpr (HasCpuRowsInt8Offsets<Codec>) type.cpu_rows_int8_offsets = &Codec::cpu_rows_int8_offsets;
   if constexpr (HasCudaKernels<Codec>) {
     type.cuda_dequantize_f16 = &Codec::cuda_dequantize_f16;
     type.cuda_matvec = &Codec::cuda_matvec;

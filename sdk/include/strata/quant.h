@@ -162,11 +162,11 @@ typedef struct strata_quant_type {
    * is exactly the dequantizer's float block_scales[r * (n / STRATA_CPU_INT8_BLOCK) + k / STRATA_CPU_INT8_BLOCK]
    * * (group_scales[r * (n / STRATA_CPU_INT8_GROUP) + k / STRATA_CPU_INT8_GROUP] * levels[r * n + k]); rows start
    * row_bytes apart in weight. Any level -128..127, any group scale -32768..32767. Only for types whose values
-   * are such products (block_elements a multiple of the block; no offsets) and whose Q8_K dot kernels (cpu_dot_rows
-   * at the avx512 level) sum per token, block by block in order, sum = fma(block_scale * activation_scale,
-   * (float) integer, sum) with the integer the block's exact sum of group_scale * level * q8: the backend's int8
-   * kernels then give each product the same float as the dot kernels, so a logit does not depend on how many
-   * tokens a step has. Thread-safe as cpu_dot_rows. */
+   * are such products (block_elements a multiple of the block; offsets per group: cpu_rows_int8_offsets) and whose Q8_K
+   * dot kernels (cpu_dot_rows at the avx512 level) sum per token, block by block in order, sum = fma(block_scale *
+   * activation_scale, (float) integer, sum) with the integer the block's exact sum of group_scale * level * q8: the
+   * backend's int8 kernels then give each product the same float as the dot kernels, so a logit does not depend on how
+   * many tokens a step has. Thread-safe as cpu_dot_rows. */
   void (*cpu_rows_to_int8)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, int8_t* levels,
                            int16_t* group_scales, float* block_scales);
 
@@ -177,6 +177,17 @@ typedef struct strata_quant_type {
    * has cuda_repack's contract; cpu_repacked's dot kernels give the same floats as this type's. */
   const struct strata_quant_type* cpu_repacked;
   strata_status (*cpu_repack)(const void* blocks, void* out, int64_t n_blocks, strata_error* error);
+
+  /* ABI 1.10. Optional (NULL: the values have no offsets). For a type with cpu_rows_to_int8 whose values also
+   * carry an offset per STRATA_CPU_INT8_GROUP values (Q4_K's and Q5_K's mins): value k of row r is, in real
+   * arithmetic (the dequantizer may round once more), cpu_rows_to_int8's product plus
+   * block_offset_scales[r * (n / STRATA_CPU_INT8_BLOCK) + k / STRATA_CPU_INT8_BLOCK]
+   * * group_offsets[r * (n / STRATA_CPU_INT8_GROUP) + k / STRATA_CPU_INT8_GROUP]. The Q8_K dot kernels at the
+   * avx512 level then add, after each block's term of cpu_rows_to_int8's contract, sum = fma(block_offset_scale *
+   * activation_scale, (float) offsets, sum) with offsets the block's exact sum of group_offset * (the sum of the
+   * group's q8): the int8 kernels give the same floats again. Thread-safe as cpu_dot_rows. */
+  void (*cpu_rows_int8_offsets)(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, int16_t* group_offsets,
+                                float* block_offset_scales);
 } strata_quant_type;
 
 /* ABI 1.8: the values that share one integer scale, and one float scale, in strata_quant_type::cpu_rows_to_int8's
