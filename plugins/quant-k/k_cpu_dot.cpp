@@ -74,42 +74,40 @@ float scale_min_row_dot_scalar(int64_t n, const uint8_t* row, const void* activa
   return sum;
 }
 
+// fn(block, index) for each Q4_K / Q5_K block of n_rows rows of n values (row_bytes apart), index counting the
+// blocks row after row.
+template <bool HasHighBits, class Fn>
+void for_each_scale_min_block(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, Fn fn) {
+  constexpr int kBlockBytes = scale_min_block_bytes<HasHighBits>();
+  const int64_t n_blocks = n / kSuperBlock;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* row = static_cast<const uint8_t*>(weight) + static_cast<size_t>(r) * row_bytes;
+    for (int64_t b = 0; b < n_blocks; ++b) fn(row + b * kBlockBytes, r * n_blocks + b);
+  }
+}
+
 // Q4_K / Q5_K rows for the int8 kernels (strata_quant_type::cpu_rows_to_int8): the levels (0..15, 0..31), the
 // scale codes as the integer scales per 32 and d per 256; the offsets (cpu_rows_int8_offsets) are the min codes
 // per 32 with -dmin per 256: value = d * scale * level + (-dmin) * min.
 template <bool HasHighBits>
 void scale_min_rows_to_int8_scalar(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes, int8_t* levels,
                                    int16_t* group_scales, float* block_scales) {
-  constexpr int kBlockBytes = scale_min_block_bytes<HasHighBits>();
-  const int64_t n_blocks = n / kSuperBlock;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const auto* row = static_cast<const uint8_t*>(weight) + static_cast<size_t>(r) * row_bytes;
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const uint8_t* block = row + b * kBlockBytes;
-      const int64_t index = r * n_blocks + b;
-      unpack_scale_min_levels<HasHighBits>(block, levels + index * kSuperBlock);
-      const ScaleMinCodes codes = unpack_scale_min_codes(block + 4);
-      for (int j = 0; j < kScaleMinSubBlocks; ++j) group_scales[index * kScaleMinSubBlocks + j] = codes.scale[j];
-      block_scales[index] = sdk::fp16_to_fp32(load_u16(block));
-    }
-  }
+  for_each_scale_min_block<HasHighBits>(n, n_rows, weight, row_bytes, [&](const uint8_t* block, int64_t index) {
+    unpack_scale_min_levels<HasHighBits>(block, levels + index * kSuperBlock);
+    const ScaleMinCodes codes = unpack_scale_min_codes(block + 4);
+    for (int j = 0; j < kScaleMinSubBlocks; ++j) group_scales[index * kScaleMinSubBlocks + j] = codes.scale[j];
+    block_scales[index] = sdk::fp16_to_fp32(load_u16(block));
+  });
 }
 
 template <bool HasHighBits>
 void scale_min_rows_int8_offsets(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
                                  int16_t* group_offsets, float* block_offset_scales) {
-  constexpr int kBlockBytes = scale_min_block_bytes<HasHighBits>();
-  const int64_t n_blocks = n / kSuperBlock;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const auto* row = static_cast<const uint8_t*>(weight) + static_cast<size_t>(r) * row_bytes;
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const uint8_t* block = row + b * kBlockBytes;
-      const int64_t index = r * n_blocks + b;
-      const ScaleMinCodes codes = unpack_scale_min_codes(block + 4);
-      for (int j = 0; j < kScaleMinSubBlocks; ++j) group_offsets[index * kScaleMinSubBlocks + j] = codes.min[j];
-      block_offset_scales[index] = -sdk::fp16_to_fp32(load_u16(block + 2));
-    }
-  }
+  for_each_scale_min_block<HasHighBits>(n, n_rows, weight, row_bytes, [&](const uint8_t* block, int64_t index) {
+    const ScaleMinCodes codes = unpack_scale_min_codes(block + 4);
+    for (int j = 0; j < kScaleMinSubBlocks; ++j) group_offsets[index * kScaleMinSubBlocks + j] = codes.min[j];
+    block_offset_scales[index] = -sdk::fp16_to_fp32(load_u16(block + 2));
+  });
 }
 
 // Q6_K: levels 0..63 unpacked as q6_k.cpp packs them; the bias of 32 leaves through the Q8_K sums.
@@ -373,26 +371,21 @@ STRATA_TARGET_AVX512 void scale_min_row_dot_tokens_avx512(int64_t n, const uint8
 template <bool HasHighBits>
 STRATA_TARGET_AVX512 void scale_min_rows_to_int8_avx512(int64_t n, int64_t n_rows, const void* weight, size_t row_bytes,
                                                         int8_t* levels, int16_t* group_scales, float* block_scales) {
-  constexpr int kBlockBytes = scale_min_block_bytes<HasHighBits>();
-  const int64_t n_blocks = n / kSuperBlock;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const auto* row = static_cast<const uint8_t*>(weight) + static_cast<size_t>(r) * row_bytes;
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const uint8_t* block = row + b * kBlockBytes;
-      const int64_t index = r * n_blocks + b;
-      ScaleMinLevels<HasHighBits> chunks(block);
-      auto* out = reinterpret_cast<__m256i*>(levels + index * kSuperBlock);
-      for (int chunk = 0; chunk < 4; ++chunk) {
-        const auto [first, second] = chunks.next_chunk();
-        _mm256_storeu_si256(out + 2 * chunk, first);
-        _mm256_storeu_si256(out + 2 * chunk + 1, second);
-      }
-      const PackedCodes codes = unpack_codes_wordwise(block + 4);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(group_scales + index * kScaleMinSubBlocks),
-                       _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes.scales))));
-      block_scales[index] = _cvtsh_ss(load_u16(block));
+  // The lambda needs the target of its own: it is not inlined into the loop, which is baseline code.
+  const auto decode = [&](const uint8_t* block, int64_t index) STRATA_TARGET_AVX512 {
+    ScaleMinLevels<HasHighBits> chunks(block);
+    auto* out = reinterpret_cast<__m256i*>(levels + index * kSuperBlock);
+    for (int chunk = 0; chunk < 4; ++chunk) {
+      const auto [first, second] = chunks.next_chunk();
+      _mm256_storeu_si256(out + 2 * chunk, first);
+      _mm256_storeu_si256(out + 2 * chunk + 1, second);
     }
-  }
+    const PackedCodes codes = unpack_codes_wordwise(block + 4);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(group_scales + index * kScaleMinSubBlocks),
+                     _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes.scales))));
+    block_scales[index] = _cvtsh_ss(load_u16(block));
+  };
+  for_each_scale_min_block<HasHighBits>(n, n_rows, weight, row_bytes, decode);
 }
 
 constexpr sdk::CpuDotRowsFn kQ4KAvx2 = dot_rows<scale_min_row_dot_avx2<false>>;
