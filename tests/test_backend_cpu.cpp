@@ -547,6 +547,40 @@ TEST(BackendCpu, BuffersRoundTripAndRejectOutOfRangeAccess) {
   EXPECT_NE(backend.message().find("outside"), std::string::npos) << backend.message();
 }
 
+// signalled_write (a named function) runs ops as they are called: it waits on the calling thread until another
+// thread raises the signal to the value, then copies; a value already reached copies at once; a short struct_size
+// is refused.
+TEST(BackendCpu, SignalledWriteWaitsForTheSignalThenCopies) {
+  Backend backend(1);
+  const auto write_fn = reinterpret_cast<strata_backend_signalled_write_fn>(
+      table().get_proc_address(backend.get(), STRATA_BACKEND_PROC_SIGNALLED_WRITE));
+  ASSERT_NE(write_fn, nullptr);
+  strata_buffer* buffer = backend.upload(std::vector<float>(64, 0.0f));
+  std::vector<float> bytes = random_floats(64, 3);
+  uint64_t signal = 4;
+  strata_signalled_write write{sizeof(strata_signalled_write), buffer,  0, bytes.data(),
+                               bytes.size() * sizeof(float),   &signal, 4};
+  ASSERT_EQ(write_fn(backend.get(), &write, backend.error()), STRATA_OK) << backend.message();
+  EXPECT_EQ(backend.read(buffer, bytes.size()), bytes);
+
+  const std::vector<float> later = random_floats(64, 4);
+  write.value = 5;
+  std::thread maker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    bytes = later;
+    __atomic_store_n(&signal, 5, __ATOMIC_RELEASE);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const strata_status status = write_fn(backend.get(), &write, backend.error());
+  const auto waited = std::chrono::steady_clock::now() - start;
+  maker.join();
+  ASSERT_EQ(status, STRATA_OK) << backend.message();
+  EXPECT_GE(waited, std::chrono::milliseconds(25));
+  EXPECT_EQ(backend.read(buffer, later.size()), later) << "the bytes made before the signal";
+  write.struct_size = 8;
+  EXPECT_EQ(write_fn(backend.get(), &write, backend.error()), STRATA_E_INVALID_ARGUMENT);
+}
+
 TEST(BackendCpu, WeightOfAnUnknownTypeIsUnsupported) {
   Backend backend(1);
   const uint8_t bytes[64] = {};

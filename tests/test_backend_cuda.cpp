@@ -588,6 +588,47 @@ TEST(BackendCuda, BufferReadsReadEveryRangeWithOneWait) {
   backend.table().host_free(backend.get(), memory);
 }
 
+// signalled_write (a named function) returns at once and the device waits for the signal: a read queued after it
+// comes back, once another thread has made the bytes and raised the signal, with those bytes. Memory outside
+// host_alloc's is refused for src and signal.
+TEST(BackendCuda, SignalledWriteCopiesTheBytesMadeBeforeTheSignal) {
+  SKIP_WITHOUT_CUDA();
+  Backend backend(*cuda_plugin().table);
+  const auto write_fn = reinterpret_cast<strata_backend_signalled_write_fn>(
+      backend.table().get_proc_address(backend.get(), STRATA_BACKEND_PROC_SIGNALLED_WRITE));
+  ASSERT_NE(write_fn, nullptr);
+  strata_buffer* buffer = backend.upload(std::vector<float>(1024, 0.0f));
+  void* memory = nullptr;
+  ASSERT_EQ(backend.table().host_alloc(backend.get(), 1024 * sizeof(float) + 64, &memory, backend.error()), STRATA_OK)
+      << backend.message();
+  auto* bytes = static_cast<float*>(memory);
+  auto* signal = reinterpret_cast<uint64_t*>(bytes + 1024);
+  *signal = 0;
+  std::fill(bytes, bytes + 1024, -1.0f);
+  strata_signalled_write write{sizeof(strata_signalled_write), buffer, 0, bytes, 1024 * sizeof(float), signal, 1};
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(write_fn(backend.get(), &write, backend.error()), STRATA_OK) << backend.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(20)) << "returns before the signal";
+  const std::vector<float> made = random_floats(1024, 9);
+  std::thread maker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::copy(made.begin(), made.end(), bytes);
+    __atomic_store_n(signal, 1, __ATOMIC_RELEASE);
+  });
+  const std::vector<float> read = backend.read(buffer, 1024);
+  maker.join();
+  EXPECT_EQ(read, made);
+
+  std::vector<float> heap(1024);
+  write.src = heap.data();
+  EXPECT_EQ(write_fn(backend.get(), &write, backend.error()), STRATA_E_INVALID_ARGUMENT);
+  uint64_t heap_signal = 1;
+  write.src = bytes;
+  write.signal = &heap_signal;
+  EXPECT_EQ(write_fn(backend.get(), &write, backend.error()), STRATA_E_INVALID_ARGUMENT);
+  backend.table().host_free(backend.get(), memory);
+}
+
 // Runs attention on layer 1 for the tokens at positions [first, first + n) of a sequence (in token order,
 // or shuffled among the step's tokens).
 struct AttentionShape {

@@ -54,15 +54,16 @@ TEST(BackendProcAddress, FindsAKnownNameAndAnswersNullForAnUnknownOne) {
   const strata::QuantRegistry quants;
   const strata_backend_table table = cpu_table_with_lookup(sizeof(strata_backend_table));
   const strata::Backend backend("backend-cpu with names", table, quants, 1, "{}");
-  // The core asks for its five names (the expert cache's four and buffer_reads) once, when the instance is made.
-  EXPECT_EQ(lookups.calls, 5);
+  // The core asks for its six names (the expert cache's four, buffer_reads, signalled_write) once, when the instance
+  // is made.
+  EXPECT_EQ(lookups.calls, 6);
   EXPECT_FALSE(backend.has_expert_cache());
   const strata_proc known = backend.proc_address(kKnownName);
   ASSERT_NE(known, nullptr);
   EXPECT_EQ(reinterpret_cast<int32_t (*)()>(known)(), answer());
   EXPECT_EQ(lookups.instance, backend.get());
   EXPECT_EQ(backend.proc_address("strata_test_no_such_function"), nullptr);
-  EXPECT_EQ(lookups.calls, 7);
+  EXPECT_EQ(lookups.calls, 8);
 }
 
 // A backend built for ABI 1.6 has no get_proc_address: whatever lies past its struct_size is never called.

@@ -34,6 +34,8 @@ Backend::Backend(std::string name, const strata_backend_table& table, const Quan
   cache_functions_.memory_info =
       reinterpret_cast<strata_backend_memory_info_fn>(proc_address(STRATA_BACKEND_PROC_MEMORY_INFO));
   buffer_reads_ = reinterpret_cast<strata_backend_buffer_reads_fn>(proc_address(STRATA_BACKEND_PROC_BUFFER_READS));
+  signalled_write_ =
+      reinterpret_cast<strata_backend_signalled_write_fn>(proc_address(STRATA_BACKEND_PROC_SIGNALLED_WRITE));
   // The three come together (strata/backend.h): a backend with only some has none for the core.
   if (cache_functions_.write == nullptr || cache_functions_.done == nullptr) cache_functions_.alloc = nullptr;
 }
@@ -89,6 +91,19 @@ void Backend::read_all(std::span<const BufferRead> reads) {
   for (const BufferRead& r : reads) items.push_back({r.buffer->get(), r.offset, r.dst, r.bytes});
   const strata_buffer_reads request{sizeof(strata_buffer_reads), static_cast<int32_t>(items.size()), items.data()};
   run("buffer reads", [&](strata_error* e) { return buffer_reads_(backend_, &request, e); });
+}
+
+void Backend::write_when_signalled(Buffer& buffer, const void* src, size_t bytes, const volatile uint64_t* signal,
+                                   uint64_t value) {
+  if (signalled_write_ == nullptr) throw Error(name_ + " has no signalled_write");
+  strata_signalled_write write{};
+  write.struct_size = sizeof write;
+  write.buffer = buffer.get();
+  write.src = src;
+  write.bytes = bytes;
+  write.signal = signal;
+  write.value = value;
+  run("signalled write", [&](strata_error* e) { return signalled_write_(backend_, &write, e); });
 }
 
 bool Backend::has_host_memory() const {

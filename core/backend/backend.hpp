@@ -150,6 +150,13 @@ class Backend {
     size_t offset = 0;
   };
   void read_all(std::span<const BufferRead> reads);
+  // Whether the backend offers signalled_write (strata/backend.h).
+  bool has_signalled_write() const { return signalled_write_ != nullptr; }
+  // Writes src (host_alloc memory) into buffer once another thread has stored value or more into *signal (also
+  // host_alloc memory), ordered with the ops; returns at once (signalled_write). That thread must signal on every
+  // path.
+  void write_when_signalled(Buffer& buffer, const void* src, size_t bytes, const volatile uint64_t* signal,
+                            uint64_t value);
   // bytes of host memory that read() fills fastest (host_alloc, ABI 1.4: page-locked on a GPU), else of
   // the heap. The handle must not outlive the backend.
   HostMemory host_alloc(size_t bytes);
@@ -175,6 +182,7 @@ class Backend {
   } cache_functions_;  // asked once after create: the answers hold for the instance's life
   strata_backend_buffer_reads_fn buffer_reads_ = nullptr;
   std::vector<strata_buffer_read_item> read_items_;  // read_all's, kept: a decode step's reads allocate nothing
+  strata_backend_signalled_write_fn signalled_write_ = nullptr;
 };
 
 }  // namespace strata

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <tuple>
+#include <utility>
 
 #include "core/experts/placement_estimate.hpp"
 #include "core/util/error.hpp"
@@ -69,14 +71,24 @@ struct HybridExperts::StepBuffers {
         pool_x(pool, floats(max_batch, c.n_embd)),
         pool_ids(pool, floats(max_batch, c.n_expert_used)),
         pool_weights(pool, floats(max_batch, c.n_expert_used)),
-        pool_out(pool, floats(max_batch, c.n_embd)) {}
+        pool_out(pool, floats(max_batch, c.n_embd)),
+        pool_host(device.host_alloc(floats(max_batch, c.n_embd))),
+        signal_memory(device.host_alloc(sizeof(uint64_t))) {
+    std::atomic_ref(signal()).store(0, std::memory_order_relaxed);
+  }
   Buffer device_ids, device_weights, staged_ids, staged_weights, staged_out, pool_result, ahead_ids, ahead_weights;
   Buffer predicted_logits, predicted_ids, predicted_weights;  // the next layer's router on this layer's input
   Buffer pool_x, pool_ids, pool_weights, pool_out;
   // Host copies: the router's choices, the experts' input, each tier's share of the pairs, the next layer's
   // predicted choices.
   std::vector<int32_t> ids, slot_ids, staged_slot_ids, ahead_slot_ids, predicted;
-  std::vector<float> weights, slot_weights, staged_weights_host, ahead_weights_host, pool_weights_host, x, out;
+  std::vector<float> weights, slot_weights, staged_weights_host, ahead_weights_host, pool_weights_host, x;
+  // The pool's result, and the count of pool runs finished (raised as each ends, however it ends), in the device's
+  // host_alloc memory: a signalled_write copies the one once the other reaches its ticket.
+  HostMemory pool_host, signal_memory;
+  uint64_t tickets = 0;  // pool runs started
+  float* pool_result_host() const { return static_cast<float*>(pool_host.get()); }
+  uint64_t& signal() const { return *static_cast<uint64_t*>(signal_memory.get()); }
 };
 
 HybridExperts::HybridExperts(Backend& device, Backend& pool, const gguf::Model& file, const ExpertStore& store,
@@ -312,6 +324,7 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   const auto pairs = static_cast<size_t>(n) * n_used;
   const Weight(&cached)[3] = layers_[layer].matrices;
   if (plan_.whole_layer(layer)) {
+    settle_pool();  // b is free again
     if (observer) {
       b.ids.resize(pairs);
       device_.read(ids, b.ids.data(), pairs * sizeof(int32_t));
@@ -327,6 +340,7 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   // likely have pairs its input: one wait for the device. A step whose misses all go over PCIe reads no input.
   const bool predicting = prefetches_after(layer, n);
   if (predicting) route(layer + 1, normed, b.predicted_logits, b.predicted_ids, b.predicted_weights);
+  settle_pool();  // the split layer before's pool, queued behind it, is done with b
   auto start = std::chrono::steady_clock::now();
   b.ids.resize(pairs);
   b.weights.resize(pairs);
@@ -411,17 +425,10 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     stats_.sync_ms += ms_since(start);
   }
 
-  // The pool starts on its own thread where it has one; the caller queues the device's part meanwhile (else first,
-  // so that it runs while the pool computes): the first staging half's copies (on the device's copy stream,
-  // beside everything queued after them), the next layer's copies ahead (a copy waits for the ops queued before
-  // it, so before any op of this layer), the resident experts, those copied ahead, then the staged experts a half
-  // at a time, each half's copies queued before the experts of the half before run.
-  double pool_ms = 0.0;
-  const auto run_pool = [&] {
-    const auto pool_start = std::chrono::steady_clock::now();
-    pool_moe(layer, n, b, b.ids.data(), b.pool_weights_host.data());
-    pool_ms = ms_since(pool_start);
-  };
+  // The device's part: the first staging half's copies (on the device's copy stream, beside everything queued after
+  // them), the next layer's copies ahead (a copy waits for the ops queued before it, so before any op of this
+  // layer), the resident experts, those copied ahead, then the staged experts a half at a time, each half's copies
+  // queued before the experts of the half before run.
   bool device_wrote = false;
   const auto add_to_out = [&](const Buffer& part) {
     device_.run("add", [&](strata_error* e) {
@@ -470,27 +477,40 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     }
     stats_.queue_ms += ms_since(queue_start);
   };
-  const bool pool_beside = pooled > 0 && pool_thread_ != nullptr;
-  if (pool_beside) {
-    pool_thread_->start(run_pool);
-    try {
-      queue_device_part();
-    } catch (...) {
-      pool_thread_->finish();  // the pool's thread is done with b before it goes; the device's error is reported
-      throw;
-    }
-    pool_thread_->wait();
-  } else {
-    queue_device_part();
-    if (pooled > 0) run_pool();
-  }
+  // The pool, on its own thread where it has one while the caller queues the device's part (else after it, on the
+  // caller). Where the device offers signalled_write the caller does not wait for it either: the pool's result is
+  // copied behind a device-side wait for its signal, and the next layer's ops are queued meanwhile (the next split
+  // layer, or the step's end, settles the pool on the host).
   if (pooled > 0) {
-    stats_.pool_ms += pool_ms;
-
+    const uint64_t ticket = ++b.tickets;
+    const bool signalled = device_.has_signalled_write();
+    if (pool_thread_ != nullptr) {
+      pool_pending_ = true;
+      pool_thread_->start([this, layer, n, &b, ticket] { run_pool(layer, n, b, ticket); });
+      try {
+        queue_device_part();
+      } catch (...) {
+        abandon_pool();  // the pool's thread is done with b before it goes; the device's error is reported
+        throw;
+      }
+      if (!signalled) settle_pool();
+    } else {
+      queue_device_part();
+      run_pool(layer, n, b, ticket);
+      settle_pool();
+    }
     start = std::chrono::steady_clock::now();
-    device_.write(device_wrote ? b.pool_result : out, b.out.data(), b.out.size() * sizeof(float));
+    Buffer& target = device_wrote ? b.pool_result : out;
+    const size_t bytes = static_cast<size_t>(n) * config_.n_embd * sizeof(float);
+    if (signalled) {
+      device_.write_when_signalled(target, b.pool_result_host(), bytes, &b.signal(), ticket);
+    } else {
+      device_.write(target, b.pool_result_host(), bytes);
+    }
     if (device_wrote) add_to_out(b.pool_result);
     stats_.sync_ms += ms_since(start);
+  } else {
+    queue_device_part();
   }
   stats_.device_pairs += hits;
   stats_.pcie_pairs += ahead_pairs + staged;
@@ -551,6 +571,34 @@ void HybridExperts::device_moe(int32_t n, const Buffer& x, const Buffer& ids, co
   });
 }
 
+void HybridExperts::run_pool(int32_t layer, int32_t n, StepBuffers& b, uint64_t ticket) {
+  // Raised however the pool ends: a device waiting for it must never hang (the error comes back from settle_pool).
+  struct Signal {
+    uint64_t& signal;
+    uint64_t ticket;
+    ~Signal() { std::atomic_ref(signal).store(ticket, std::memory_order_release); }
+  } raise_signal{b.signal(), ticket};
+  const auto start = std::chrono::steady_clock::now();
+  pool_moe(layer, n, b, b.ids.data(), b.pool_weights_host.data());
+  unsettled_pool_ms_ += ms_since(start);
+}
+
+void HybridExperts::settle_pool() {
+  if (pool_pending_) {
+    pool_pending_ = false;
+    pool_thread_->wait();
+  }
+  stats_.pool_ms += std::exchange(unsettled_pool_ms_, 0.0);
+}
+
+void HybridExperts::abandon_pool() noexcept {
+  if (!pool_pending_) return;
+  pool_pending_ = false;
+  pool_thread_->finish();
+}
+
+void HybridExperts::abandon_step() noexcept { abandon_pool(); }
+
 void HybridExperts::pool_moe(int32_t layer, int32_t n, StepBuffers& b, const int32_t* ids, const float* weights) {
   const size_t pairs = static_cast<size_t>(n) * config_.n_expert_used;
   const LayerWeights& w = weights_.layers[layer];
@@ -562,8 +610,7 @@ void HybridExperts::pool_moe(int32_t layer, int32_t n, StepBuffers& b, const int
     return pt.moe_ffn(pool_.get(), b.pool_x.get(), n, config_.n_expert_used, b.pool_ids.get(), b.pool_weights.get(),
                       w.gate_exps.get(), w.up_exps.get(), w.down_exps.get(), b.pool_out.get(), e);
   });
-  b.out.resize(b.x.size());
-  pool_.read(b.pool_out, b.out.data(), b.out.size() * sizeof(float));
+  pool_.read(b.pool_out, b.pool_result_host(), static_cast<size_t>(n) * config_.n_embd * sizeof(float));
 }
 
 // The copies and the pool run side by side, so a decode step is quickest when both take as long: with a staged
@@ -602,14 +649,14 @@ double HybridExperts::measure_pcie_share() {
     }
     return best;
   };
-  b->out.resize(b->x.size());
+  std::vector<float> staged_result(b->x.size());
   device_.write(b->pool_result, b->x.data(), b->x.size() * sizeof(float));  // a device buffer for the input
   device_.write(b->staged_ids, slot_ids.data(), slot_ids.size() * sizeof(int32_t));
   device_.write(b->staged_weights, weights.data(), weights.size() * sizeof(float));
   const double staged_ms = best_of_runs([&] {
     stage(staging.halves[0], layer, missed);
     device_moe(1, b->pool_result, b->staged_ids, b->staged_weights, staging.halves[0], b->staged_out);
-    device_.read(b->staged_out, b->out.data(), b->out.size() * sizeof(float));
+    device_.read(b->staged_out, staged_result.data(), staged_result.size() * sizeof(float));
   });
   const double pooled_ms = best_of_runs([&] { pool_moe(layer, 1, *b, expert_ids.data(), weights.data()); });
   const double share = pooled_ms / (pooled_ms + std::max(staged_ms, 1e-6));
@@ -619,6 +666,7 @@ double HybridExperts::measure_pcie_share() {
 }
 
 void HybridExperts::end_step() {
+  settle_pool();
   if (step_split_) ++stats_.steps;
   step_split_ = false;
   for (Ahead& ahead : ahead_) ahead.layer = -1;  // copied for this step's tokens

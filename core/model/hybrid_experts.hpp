@@ -114,8 +114,12 @@ class HybridExperts {
   // route runs another layer's router (for --expert-prefetch).
   void run(int32_t layer, int32_t n, const Buffer& normed, const Buffer& ids, const Buffer& weights, Buffer& out,
            StepBuffers& buffers, const RoutingObserver& observer, const ExpertRouter& route);
-  // After every step: the adaptive tier's bookkeeping, copies and switches.
+  // After every step: the last split layer's pool settled (its error thrown here), the adaptive tier's bookkeeping,
+  // copies and switches.
   void end_step();
+  // Instead of end_step, for a step that failed: the pool, if it still runs, is waited for quietly, so that the
+  // session's buffers may go.
+  void abandon_step() noexcept;
 
   // What an automatic size leaves for the ops' scratch in steps of max_batch tokens, which grows during the first
   // steps: the grouped expert GEMMs' inputs, their f16 copies and results, and a step's activation rows.
@@ -162,8 +166,14 @@ class HybridExperts {
   // The device's moe_ffn over n tokens of x with the given matrices, ids and weights, into result.
   void device_moe(int32_t n, const Buffer& x, const Buffer& ids, const Buffer& weights, const Weight (&matrices)[3],
                   Buffer& result);
-  // The pool's moe_ffn of layer over b.x's n tokens with these ids and weights, into b.out.
+  // The pool's moe_ffn of layer over b.x's n tokens with these ids and weights, into b's pool result.
   void pool_moe(int32_t layer, int32_t n, StepBuffers& b, const int32_t* ids, const float* weights);
+  // A split layer's pool run (pool_moe with its pairs), on whichever thread: raises b's signal to ticket when it
+  // ends, however it ends, and counts its time for settle_pool.
+  void run_pool(int32_t layer, int32_t n, StepBuffers& b, uint64_t ticket);
+  // Waits for the pool run on the pool's thread, if any (rethrowing its error), and counts the pool's time.
+  void settle_pool();
+  void abandon_pool() noexcept;
 
   Backend& device_;
   Backend& pool_;
@@ -192,6 +202,8 @@ class HybridExperts {
   bool step_split_ = false;
   double pcie_share_ = 0.0;
   std::unique_ptr<SideThread> pool_thread_;  // options_.pool_thread
+  bool pool_pending_ = false;                // a run started there and not yet settled
+  double unsettled_pool_ms_ = 0.0;           // written by the pool's run, counted by settle_pool
 };
 
 }  // namespace strata

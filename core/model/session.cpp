@@ -206,10 +206,16 @@ void Session::step(std::span<const int32_t> tokens, bool all_logits, float* logi
   backend_.run("get_rows",
                [&](strata_error* e) { return t.get_rows(b, w.token_embd.get(), tokens.data(), n, s.x.get(), e); });
   check_output(s.x, n, model_.config().n_embd, "token embeddings", "token_embd.weight");
-  run_layers(n, positions);
-  if (logits != nullptr) output_logits(n, all_logits, logits);
+  HybridExperts* experts = model_.experts();
+  try {
+    run_layers(n, positions);
+    if (logits != nullptr) output_logits(n, all_logits, logits);
+  } catch (...) {
+    if (experts != nullptr) experts->abandon_step();  // its pool may still read this session's buffers
+    throw;
+  }
   position_ += n;
-  if (HybridExperts* experts = model_.experts()) experts->end_step();
+  if (experts != nullptr) experts->end_step();
 }
 
 // The layers of one step, as two step graphs where the backend records them (layers [0, kLayersInFirstGraph)

@@ -267,6 +267,14 @@ PIN(strata_buffer_reads, struct_size, 0, 4);
 PIN(strata_buffer_reads, count, 4, 4);
 PIN(strata_buffer_reads, items, 8, 8);
 PIN_SIZE(strata_buffer_reads, 16);
+PIN(strata_signalled_write, struct_size, 0, 4);
+PIN(strata_signalled_write, buffer, 8, 8);
+PIN(strata_signalled_write, offset, 16, 8);
+PIN(strata_signalled_write, src, 24, 8);
+PIN(strata_signalled_write, bytes, 32, 8);
+PIN(strata_signalled_write, signal, 40, 8);
+PIN(strata_signalled_write, value, 48, 8);
+PIN_SIZE(strata_signalled_write, 56);
 
 /* Constants */
 PIN_VALUE(STRATA_OK, 0);

@@ -8,11 +8,12 @@
 namespace strata::cpu {
 
 strata_proc get_proc_address(strata_backend*, const char* name) {
-  static const std::array<sdk::NamedFunction, 4> kFunctions{{
+  static const std::array<sdk::NamedFunction, 5> kFunctions{{
       {STRATA_BACKEND_PROC_WEIGHT_ALLOC, sdk::named_entry<&weight_alloc>()},
       {STRATA_BACKEND_PROC_WEIGHT_WRITE, sdk::named_entry<&weight_write>()},
       {STRATA_BACKEND_PROC_WEIGHT_WRITES_DONE, sdk::named_entry<&weight_writes_done>()},
       {STRATA_BACKEND_PROC_MEMORY_INFO, sdk::named_entry<&memory_info>()},
+      {STRATA_BACKEND_PROC_SIGNALLED_WRITE, sdk::named_entry<&signalled_write>()},
   }};
   return sdk::find_named_function(kFunctions, name);
 }

@@ -1,7 +1,10 @@
 // Activation buffers in host memory, and weights kept in place where the host mapped them.
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <string>
+#include <thread>
 
 #include "backend_objects.hpp"
 #include "ops.hpp"
@@ -27,6 +30,25 @@ void buffer_free(strata_backend* backend, strata_buffer* buffer) {
 void buffer_write(strata_backend*, strata_buffer* buffer, size_t offset, const void* src, size_t bytes) {
   sdk::check_buffer_range(deref(buffer, "buffer"), offset, bytes, "buffer_write");
   if (bytes > 0) std::memcpy(buffer->data.get() + offset, &deref(static_cast<const std::byte*>(src), "src"), bytes);
+}
+
+// Ops run as they are called here, so the write waits on the calling thread (polling, then napping) and copies.
+void signalled_write(strata_backend* backend, const strata_signalled_write* write) {
+  const auto& request = deref(write, "write");
+  if (request.struct_size < STRATA_FIELD_END(strata_signalled_write, value)) {
+    invalid_argument("signalled_write: struct_size is too small");
+  }
+  auto* signal = const_cast<uint64_t*>(&deref(request.signal, "signal"));
+  constexpr auto kMaxWait = std::chrono::seconds(60);  // strata/backend.h: fail rather than hang
+  const auto start = std::chrono::steady_clock::now();
+  for (int polls = 0; __atomic_load_n(signal, __ATOMIC_ACQUIRE) < request.value; ++polls) {
+    if (std::chrono::steady_clock::now() - start > kMaxWait) {
+      throw sdk::Failure(STRATA_E_INTERNAL, "signalled_write: no signal of " + std::to_string(request.value) +
+                                                " within 60 s (the value is " + std::to_string(*signal) + ")");
+    }
+    if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  buffer_write(backend, request.buffer, request.offset, request.src, request.bytes);
 }
 
 void buffer_read(strata_backend*, strata_buffer* buffer, size_t offset, void* dst, size_t bytes) {

@@ -14,8 +14,9 @@ STRATA_DECLARE_FUSED_BACKEND_FUNCTIONS();
 STRATA_DECLARE_ROUTE_EXPERTS_FUNCTION();
 STRATA_DECLARE_NORMED_INPUT_FUNCTIONS();
 STRATA_DECLARE_EXPERT_CACHE_FUNCTIONS();
+STRATA_DECLARE_SIGNALLED_WRITE_FUNCTION();
 
-// The named functions (strata/backend.h): the expert cache's and memory_info.
+// The named functions (strata/backend.h): the expert cache's, memory_info and signalled_write (memory.cpp).
 strata_proc get_proc_address(strata_backend* backend, const char* name);
 
 }  // namespace strata::cpu

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -150,6 +151,12 @@ struct strata_backend {
   // In a concurrent region, moves the op about to queue to the next lane; outside one, nothing.
   void take_next_lane();
   void use_lane(int index);
+  // Whether [memory, memory + bytes) lies in one of host_alloc's page-locked blocks: the device reaches it directly.
+  bool in_host_memory(const void* memory, size_t bytes) const {
+    const auto* start = static_cast<const std::byte*>(memory);
+    const auto block = host_memory.upper_bound(start);
+    return block != host_memory.begin() && start + bytes <= std::prev(block)->first + std::prev(block)->second;
+  }
 
   int device;
   bool repack_weights = false;  // store weights in their type's repacked layout where it has one

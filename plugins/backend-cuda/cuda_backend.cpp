@@ -15,7 +15,8 @@ strata_proc get_proc_address(strata_backend*, const char* name) {
       sdk::NamedFunction{STRATA_BACKEND_PROC_WEIGHT_WRITE, sdk::named_entry<&weight_write>()},
       sdk::NamedFunction{STRATA_BACKEND_PROC_WEIGHT_WRITES_DONE, sdk::named_entry<&weight_writes_done>()},
       sdk::NamedFunction{STRATA_BACKEND_PROC_MEMORY_INFO, sdk::named_entry<&memory_info>()},
-      sdk::NamedFunction{STRATA_BACKEND_PROC_BUFFER_READS, sdk::named_entry<&buffer_reads>()}};
+      sdk::NamedFunction{STRATA_BACKEND_PROC_BUFFER_READS, sdk::named_entry<&buffer_reads>()},
+      sdk::NamedFunction{STRATA_BACKEND_PROC_SIGNALLED_WRITE, sdk::named_entry<&signalled_write>()}};
   return sdk::find_named_function(kFunctions, name);
 }
 

@@ -45,12 +45,6 @@ void buffer_write(strata_backend* backend, strata_buffer* buffer, size_t offset,
 
 namespace {
 
-// Whether [memory, memory + bytes) lies in one of host_alloc's page-locked blocks: the device copies there directly.
-bool in_host_memory(const strata_backend& instance, const std::byte* memory, size_t bytes) {
-  const auto block = instance.host_memory.upper_bound(memory);
-  return block != instance.host_memory.begin() && memory + bytes <= std::prev(block)->first + std::prev(block)->second;
-}
-
 void wait_for_reads(strata_backend& instance, const char* what) {
   check(cudaStreamSynchronize(instance.stream), std::string(what) + ": waiting for the queued ops");
 }
@@ -67,7 +61,7 @@ void buffer_read(strata_backend* backend, strata_buffer* buffer, size_t offset, 
     check(cudaMemcpyAsync(to, from, piece, cudaMemcpyDeviceToHost, instance.stream), "buffer_read");
     wait_for_reads(instance, "buffer_read");
   };
-  if (in_host_memory(instance, destination, bytes)) return copy_and_wait(destination, source, bytes);
+  if (instance.in_host_memory(destination, bytes)) return copy_and_wait(destination, source, bytes);
   // Else through page-locked memory of at most kReadStagingBytes, a piece at a time: a prompt's logits for every
   // token (hundreds of MB) need not stay pinned for the backend's life.
   void* staging = instance.read_staging.get(std::min(bytes, kReadStagingBytes));
@@ -95,7 +89,7 @@ void buffer_reads(strata_backend* backend, const strata_buffer_reads* reads) {
     const strata_buffer_read_item& item = items[k];
     sdk::check_buffer_range(deref(item.buffer, "buffer"), item.offset, item.bytes, "buffer_reads");
     if (item.bytes == 0) continue;
-    if (in_host_memory(instance, &deref(static_cast<std::byte*>(item.dst), "dst"), item.bytes)) continue;
+    if (instance.in_host_memory(&deref(static_cast<std::byte*>(item.dst), "dst"), item.bytes)) continue;
     staged_at[k] = staged;
     staged += (item.bytes + kAlign - 1) / kAlign * kAlign;
   }

@@ -4,7 +4,7 @@
 // weights, get_rows), expert_cache.cpp (the named functions weight_alloc, weight_write, weight_writes_done,
 // memory_info), attention.cu (kv_create, kv_free, attention, attention_rope), matmul.cu (matmul, matmul_normed),
 // route.cu (route, route_experts, route_experts_normed), moe.cu, elementwise.cu (rms_norm, add_rms_norm, rope_neox,
-// add, mul, unary, scale_rows), graph.cpp and concurrency.cpp.
+// add, mul, unary, scale_rows), signalled_write.cu (the named signalled_write), graph.cpp and concurrency.cpp.
 #pragma once
 
 #include "strata/backend.hpp"
@@ -18,6 +18,7 @@ STRATA_DECLARE_HOST_MEMORY_FUNCTIONS();
 STRATA_DECLARE_NORMED_INPUT_FUNCTIONS();
 STRATA_DECLARE_EXPERT_CACHE_FUNCTIONS();
 STRATA_DECLARE_BUFFER_READS_FUNCTION();
+STRATA_DECLARE_SIGNALLED_WRITE_FUNCTION();
 
 // The named optional functions (ABI 1.7) by name: cuda_backend.cpp.
 strata_proc get_proc_address(strata_backend* backend, const char* name);

@@ -340,6 +340,28 @@ typedef struct strata_buffer_reads {
 typedef strata_status (*strata_backend_buffer_reads_fn)(strata_backend* backend, const strata_buffer_reads* reads,
                                                         strata_error* error);
 
+/* "signalled_write": a buffer_write whose bytes another host thread is still making. It is ordered like
+ * buffer_write (after the ops called before it; the ops called after it see the bytes), but the copy waits until
+ * the 64-bit value at signal is at least value, which that thread stores (a release store, after the bytes). A
+ * GPU waits on the device and returns at once, so that the caller queues later ops while, say, a hybrid
+ * placement's expert pool computes the bytes; a backend that runs ops as they are called (the CPU's) waits in
+ * the call. src and signal lie in host_alloc memory where the backend has it; src stays as it is until the ops
+ * called after the write have run (a later buffer_read has returned). The other thread must signal on every
+ * path, its errors included: a backend waits at most 60 s, then fails (a GPU: a device-side trap, a sticky
+ * error) rather than hang. */
+typedef struct strata_signalled_write {
+  uint32_t struct_size;
+  strata_buffer* buffer;
+  size_t offset;
+  const void* src;
+  size_t bytes;
+  const volatile uint64_t* signal;
+  uint64_t value;
+} strata_signalled_write;
+#define STRATA_BACKEND_PROC_SIGNALLED_WRITE "signalled_write"
+typedef strata_status (*strata_backend_signalled_write_fn)(strata_backend* backend, const strata_signalled_write* write,
+                                                           strata_error* error);
+
 #ifdef __cplusplus
 }
 #endif

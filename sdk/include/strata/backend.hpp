@@ -171,6 +171,10 @@ strata_proc find_named_function(const Functions& functions, const char* name) {
 #define STRATA_DECLARE_BUFFER_READS_FUNCTION() \
   void buffer_reads(strata_backend* backend, const strata_buffer_reads* reads)
 
+// The named function signalled_write (strata/backend.h), for a backend namespace that has it.
+#define STRATA_DECLARE_SIGNALLED_WRITE_FUNCTION() \
+  void signalled_write(strata_backend* backend, const strata_signalled_write* write)
+
 // The optional normed-input ops of ABI 1.5, for a backend namespace that has them (see with_normed_inputs).
 #define STRATA_DECLARE_NORMED_INPUT_FUNCTIONS()                                                                        \
   void matmul_normed(strata_backend* backend, const strata_weight* w, const strata_normed_input* in, int32_t n_tokens, \
