@@ -166,8 +166,8 @@ TEST_P(HybridExpertsOnModel, ExpertsCopiedAheadRunWhereChosenAndChangeNoLogits) 
 }
 
 // --pool-thread 1 on the stand-in (on by default only on a GPU): the pool computes on a thread of its own while the
-// caller queues the device's part, with experts copied ahead and half the misses over PCIe; nothing changes but
-// the timing.
+// caller queues the device's part, with experts copied ahead and half the misses over PCIe, the device waiting for
+// the pool's result or the caller; nothing changes but the timing.
 TEST_P(HybridExpertsOnModel, PoolOnAThreadOfItsOwnChangesNoLogits) {
   ASSERT_REFERENCE(model());
   const PlacementRun plain = run(options_for(model(), "off"));
@@ -178,8 +178,12 @@ TEST_P(HybridExpertsOnModel, PoolOnAThreadOfItsOwnChangesNoLogits) {
     beside.expert_options.pool_thread = true;
     beside.expert_options.pcie_fraction = pcie_fraction;
     beside.expert_options.prefetch = config.n_expert_used;
+    // With a half share over PCIe, the caller waits for the pool before the result's copy (--pool-wait-on-device 0).
+    beside.expert_options.device_waits_for_pool = pcie_fraction == 0.0;
     const PlacementRun threaded = run(beside);
-    const std::string what = "the pool on its own thread, a share of " + std::to_string(pcie_fraction) + " over PCIe";
+    const std::string what =
+        "the pool on its own thread, a share of " + std::to_string(pcie_fraction) +
+        " over PCIe, the device waiting for it: " + std::to_string(beside.expert_options.device_waits_for_pool);
     expect_same_logits(plain.logits, threaded.logits, what);
     EXPECT_GT(threaded.stats.pool_pairs, 0) << what;
     EXPECT_GT(threaded.stats.device_pairs, 0) << what;

@@ -483,7 +483,7 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
   // layer, or the step's end, settles the pool on the host).
   if (pooled > 0) {
     const uint64_t ticket = ++b.tickets;
-    const bool signalled = device_.has_signalled_write();
+    const bool signalled = options_.device_waits_for_pool && device_.has_signalled_write();
     if (pool_thread_ != nullptr) {
       pool_pending_ = true;
       pool_thread_->start([this, layer, n, &b, ticket] { run_pool(layer, n, b, ticket); });

@@ -63,6 +63,10 @@ struct ExpertCacheOptions {
   // writes, launches): for a device that computes elsewhere (a GPU). None: the engine's choice (on, except for the
   // CPU standing in for a GPU, whose ops would take the pool's cores).
   std::optional<bool> pool_thread;
+  // With a pool thread, on a device that offers signalled_write: the device waits for the pool's result itself (its
+  // copy queued behind a wait for the pool's signal) while the caller queues the next layer. Off: the caller waits
+  // for the pool, then writes its result (for a device whose wait misbehaves, and to measure the difference).
+  bool device_waits_for_pool = true;
   std::chrono::microseconds poll{500};  // how long the caller and that thread poll before they sleep
 };
 

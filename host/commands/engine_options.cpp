@@ -134,6 +134,13 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
                    "ops would take the pool's cores)")
       ->check(CLI::Range(0, 1));
   command
+      ->add_option("--pool-wait-on-device", options.expert_options.device_waits_for_pool,
+                   "1: with --pool-thread 1 on a GPU, the GPU waits for the pool's result itself (its copy queued "
+                   "behind a device-side wait for the pool's signal, at most 60 s) while the calling thread queues "
+                   "the next layer; 0: the calling thread waits for the pool, then copies its result (default 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1));
+  command
       ->add_option("--host-experts", options.host_experts,
                    "Where a hybrid placement keeps the experts in host memory: pinned (a page-locked copy, which "
                    "the GPU's copies read directly; needs the experts' size free in host memory, with 2 GiB to "
