@@ -437,8 +437,12 @@ TEST(ThreadPool, PinnedWorkersRunOnTheirOwnCoresAndTheCallerStaysAsItWas) {
   strata::cpu::ThreadPool pool(3);
   ASSERT_TRUE(pool.pin_workers(cpus));
   std::vector<cpu_set_t> seen(3);
+  std::atomic<int> arrived{0};
   pool.parallel_for(3, [&](int64_t, int64_t, int worker) {
     pthread_getaffinity_np(pthread_self(), sizeof(cpu_set_t), &seen[static_cast<size_t>(worker)]);
+    // Each thread holds its one-item chunk until all three have one, so each of them runs one.
+    ++arrived;
+    while (arrived.load() < 3) std::this_thread::yield();
   });
   EXPECT_TRUE(CPU_EQUAL(&seen[0], &caller));
   for (size_t worker = 1; worker < seen.size(); ++worker) {
@@ -520,6 +524,27 @@ TEST(FloatKernels, ElementwiseKernelsGiveTheScalarFloatsAtEveryLevel) {
       }
     }
   }
+}
+
+// A thread that runs late holds up only the chunk it claimed: the others take the rest. Worker 1 stalls in its
+// first chunk (as a thread whose core the system gave to other work would); the caller does every other chunk
+// meanwhile, where a split fixed in advance would have left half the items to worker 1.
+TEST(ThreadPool, TheOtherThreadsTakeTheChunksOfAThreadThatRunsLate) {
+  strata::cpu::ThreadPool pool(2);
+  std::atomic<int64_t> late_items{0}, caller_items{0};
+  std::atomic<bool> stalled{false};
+  constexpr int64_t kItems = 400;
+  pool.parallel_for(kItems, [&](int64_t begin, int64_t end, int worker) {
+    if (worker == 0) {
+      caller_items += end - begin;
+      return;
+    }
+    if (!stalled.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    late_items += end - begin;
+  });
+  EXPECT_EQ(caller_items.load() + late_items.load(), kItems);
+  // One chunk of the 2 x kChunksPerThread at most went to the late worker.
+  EXPECT_LE(late_items.load(), kItems / (2 * strata::cpu::ThreadPool::kChunksPerThread)) << caller_items.load();
 }
 
 // A chunk's exception reaches the caller, and the pool keeps working after it.

@@ -47,7 +47,7 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
   });
   const int32_t group = p.n_head / p.n_head_kv;
   // A prompt's later tokens attend over more positions: items are taken from both ends of the tokens in turn
-  // (0, n - 1, 1, n - 2, ...), so that the pool's contiguous chunks get about equal work.
+  // (0, n - 1, 1, n - 2, ...), so that the pool's chunks of items in a row get about equal work.
   const auto token_of = [n_tokens](int64_t k) { return k % 2 == 0 ? k / 2 : n_tokens - 1 - k / 2; };
   instance.pool.parallel_for(n_tokens * p.n_head_kv, [&](int64_t begin, int64_t end, int worker) {
     float* scores = instance.worker_floats(worker, static_cast<size_t>(group) * kv.config.n_ctx);

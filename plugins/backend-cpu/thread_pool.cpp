@@ -81,29 +81,36 @@ void ThreadPool::stop_workers() noexcept {
 
 void ThreadPool::run(int64_t n, int64_t min_per_thread, const void* body, ChunkFn chunk_fn) {
   if (n <= 0) return;
-  const int64_t shares = n / std::max<int64_t>(min_per_thread, 1);
-  const int threads = static_cast<int>(std::clamp<int64_t>(shares, 1, size()));
+  const int64_t at_least = std::max<int64_t>(min_per_thread, 1);
+  const int threads = static_cast<int>(std::clamp<int64_t>(n / at_least, 1, size()));
   if (threads == 1) {
     chunk_fn(body, 0, n, 0);
     return;
   }
+  // The last job is closed; a worker that woke late may still be checking it, and must leave before its fields
+  // change (it only reads them: every claimed chunk is done).
+  while (visitors_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   {
     std::lock_guard lock(mutex_);
     body_ = body;
     chunk_fn_ = chunk_fn;
     n_ = n;
+    grain_ = std::max(at_least, (n + threads * kChunksPerThread - 1) / (threads * kChunksPerThread));
+    next_item_.store(0, std::memory_order_relaxed);
+    unfinished_.store(n, std::memory_order_relaxed);
     first_error_ = nullptr;
-    pending_.store(threads - 1, std::memory_order_relaxed);
     ++jobs_;
-    published_.store(jobs_ << kThreadBits | static_cast<uint64_t>(threads), std::memory_order_release);
+    published_.store(jobs_ << kJobShift | static_cast<uint64_t>(threads), std::memory_order_release);
   }
   job_ready_.notify_all();
-  run_chunk(0, threads);
-  if (!spin_until(poll_, [this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+  run_chunks(0);
+  const auto done = [this] { return unfinished_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(poll_, done)) {
     std::unique_lock lock(mutex_);
-    // Terminates: every worker of the job finishes its chunk (exceptions are caught) and then counts down.
-    job_done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+    // Terminates: every claimed chunk finishes (exceptions are caught) and counts down.
+    job_done_.wait(lock, done);
   }
+  published_.store(jobs_ << kJobShift | kClosed | static_cast<uint64_t>(threads), std::memory_order_seq_cst);
   std::exception_ptr error;
   {
     std::lock_guard lock(mutex_);
@@ -112,15 +119,23 @@ void ThreadPool::run(int64_t n, int64_t min_per_thread, const void* body, ChunkF
   if (error) std::rethrow_exception(error);
 }
 
-void ThreadPool::run_chunk(int worker, int threads) noexcept {
-  const int64_t begin = n_ * worker / threads;
-  const int64_t end = n_ * (worker + 1) / threads;
-  if (begin == end) return;
-  try {
-    chunk_fn_(body_, begin, end, worker);
-  } catch (...) {
-    std::lock_guard lock(mutex_);
-    if (!first_error_) first_error_ = std::current_exception();
+void ThreadPool::run_chunks(int worker) noexcept {
+  const int64_t n = n_, grain = grain_;
+  for (;;) {
+    const int64_t begin = next_item_.fetch_add(grain, std::memory_order_relaxed);
+    if (begin >= n) return;
+    const int64_t end = std::min(n, begin + grain);
+    try {
+      chunk_fn_(body_, begin, end, worker);
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      if (!first_error_) first_error_ = std::current_exception();
+    }
+    if (unfinished_.fetch_sub(end - begin, std::memory_order_acq_rel) == end - begin) {
+      // Under the lock, so that a caller between its last check and its sleep cannot miss the wake-up.
+      std::lock_guard lock(mutex_);
+      job_done_.notify_one();
+    }
   }
 }
 
@@ -128,7 +143,7 @@ uint64_t ThreadPool::wait_for_job(uint64_t seen) {
   uint64_t job = seen;
   const auto next = [&] {
     job = published_.load(std::memory_order_acquire);
-    return job != seen;
+    return (job >> kJobShift) != (seen >> kJobShift) && (job & kClosed) == 0;
   };
   if (spin_until(poll_, next)) return job;
   std::unique_lock lock(mutex_);
@@ -141,15 +156,14 @@ void ThreadPool::worker_loop(int worker) {
   for (;;) {
     seen = wait_for_job(seen);
     if (seen == 0) return;
-    // The job's thread count comes with it: a worker left out of a small job must not read the next one's.
+    // The job's thread count comes with it: a worker left out of a small job must not take its chunks.
     const int threads = static_cast<int>(seen & kThreadMask);
     if (worker >= threads) continue;
-    run_chunk(worker, threads);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      // Under the lock, so that a caller between its last check and its sleep cannot miss the wake-up.
-      std::lock_guard lock(mutex_);
-      job_done_.notify_one();
-    }
+    // Entering, then checking that the job is still open, pairs with the caller closing it, then waiting for
+    // the visitors to leave: either this worker sees it closed, or the caller sees this worker.
+    visitors_.fetch_add(1, std::memory_order_seq_cst);
+    if (published_.load(std::memory_order_seq_cst) == seen) run_chunks(worker);
+    visitors_.fetch_sub(1, std::memory_order_release);
   }
 }
 
