@@ -41,6 +41,13 @@ TEST(ExpertsCli, BenchJsonReportsThePlacement) {
     EXPECT_GT(experts["split_steps"].get<int64_t>(), 0);
     EXPECT_NE(line["expert_cache"].get<std::string>().find("4 of 16 experts resident"), std::string::npos);
   }
+  // The pool runs --threads threads unless --pool-workers says otherwise.
+  EXPECT_EQ(lines[0]["expert_pool"].get<std::string>().rfind("cpu: 2 threads", 0), 0u) << lines[0].dump();
+  const auto one_worker =
+      strata("bench --log-level warn " + model_flags() + "--expert-cache 4 --pool-workers 1 -p 0 -n 2 -r 1 --json");
+  ASSERT_EQ(one_worker.exit_code, 0) << one_worker.err;
+  const auto pool = nlohmann::json::parse(one_worker.out).at(0).at("expert_pool").get<std::string>();
+  EXPECT_EQ(pool.rfind("cpu: 1 threads", 0), 0u) << pool;
   // Without a placement there is nothing to report.
   const auto plain = strata("bench --log-level warn " + model_flags() + "--expert-cache off -p 0 -n 4 -r 1 --json");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;

@@ -59,8 +59,8 @@ Engine::Engine(const EngineOptions& options) {
     const ModelConfig config = ModelConfig::from_gguf(*file_);
     placement->profile = read_expert_profile(options.expert_profile, config.n_layer, config.n_expert).counts;
   }
-  expert_pool_ =
-      std::make_unique<Backend>(cpu.name, *cpu.table, plugins_->quants(), options.threads, pool_options.dump());
+  const int pool_workers = options.pool_workers >= 0 ? options.pool_workers : options.threads;
+  expert_pool_ = std::make_unique<Backend>(cpu.name, *cpu.table, plugins_->quants(), pool_workers, pool_options.dump());
   log().info("expert pool: {}", expert_pool_->describe());
   model_ = std::make_unique<Model>(*file_, *backend_, *expert_pool_, std::move(*placement));
 }

@@ -19,6 +19,7 @@ struct EngineOptions {
   std::filesystem::path manifest;  // empty: the default manifest beside the executable
   std::string backend;             // empty: the manifest's preference, else the best-scoring backend
   int threads = 0;                 // <= 0: the backend's default (physical cores)
+  int pool_workers = -1;           // a hybrid placement's expert pool's threads; < 0: threads; 0: physical cores
   int32_t cpu_pin = -1;            // 1: CPU backends pin their worker threads, one per core; < 0: their default (0)
   int64_t cpu_poll_us = -1;        // how long idle CPU threads poll for work; < 0: the CPU backend's default
   ExecutionOptions execution;      // how sessions drive the backend (step graphs, fused ops)

@@ -173,6 +173,7 @@ void register_bench_command(CLI::App& app) {
           line["weight_gbps"] = result.tokens_per_second * static_cast<double>(bytes_per_token) / 1e9;
         if (experts != nullptr) {
           line["expert_cache"] = experts->describe();
+          line["expert_pool"] = engine.expert_pool()->describe();
           line["experts"] = experts->stats().since(before).to_json();
         }
         if (options->json) {

@@ -59,6 +59,11 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
   command->add_option("-t,--threads", options.threads, thread_count_help("CPU threads", "0: the physical cores"))
       ->check(thread_count_check());
   command
+      ->add_option("--pool-workers", options.pool_workers,
+                   thread_count_help("Threads of a hybrid placement's CPU expert pool (default: --threads)",
+                                     "0: the physical cores"))
+      ->check(thread_count_check());
+  command
       ->add_option("--cpu-poll-us", options.cpu_poll_us,
                    "How long idle CPU threads poll for their next piece of work before they sleep, in microseconds "
                    "(default 500; 0: they sleep at once, for a machine shared with other work; never polls where "
