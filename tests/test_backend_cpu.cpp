@@ -695,14 +695,15 @@ TEST(BackendCpu, MatmulMultiTokenKernelMatchesOneTokenAtATime) {
 // The int8 kernel (AVX-512 VNNI, int8_gemm.hpp) against the multi-token dot kernel: both read the same Q8_K
 // activations and do the same float operations (strata_quant_type::cpu_rows_to_int8, and for Q4_K's and Q5_K's
 // mins cpu_rows_int8_offsets), so every product is the same float. Rows 3 blocks long, a row count no multiple of the
-// kernel's 4-row block, 1 to 40 tokens (the int8 kernel from 8 on, groups of 16 with a partial one).
+// kernel's 4-row block, 1 to 40 tokens (the int8 kernel from 8 on, groups of 16 with a partial one), then 70 and 90
+// (5 and 6 groups: passes of two, the odd count's last of three).
 TEST(BackendCpu, MatmulInt8KernelGivesTheMultiTokenKernelsFloats) {
   for (uint32_t type : {kIQ3_XXS, kIQ3_S, kQ4_K, kQ5_K}) {
     ASSERT_NE(types().type(type).cpu_rows_to_int8, nullptr) << types().type(type).name;
     const int64_t n = 768, rows = 45;
     const HostWeight w = make_weight(type, n, rows, 2, 70);
     Backend int8(2), dot(2, "{}", Backend::dot_kernels_without_int8);
-    for (int32_t n_tokens = 1; n_tokens <= 40; ++n_tokens) {
+    for (int32_t n_tokens = 1; n_tokens <= 90; n_tokens += n_tokens < 40 ? 1 : n_tokens == 40 ? 30 : 20) {
       const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * n, 71 + n_tokens);
       const auto got = int8.matmul(w, 1, x, n_tokens), expected = dot.matmul(w, 1, x, n_tokens);
       ASSERT_EQ(got, expected) << types().type(type).name << ", " << n_tokens << " tokens";

@@ -24,7 +24,7 @@ constexpr int64_t kStepValues = 4;  // bytes one int32 lane of vpdpbusd multipli
 constexpr int64_t kStepsPerGroup = kScaleGroup / kStepValues;
 constexpr int64_t kStepBytes = kStepValues * kGroupTokens;  // one activation vector
 constexpr int kOffset = 128;                                // q8 + kOffset is an unsigned byte
-constexpr int kRows = 4, kGroups = 2;                       // the register block
+constexpr int kRows = 4, kGroups = 2;                       // the register block (an odd count's last pass: 3)
 
 constexpr int64_t kSumPairValues = 2 * kScaleGroup;  // the values of one vector of int16 sum pairs
 
@@ -179,15 +179,38 @@ STRATA_TARGET_AVX512 void multiply_block(const DecodedRows& w, int64_t row0, con
   }
 }
 
-// -kOffset * the sum of each 32 levels: a sum of bytes of levels + 128 (vpsadbw) less 32 * 128.
+// multiply_block over the first n_rows rows (a multiple of kRows), token groups group0 .. group0 + Groups - 1.
+template <int Groups>
+void multiply_row_blocks(const DecodedRows& w, int64_t n_rows, const std::byte* interleaved, int64_t group0,
+                         int64_t n_tokens, float* out, size_t out_stride) {
+  for (int64_t r = 0; r < n_rows; r += kRows) {
+    multiply_block<kRows, Groups>(w, r, interleaved, group0, n_tokens, out, out_stride);
+  }
+}
+
+// Two groups' levels + 128 summed in 8 dwords: the first group's four partial sums, then the second's.
+STRATA_TARGET_AVX512 inline __m256i biased_sums_of_two_groups(const int8_t* two) {
+  const __m512i biased = _mm512_xor_si512(_mm512_loadu_si512(two), _mm512_set1_epi8(static_cast<char>(0x80)));
+  return _mm512_cvtepi64_epi32(_mm512_sad_epu8(biased, _mm512_setzero_si512()));
+}
+
+// -kOffset * the sum of each 32 levels: a sum of bytes of levels + 128 (vpsadbw) less 32 * 128. Eight groups a
+// pass: vpsadbw leaves four partial sums a group, which two horizontal adds and a permute bring to one lane each.
 STRATA_TARGET_AVX512 void write_corrections(const int8_t* levels, int64_t n_scale_groups, int32_t* corrections) {
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int64_t b = 0; b < n_scale_groups; ++b) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(levels + b * kScaleGroup));
-    const __m256i sums = _mm256_sad_epu8(_mm256_xor_si256(v, flip), _mm256_setzero_si256());
-    const __m128i half = _mm_add_epi64(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
-    const int64_t biased = _mm_cvtsi128_si64(half) + _mm_extract_epi64(half, 1);
-    corrections[b] = static_cast<int32_t>(-kOffset * (biased - kOffset * kScaleGroup));
+  const __m256i in_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i bias = _mm256_set1_epi32(kOffset * kScaleGroup);
+  static_assert(kRowMultiple % (8 * kScaleGroup) == 0, "rows are whole passes of eight groups");
+  for (int64_t b = 0; b < n_scale_groups; b += 8) {
+    const int8_t* eight = levels + b * kScaleGroup;
+    // Per 128-bit half, groups (0, 2, 4, 6) then (1, 3, 5, 7): each hadd halves the partial sums.
+    const __m256i low =
+        _mm256_hadd_epi32(biased_sums_of_two_groups(eight), biased_sums_of_two_groups(eight + 2 * kScaleGroup));
+    const __m256i high = _mm256_hadd_epi32(biased_sums_of_two_groups(eight + 4 * kScaleGroup),
+                                           biased_sums_of_two_groups(eight + 6 * kScaleGroup));
+    const __m256i biased = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(low, high), in_order);
+    const __m256i unbiased = _mm256_sub_epi32(biased, bias);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(corrections + b),
+                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(unbiased, 7)));
   }
 }
 
@@ -263,16 +286,19 @@ void multiply_tile(const RowDecoders& decoders, int64_t n, int64_t n_rows, const
                       has_offsets ? block_offset_scales : nullptr,
                       n};
   const int64_t n_groups = (n_tokens + kGroupTokens - 1) / kGroupTokens;
-  int64_t r = 0;
-  for (; r + kRows <= n_rows; r += kRows) {
-    int64_t g = 0;
-    for (; g + kGroups <= n_groups; g += kGroups) {
-      multiply_block<kRows, kGroups>(w, r, interleaved, g, n_tokens, out, out_stride);
-    }
-    for (; g < n_groups; ++g) multiply_block<kRows, 1>(w, r, interleaved, g, n_tokens, out, out_stride);
+  // Token groups outer: a pass's activations stay in L1 for every row block of the tile. An odd count ends with
+  // three groups in one pass rather than one alone (a pass of one group loads more than it multiplies).
+  const int64_t whole_rows = n_rows / kRows * kRows;
+  const int64_t paired = n_groups % 2 == 1 && n_groups >= 3 ? n_groups - 3 : n_groups / 2 * 2;
+  for (int64_t g = 0; g < paired; g += 2) {
+    multiply_row_blocks<kGroups>(w, whole_rows, interleaved, g, n_tokens, out, out_stride);
   }
-  for (; r < n_rows; ++r) {
-    for (int64_t g = 0; g < n_groups; ++g) multiply_block<1, 1>(w, r, interleaved, g, n_tokens, out, out_stride);
+  if (n_groups - paired == 3) multiply_row_blocks<3>(w, whole_rows, interleaved, paired, n_tokens, out, out_stride);
+  if (n_groups - paired == 1) multiply_row_blocks<1>(w, whole_rows, interleaved, paired, n_tokens, out, out_stride);
+  for (int64_t r = whole_rows; r < n_rows; ++r) {
+    for (int64_t group = 0; group < n_groups; ++group) {
+      multiply_block<1, 1>(w, r, interleaved, group, n_tokens, out, out_stride);
+    }
   }
 }
 
