@@ -486,7 +486,8 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     const bool signalled = options_.device_waits_for_pool && device_.has_signalled_write();
     if (pool_thread_ != nullptr) {
       pool_pending_ = true;
-      pool_thread_->start([this, layer, n, &b, ticket] { run_pool(layer, n, b, ticket); });
+      pool_run_ = {layer, n, &b, ticket};
+      pool_thread_->start([this] { run_pool(pool_run_.layer, pool_run_.n, *pool_run_.buffers, pool_run_.ticket); });
       try {
         queue_device_part();
       } catch (...) {

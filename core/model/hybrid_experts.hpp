@@ -207,7 +207,14 @@ class HybridExperts {
   double pcie_share_ = 0.0;
   std::unique_ptr<SideThread> pool_thread_;  // options_.pool_thread
   bool pool_pending_ = false;                // a run started there and not yet settled
-  double unsettled_pool_ms_ = 0.0;           // written by the pool's run, counted by settle_pool
+  // The pool thread's run's arguments: its job captures this alone, small enough for std::function to hold without
+  // allocating (a split layer of a decode step allocates nothing).
+  struct PoolRun {
+    int32_t layer = 0, n = 0;
+    StepBuffers* buffers = nullptr;
+    uint64_t ticket = 0;
+  } pool_run_;
+  double unsettled_pool_ms_ = 0.0;  // written by the pool's run, counted by settle_pool
 };
 
 }  // namespace strata
