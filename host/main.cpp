@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   strata::host::register_detokenize_command(app);
   strata::host::register_profile_command(app);
   strata::host::register_plan_command(app);
+  strata::host::register_serve_command(app);
 
   try {
     app.parse(argc, argv);

@@ -6,6 +6,7 @@ packages=(
   libboost-dev libboost-filesystem-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libpcre2-dev libssl-dev
   clang libclang-rt-dev clang-format
+  nodejs npm  # the official OpenAI client in the server's tests (scripts/install-clients.sh)
 )
 missing=()
 for package in "${packages[@]}"; do

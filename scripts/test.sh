@@ -41,6 +41,9 @@ else
   fi
 fi
 
+# The official OpenAI client the server's tests run (from the npm registry, once).
+scripts/install-clients.sh
+
 status=0
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 600 || status=$?
 # GoogleTest prints "FILE:LINE: Skipped" and then the reason on the next line.

@@ -35,20 +35,21 @@ void require(bool valid, const char* flag, Value value, const char* range) {
 
 }  // namespace
 
-void check_sampling_params(const SamplingParams& params) {
+void check_sampling_params(const SamplingParams& params, const SamplingParamNames& names) {
   // Written so that NaN fails every test: each condition is true only for a valid value.
-  require(params.temperature >= 0.0f && std::isfinite(params.temperature), "--temp", params.temperature,
+  require(params.temperature >= 0.0f && std::isfinite(params.temperature), names.temperature, params.temperature,
           "a finite number >= 0 (0: greedy)");
-  require(params.top_k >= 0, "--top-k", params.top_k, ">= 0 (0: off)");
-  require(params.top_p > 0.0f && params.top_p <= 1.0f, "--top-p", params.top_p, "in (0, 1] (1: off)");
-  require(params.min_p >= 0.0f && params.min_p <= 1.0f, "--min-p", params.min_p, "in [0, 1] (0: off)");
-  require(params.repetition_penalty > 0.0f && std::isfinite(params.repetition_penalty), "--repeat-penalty",
+  require(params.top_k >= 0, names.top_k, params.top_k, ">= 0 (0: off)");
+  require(params.top_p > 0.0f && params.top_p <= 1.0f, names.top_p, params.top_p, "in (0, 1] (1: off)");
+  require(params.min_p >= 0.0f && params.min_p <= 1.0f, names.min_p, params.min_p, "in [0, 1] (0: off)");
+  require(params.repetition_penalty > 0.0f && std::isfinite(params.repetition_penalty), names.repetition_penalty,
           params.repetition_penalty, "a finite number > 0 (1: off)");
-  require(std::isfinite(params.presence_penalty), "--presence-penalty", params.presence_penalty,
+  require(std::isfinite(params.presence_penalty), names.presence_penalty, params.presence_penalty,
           "a finite number (0: off)");
-  require(std::isfinite(params.frequency_penalty), "--frequency-penalty", params.frequency_penalty,
+  require(std::isfinite(params.frequency_penalty), names.frequency_penalty, params.frequency_penalty,
           "a finite number (0: off)");
-  require(params.repeat_last_n >= -1, "--repeat-last-n", params.repeat_last_n, ">= -1 (-1: all the history, 0: none)");
+  require(params.repeat_last_n >= -1, names.repeat_last_n, params.repeat_last_n,
+          ">= -1 (-1: all the history, 0: none)");
 }
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), random_(params.seed) {

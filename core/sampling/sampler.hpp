@@ -23,9 +23,25 @@ struct SamplingParams {
   uint64_t seed = 0;                // any value
 };
 
-// Throws strata::Error naming the flag (--temp, --top-k, ...) of the first parameter outside its range, NaN
-// and infinities included. A Sampler checks its parameters; a command checks them before it loads a model.
-void check_sampling_params(const SamplingParams& params);
+// What check_sampling_params calls each parameter in its messages: the command line's flags, or an HTTP
+// request's fields.
+struct SamplingParamNames {
+  const char* temperature;
+  const char* top_k;
+  const char* top_p;
+  const char* min_p;
+  const char* repetition_penalty;
+  const char* presence_penalty;
+  const char* frequency_penalty;
+  const char* repeat_last_n;
+};
+inline constexpr SamplingParamNames kSamplingFlags{
+    "--temp",         "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--presence-penalty", "--frequency-penalty",
+    "--repeat-last-n"};
+
+// Throws strata::Error naming (names) the first parameter outside its range, NaN and infinities included. A
+// Sampler checks its parameters; a command checks them before it loads a model.
+void check_sampling_params(const SamplingParams& params, const SamplingParamNames& names = kSamplingFlags);
 
 class Sampler {
  public:

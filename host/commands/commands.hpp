@@ -18,5 +18,6 @@ void register_tokenize_command(CLI::App& app);
 void register_detokenize_command(CLI::App& app);
 void register_profile_command(CLI::App& app);
 void register_plan_command(CLI::App& app);
+void register_serve_command(CLI::App& app);
 
 }  // namespace strata::host

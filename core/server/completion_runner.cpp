@@ -1,0 +1,163 @@
+#include "core/server/completion_runner.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include "core/engine/chat_format.hpp"
+#include "core/engine/generation.hpp"
+#include "core/tokenizer/streaming_detokenizer.hpp"
+#include "core/util/log.hpp"
+
+namespace strata::server {
+namespace {
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+CompletionOutcome failure(int status, std::string message) {
+  CompletionOutcome outcome;
+  outcome.status = status;
+  outcome.error = std::move(message);
+  return outcome;
+}
+
+}  // namespace
+
+void CompletionStream::push_text(const std::string& text) {
+  if (text.empty()) return;
+  {
+    std::lock_guard lock(mutex_);
+    text_ += text;
+  }
+  changed_.notify_all();
+}
+
+void CompletionStream::finish(CompletionOutcome outcome) {
+  {
+    std::lock_guard lock(mutex_);
+    end_ = std::move(outcome);
+  }
+  changed_.notify_all();
+}
+
+CompletionStream::News CompletionStream::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, timeout, [this] { return !text_.empty() || end_.has_value(); });
+  News news{std::move(text_), std::nullopt};
+  text_.clear();
+  if (end_) news.end = *end_;
+  return news;
+}
+
+CompletionRunner::CompletionRunner(const Engine& engine, const RunnerOptions& options)
+    : engine_(engine),
+      options_(options),
+      tokenizer_(engine.file()),
+      end_tokens_(end_of_generation_tokens(tokenizer_.vocabulary())),
+      session_(engine.model(), {.n_ctx = options.n_ctx, .kv_type = options.kv_type, .execution = options.execution}),
+      thread_([this] { loop(); }) {}
+
+CompletionRunner::~CompletionRunner() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  queued_.notify_all();
+  thread_.join();
+  for (Job& job : queue_) job.stream->finish(failure(503, "the server is stopping"));
+}
+
+std::shared_ptr<CompletionStream> CompletionRunner::submit(CompletionRequest request) {
+  if (!request.seeded) {  // a seed of its own, kept with the request, so that a replay draws the same tokens
+    std::random_device device;
+    request.sampling.seed = uint64_t{device()} << 32 | device();
+  }
+  auto stream = std::make_shared<CompletionStream>();
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ || queue_.size() >= options_.queue_capacity) return nullptr;
+    queue_.push_back({std::move(request), stream});
+  }
+  queued_.notify_one();
+  return stream;
+}
+
+size_t CompletionRunner::waiting() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
+void CompletionRunner::loop() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(mutex_);
+      queued_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    run(job);
+  }
+}
+
+std::vector<int32_t> CompletionRunner::prompt_tokens(const CompletionRequest& request) const {
+  if (!request.chat) return tokenizer_.encode(request.prompt, {.add_special = true, .parse_special = true});
+  const std::string text = format_chat(engine_.file(), tokenizer_, request.messages, /*add_generation_prompt=*/true);
+  return tokenizer_.encode(text, {.parse_special = true});
+}
+
+void CompletionRunner::run(Job& job) {
+  const CompletionRequest& request = job.request;
+  CompletionStream& stream = *job.stream;
+  if (stream.cancelled()) return stream.finish(failure(499, "the client went away"));
+  std::vector<int32_t> prompt;
+  try {
+    prompt = prompt_tokens(request);  // a template that refuses the conversation is the request's fault
+  } catch (const Error& error) {
+    return stream.finish(failure(400, error.what()));
+  }
+  const auto n_ctx = static_cast<size_t>(options_.n_ctx);
+  if (prompt.empty() || prompt.size() >= n_ctx) {
+    return stream.finish(failure(400, "the prompt is " + std::to_string(prompt.size()) +
+                                          " tokens; the context holds " + std::to_string(n_ctx) +
+                                          " with room for at least one more"));
+  }
+  const auto room = static_cast<int32_t>(n_ctx - prompt.size());
+  const int32_t max_tokens = std::min(request.max_tokens.value_or(room), room);
+  CompletionOutcome outcome;
+  outcome.prompt_tokens = static_cast<int32_t>(prompt.size());
+  try {
+    // Keep the cached part both requests share (at least one token is read again, for its logits).
+    const size_t keep = std::min(common_prefix(cached_, prompt), prompt.size() - 1);
+    cached_.resize(keep);
+    session_.rewind(static_cast<int32_t>(keep));
+    outcome.cached_tokens = static_cast<int32_t>(keep);
+    tokenizer::StreamingDetokenizer detokenizer(tokenizer_, /*render_special=*/false);
+    StopStrings stops(request.stop);
+    const GenerationOptions generation{max_tokens, request.sampling, end_tokens_};
+    const auto generated =
+        generate(session_, std::span(prompt).subspan(keep), generation, [&](int32_t token) {
+          stream.push_text(stops.push(detokenizer.push(token)));
+          return !stops.stopped() && !stream.cancelled();
+        });
+    if (!stops.stopped()) stream.push_text(stops.push(detokenizer.finish()) + stops.finish());
+    cached_ = prompt;
+    cached_.insert(cached_.end(), generated.begin(), generated.end());
+    cached_.resize(static_cast<size_t>(session_.position()));
+    outcome.completion_tokens = static_cast<int32_t>(generated.size());
+    const bool full = outcome.completion_tokens >= max_tokens && !stops.stopped();
+    outcome.finish_reason = full ? "length" : "stop";
+  } catch (const std::exception& error) {
+    // The cache may hold part of this request: nothing of it is reused.
+    cached_.clear();
+    log().error("request failed in the engine: {}", error.what());
+    outcome = failure(500, std::string("the engine failed: ") + error.what());
+  }
+  stream.finish(std::move(outcome));
+}
+
+}  // namespace strata::server

@@ -1,0 +1,327 @@
+// `strata serve`'s parts end to end over real sockets: the OpenAI-compatible endpoints on a tiny reference model,
+// answers checked against generate() on the same prompt, the errors' shape and status, and the HTTP limits.
+#include <gtest/gtest.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/engine/chat_format.hpp"
+#include "core/engine/engine.hpp"
+#include "core/engine/generation.hpp"
+#include "core/server/completion_runner.hpp"
+#include "core/server/http_server.hpp"
+#include "core/server/openai_request.hpp"
+#include "core/server/openai_routes.hpp"
+#include "core/tokenizer/streaming_detokenizer.hpp"
+#include "support/reference.hpp"
+#include "support/run_command.hpp"
+
+namespace strata {
+namespace {
+
+namespace http = boost::beast::http;
+using Json = nlohmann::json;
+using tcp = boost::asio::ip::tcp;
+
+std::filesystem::path tiny_model() { return test::reference_dir() / "models" / "qwen3moe-tiny-q8_0.gguf"; }
+
+constexpr int32_t kContext = 256;
+
+struct Answer {
+  int status = 0;
+  std::string body;
+  std::string retry_after;
+  Json json() const { return Json::parse(body); }
+};
+
+Answer request(uint16_t port, http::verb verb, const std::string& target, const std::string& body = "",
+               const std::string& authorization = "") {
+  boost::asio::io_context io;
+  tcp::socket socket(io);
+  socket.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+  http::request<http::string_body> message{verb, target, 11};
+  message.set(http::field::host, "127.0.0.1");
+  message.set(http::field::content_type, "application/json");
+  if (!authorization.empty()) message.set(http::field::authorization, authorization);
+  message.body() = body;
+  message.prepare_payload();
+  http::write(socket, message);
+  boost::beast::flat_buffer buffer;
+  http::response<http::string_body> response;
+  http::read(socket, buffer, response);
+  Answer answer{static_cast<int>(response.result_int()), response.body(), ""};
+  if (const auto it = response.find(http::field::retry_after); it != response.end()) {
+    answer.retry_after = std::string(it->value());
+  }
+  return answer;
+}
+
+Answer post(uint16_t port, const std::string& target, const std::string& body) {
+  return request(port, http::verb::post, target, body);
+}
+
+// The data of each server-sent event of a streamed answer.
+std::vector<std::string> events(const Answer& answer) {
+  std::vector<std::string> data;
+  size_t at = 0;
+  while ((at = answer.body.find("data: ", at)) != std::string::npos) {
+    const size_t end = answer.body.find("\n\n", at);
+    data.push_back(answer.body.substr(at + 6, end - at - 6));
+    at = end;
+  }
+  return data;
+}
+
+EngineOptions engine_options() {
+  EngineOptions options;
+  options.model = tiny_model();
+  options.manifest = test::default_manifest_path();
+  options.backend = "cpu";
+  options.threads = 2;
+  return options;
+}
+
+// A server on a port the system picks, over a runner of one slot.
+struct Server {
+  explicit Server(size_t queue = 8, std::string api_key = "", server::HttpLimits limits = {})
+      : engine(engine_options()),
+        runner(engine, {.n_ctx = kContext, .kv_type = STRATA_KV_F16, .execution = {}, .queue_capacity = queue}),
+        routes(runner, {.model_id = "tiny", .api_key = std::move(api_key)}),
+        http("127.0.0.1", 0, [this](const server::HttpRequest& r, server::HttpReply& reply) { routes.handle(r, reply); },
+             limits) {}
+  Engine engine;
+  server::CompletionRunner runner;
+  server::OpenAiRoutes routes;
+  server::HttpServer http;
+};
+
+// What generate() makes of the prompt the chat template renders for messages, greedily, as text.
+std::string generated_text(const Engine& engine, const Json& messages, int32_t max_tokens) {
+  const tokenizer::Tokenizer tokenizer(engine.file());
+  const auto prompt = tokenizer.encode(
+      format_chat(engine.file(), tokenizer, nlohmann::ordered_json::parse(messages.dump()), true), {.parse_special = true});
+  Session session(engine.model(), {.n_ctx = kContext, .execution = {}});
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  tokenizer::StreamingDetokenizer detokenizer(tokenizer, false);
+  std::string text;
+  generate(session, prompt, {max_tokens, greedy, end_of_generation_tokens(tokenizer.vocabulary())}, [&](int32_t token) {
+    text += detokenizer.push(token);
+    return true;
+  });
+  return text + detokenizer.finish();
+}
+
+const Json kHello = Json::array({{{"role", "user"}, {"content", "Hello there"}}});
+
+TEST(Server, HealthAndModels) {
+  ASSERT_REFERENCE(tiny_model());
+  Server server;
+  const Answer health = request(server.http.port(), http::verb::get, "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.json()["status"], "ok");
+  const Answer models = request(server.http.port(), http::verb::get, "/v1/models");
+  ASSERT_EQ(models.status, 200) << models.body;
+  EXPECT_EQ(models.json()["data"][0]["id"], "tiny");
+  EXPECT_EQ(request(server.http.port(), http::verb::get, "/v1/nothing").status, 404);
+  EXPECT_EQ(request(server.http.port(), http::verb::get, "/v1/chat/completions").status, 405);
+  EXPECT_EQ(post(server.http.port(), "/v1/models", "{}").status, 405);
+}
+
+// A greedy chat answer is the text generate() makes of the templated conversation; streamed, its pieces join to
+// the same text, the first chunk names the role, the last before [DONE] carries the usage asked for.
+TEST(Server, ChatAnswersAreWhatGenerateMakesStreamedOrNot) {
+  ASSERT_REFERENCE(tiny_model());
+  Server server;
+  const std::string expected = generated_text(server.engine, kHello, 12);
+  const Json body{{"messages", kHello}, {"max_tokens", 12}, {"temperature", 0}};
+  const Answer whole = post(server.http.port(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const Json answer = whole.json();
+  EXPECT_EQ(answer["object"], "chat.completion");
+  EXPECT_EQ(answer["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(answer["choices"][0]["message"]["content"], expected);
+  EXPECT_EQ(answer["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "length");
+
+  Json streamed_body = body;
+  streamed_body["stream"] = true;
+  streamed_body["stream_options"] = {{"include_usage", true}};
+  const Answer streamed = post(server.http.port(), "/v1/chat/completions", streamed_body.dump());
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  const std::vector<std::string> data = events(streamed);
+  ASSERT_GE(data.size(), 4u) << streamed.body;
+  EXPECT_EQ(data.back(), "[DONE]");
+  EXPECT_EQ(Json::parse(data.front())["choices"][0]["delta"]["role"], "assistant");
+  std::string joined;
+  for (size_t i = 0; i + 3 < data.size(); ++i) {
+    const Json chunk = Json::parse(data[i]);
+    EXPECT_EQ(chunk["object"], "chat.completion.chunk");
+    joined += chunk["choices"][0]["delta"].value("content", "");
+  }
+  EXPECT_EQ(joined, expected);
+  EXPECT_EQ(Json::parse(data[data.size() - 3])["choices"][0]["finish_reason"], "length");
+  const Json usage = Json::parse(data[data.size() - 2])["usage"];
+  EXPECT_EQ(usage["completion_tokens"], 12);
+  // The same conversation again: its prompt is in the cache but for the last token, and the answer is the same.
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], usage["prompt_tokens"].get<int>() - 1);
+}
+
+// A second turn reads only what the first did not: its prompt's cached part is counted, and its answer is the
+// one a fresh session gives.
+TEST(Server, ANextTurnReusesTheCachedConversation) {
+  ASSERT_REFERENCE(tiny_model());
+  Server server;
+  const Json first{{"messages", kHello}, {"max_tokens", 6}, {"temperature", 0}};
+  const Answer one = post(server.http.port(), "/v1/chat/completions", first.dump());
+  ASSERT_EQ(one.status, 200) << one.body;
+  Json conversation = kHello;
+  conversation.push_back({{"role", "assistant"}, {"content", one.json()["choices"][0]["message"]["content"]}});
+  conversation.push_back({{"role", "user"}, {"content", "And then?"}});
+  const Answer two = post(server.http.port(), "/v1/chat/completions",
+                          Json{{"messages", conversation}, {"max_tokens", 6}, {"temperature", 0}}.dump());
+  ASSERT_EQ(two.status, 200) << two.body;
+  EXPECT_GT(two.json()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 10) << two.body;
+  EXPECT_EQ(two.json()["choices"][0]["message"]["content"], generated_text(server.engine, conversation, 6));
+}
+
+// /v1/completions continues raw text; a stop string ends the text before it, with finish_reason "stop".
+TEST(Server, CompletionsStopBeforeAStopString) {
+  ASSERT_REFERENCE(tiny_model());
+  Server server;
+  const Json body{{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}};
+  const Answer free_run = post(server.http.port(), "/v1/completions", body.dump());
+  ASSERT_EQ(free_run.status, 200) << free_run.body;
+  const std::string text = free_run.json()["choices"][0]["text"];
+  ASSERT_GE(text.size(), 4u) << text;
+  // The stop string: the character in the middle of the free run's text (UTF-8: from a lead byte to the next).
+  const auto continuation = [&](size_t i) { return (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80; };
+  size_t cut = text.size() / 2, end = cut + 1;
+  while (cut > 0 && continuation(cut)) --cut;
+  while (end < text.size() && continuation(end)) ++end;
+  Json stopped_body = body;
+  stopped_body["stop"] = Json::array({text.substr(cut, end - cut)});
+  const Answer stopped = post(server.http.port(), "/v1/completions", stopped_body.dump());
+  ASSERT_EQ(stopped.status, 200) << stopped.body;
+  const std::string before = stopped.json()["choices"][0]["text"];
+  EXPECT_EQ(stopped.json()["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(before, text.substr(0, text.find(stopped_body["stop"][0].get<std::string>())));
+}
+
+// A bad body gets 400 with OpenAI's error shape, its param naming the field at fault.
+TEST(Server, BadRequestsAreRefusedNamingTheField) {
+  ASSERT_REFERENCE(tiny_model());
+  Server server;
+  const std::string hello = R"("messages": [{"role": "user", "content": "hi"}])";
+  const std::vector<std::pair<std::string, std::string>> chat_cases = {
+      {"{not json", ""},
+      {"[1, 2]", ""},
+      {"{}", "messages"},
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": [{"content": "hi"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {"{" + hello + R"(, "temperature": -1})", "temperature"},
+      {"{" + hello + R"(, "top_p": 0})", "top_p"},
+      {"{" + hello + R"(, "max_tokens": "ten"})", "max_tokens"},
+      {"{" + hello + R"(, "max_tokens": -1})", "max_tokens"},
+      {"{" + hello + R"(, "n": 2})", "n"},
+      {"{" + hello + R"(, "stop": [1]})", "stop"},
+      {"{" + hello + R"(, "seed": "x"})", "seed"},
+      {"{" + hello + R"(, "stream": "yes"})", "stream"},
+      {"{" + hello + R"(, "logprobs": true})", "logprobs"},
+      {"{" + hello + R"(, "tools": [{"type": "function"}]})", "tools"},
+  };
+  for (const auto& [body, param] : chat_cases) {
+    const Answer answer = post(server.http.port(), "/v1/chat/completions", body);
+    ASSERT_EQ(answer.status, 400) << body << ": " << answer.body;
+    const Json error = answer.json()["error"];
+    EXPECT_EQ(error["type"], "invalid_request_error") << body;
+    EXPECT_EQ(error["param"], param.empty() ? Json(nullptr) : Json(param)) << body;
+    EXPECT_FALSE(error["message"].get<std::string>().empty()) << body;
+  }
+  for (const std::string body : {R"({})", R"({"prompt": ""})", R"({"prompt": 7})"}) {
+    const Answer answer = post(server.http.port(), "/v1/completions", body);
+    ASSERT_EQ(answer.status, 400) << body << ": " << answer.body;
+    EXPECT_EQ(answer.json()["error"]["param"], "prompt") << body;
+  }
+  // A prompt the context cannot hold with room for a reply: 400, not a failure of the engine.
+  const std::string long_prompt(kContext * 8, 'a');
+  const Answer too_long = post(server.http.port(), "/v1/completions", Json{{"prompt", long_prompt}}.dump());
+  EXPECT_EQ(too_long.status, 400) << too_long.body;
+  // The server still answers after all that.
+  EXPECT_EQ(request(server.http.port(), http::verb::get, "/health").status, 200);
+}
+
+// With an API key, every endpoint but /health wants it; a full queue answers 429 with Retry-After; a body over the
+// limit 413.
+TEST(Server, KeysQueueAndBodyLimits) {
+  ASSERT_REFERENCE(tiny_model());
+  Server keyed(8, "secret");
+  const std::string body = Json{{"messages", kHello}, {"max_tokens", 1}}.dump();
+  EXPECT_EQ(request(keyed.http.port(), http::verb::post, "/v1/chat/completions", body).status, 401);
+  EXPECT_EQ(request(keyed.http.port(), http::verb::post, "/v1/chat/completions", body, "Bearer wrong").status, 401);
+  EXPECT_EQ(request(keyed.http.port(), http::verb::post, "/v1/chat/completions", body, "Bearer secret").status, 200);
+  EXPECT_EQ(request(keyed.http.port(), http::verb::get, "/health").status, 200);
+
+  Server no_room(0, "", {.max_body_bytes = 1024});
+  const Answer full = post(no_room.http.port(), "/v1/chat/completions", body);
+  EXPECT_EQ(full.status, 429) << full.body;
+  EXPECT_EQ(full.retry_after, "1");
+  EXPECT_EQ(full.json()["error"]["type"], "rate_limit_error");
+  const Answer large = post(no_room.http.port(), "/v1/completions", Json{{"prompt", std::string(4096, 'x')}}.dump());
+  EXPECT_EQ(large.status, 413) << large.body;
+}
+
+// The official `openai` npm package, unchanged (tests/clients, installed by scripts/install-clients.sh), against
+// the server: a greedy chat whole and streamed gives generate()'s text, the stream's usage and finish reason come
+// through, the model list, and a bad temperature reaches it as a 400 naming the field.
+TEST(Server, TheOfficialOpenAiClientChatsStreamsAndListsModels) {
+  ASSERT_REFERENCE(tiny_model());
+  const std::filesystem::path clients = std::filesystem::path(STRATA_SOURCE_DIR) / "tests" / "clients";
+  if (test::run_command("command -v node").exit_code != 0) GTEST_SKIP() << "node is not installed";
+  ASSERT_TRUE(std::filesystem::exists(clients / "node_modules" / "openai"))
+      << "the openai npm package is missing: scripts/install-clients.sh installs it";
+  Server server;
+  const auto run = test::run_command("node " + test::shell_quote((clients / "openai_chat.cjs").string()) +
+                                     " http://127.0.0.1:" + std::to_string(server.http.port()) + "/v1");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const Json seen = Json::parse(run.out);
+  const std::string expected = generated_text(server.engine, kHello, 8);
+  EXPECT_EQ(seen["whole"], expected);
+  EXPECT_EQ(seen["whole_finish"], "length");
+  EXPECT_EQ(seen["streamed"], expected);
+  EXPECT_EQ(seen["finish"], "length");
+  EXPECT_EQ(seen["usage"]["completion_tokens"], 8);
+  EXPECT_EQ(seen["models"], Json::array({"tiny"}));
+  EXPECT_EQ(seen["refused"]["status"], 400);
+  EXPECT_EQ(seen["refused"]["param"], "temperature");
+}
+
+// The command: it refuses to listen beyond loopback without an API key, logs where it listens, and SIGTERM stops
+// it cleanly (exit 0).
+TEST(ServeCli, ListensLogsAndStopsOnSigterm) {
+  ASSERT_REFERENCE(tiny_model());
+  const std::string strata = test::shell_quote(test::strata_executable().string());
+  const std::string model = "--model " + test::shell_quote(tiny_model().string()) + " --backend cpu -t 2 ";
+  const auto open = test::run_command(strata + " serve " + model + "--host 0.0.0.0");
+  EXPECT_NE(open.exit_code, 0);
+  EXPECT_NE(open.err.find("--host 0.0.0.0 listens beyond this machine: give an --api-key"), std::string::npos)
+      << open.err;
+  const std::string log = (std::filesystem::temp_directory_path() / "strata-serve-cli.log").string();
+  const auto run = test::run_command("(" + strata + " serve " + model + "--port 0 2>" + log + " & pid=$!; " +
+                                     "for i in $(seq 300); do grep -q 'serving' " + log +
+                                     " && break; sleep 0.1; done; kill -TERM $pid; wait $pid; status=$?; cat " + log +
+                                     "; exit $status)");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("serving qwen3moe-tiny-q8_0.gguf on http://127.0.0.1:"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("SIGTERM: stopping"), std::string::npos) << run.out;
+  std::filesystem::remove(log);
+}
+
+}  // namespace
+}  // namespace strata
