@@ -17,6 +17,7 @@
 #include "core/server/http_server.hpp"
 #include "core/server/openai_request.hpp"
 #include "core/server/openai_routes.hpp"
+#include "core/server/tool_calls.hpp"
 #include "core/tokenizer/streaming_detokenizer.hpp"
 #include "support/reference.hpp"
 #include "support/run_command.hpp"
@@ -92,8 +93,9 @@ struct Server {
       : engine(engine_options()),
         runner(engine, {.n_ctx = kContext, .kv_type = STRATA_KV_F16, .execution = {}, .queue_capacity = queue}),
         routes(runner, {.model_id = "tiny", .api_key = std::move(api_key)}),
-        http("127.0.0.1", 0, [this](const server::HttpRequest& r, server::HttpReply& reply) { routes.handle(r, reply); },
-             limits) {}
+        http(
+            "127.0.0.1", 0, [this](const server::HttpRequest& r, server::HttpReply& reply) { routes.handle(r, reply); },
+            limits) {}
   Engine engine;
   server::CompletionRunner runner;
   server::OpenAiRoutes routes;
@@ -103,8 +105,9 @@ struct Server {
 // What generate() makes of the prompt the chat template renders for messages, greedily, as text.
 std::string generated_text(const Engine& engine, const Json& messages, int32_t max_tokens) {
   const tokenizer::Tokenizer tokenizer(engine.file());
-  const auto prompt = tokenizer.encode(
-      format_chat(engine.file(), tokenizer, nlohmann::ordered_json::parse(messages.dump()), true), {.parse_special = true});
+  const auto prompt =
+      tokenizer.encode(format_chat(engine.file(), tokenizer, nlohmann::ordered_json::parse(messages.dump()), true),
+                       {.parse_special = true});
   Session session(engine.model(), {.n_ctx = kContext, .execution = {}});
   SamplingParams greedy;
   greedy.temperature = 0.0f;
@@ -234,7 +237,9 @@ TEST(Server, BadRequestsAreRefusedNamingTheField) {
       {"{" + hello + R"(, "seed": "x"})", "seed"},
       {"{" + hello + R"(, "stream": "yes"})", "stream"},
       {"{" + hello + R"(, "logprobs": true})", "logprobs"},
-      {"{" + hello + R"(, "tools": [{"type": "function"}]})", "tools"},
+      {"{" + hello + R"(, "tools": {"type": "function"}})", "tools"},
+      {"{" + hello + R"(, "tools": [{"type": "function"}]})", "tools[0]"},
+      {"{" + hello + R"(, "tools": [], "tool_choice": "required"})", "tool_choice"},
   };
   for (const auto& [body, param] : chat_cases) {
     const Answer answer = post(server.http.port(), "/v1/chat/completions", body);
@@ -300,6 +305,85 @@ TEST(Server, TheOfficialOpenAiClientChatsStreamsAndListsModels) {
   EXPECT_EQ(seen["models"], Json::array({"tiny"}));
   EXPECT_EQ(seen["refused"]["status"], 400);
   EXPECT_EQ(seen["refused"]["param"], "temperature");
+}
+
+// Qwen's <tool_call> blocks become calls, the rest content; what is not a call stays text.
+TEST(ToolCalls, QwenBlocksBecomeCallsAndTheRestStaysText) {
+  using server::parse_tool_calls;
+  EXPECT_TRUE(parse_tool_calls("Just text.").calls.empty());
+  EXPECT_EQ(parse_tool_calls("Just text.").content, "Just text.");
+
+  const auto two = parse_tool_calls(
+      "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"now\"}\n</tool_call>");
+  ASSERT_EQ(two.calls.size(), 2u);
+  EXPECT_EQ(two.content, "Let me look.");
+  EXPECT_EQ(two.calls[0].name, "get_weather");
+  EXPECT_EQ(Json::parse(two.calls[0].arguments), Json({{"city", "Paris"}}));
+  EXPECT_EQ(two.calls[1].name, "now");
+  EXPECT_EQ(two.calls[1].arguments, "{}");
+
+  const auto as_text = parse_tool_calls(R"(<tool_call>{"name": "f", "arguments": "{\"a\": 1}"}</tool_call>)");
+  ASSERT_EQ(as_text.calls.size(), 1u);
+  EXPECT_EQ(as_text.calls[0].arguments, R"({"a": 1})");
+
+  for (const std::string not_a_call :
+       {"<tool_call>{not json}</tool_call>", "<tool_call>{\"arguments\": {}}</tool_call>",
+        "<tool_call>[1, 2]</tool_call>", "<tool_call>{\"name\": \"f\"} never closed"}) {
+    const auto parsed = parse_tool_calls(not_a_call);
+    EXPECT_TRUE(parsed.calls.empty()) << not_a_call;
+    EXPECT_EQ(parsed.content, not_a_call);
+  }
+}
+
+// A source that answers every request with the same text, as a model that calls a tool would.
+class ScriptedSource : public server::CompletionSource {
+ public:
+  explicit ScriptedSource(std::string reply) : reply_(std::move(reply)) {}
+  std::shared_ptr<server::CompletionStream> submit(server::CompletionRequest request) override {
+    last_tools = request.tools;
+    auto stream = std::make_shared<server::CompletionStream>();
+    // In pieces that cut the tags, as tokens would.
+    for (size_t at = 0; at < reply_.size(); at += 5) stream->push_text(reply_.substr(at, 5));
+    server::CompletionOutcome outcome;
+    outcome.finish_reason = "stop";
+    outcome.prompt_tokens = 10;
+    outcome.completion_tokens = 20;
+    stream->finish(outcome);
+    return stream;
+  }
+  size_t waiting() const override { return 0; }
+  nlohmann::ordered_json last_tools;
+
+ private:
+  std::string reply_;
+};
+
+// The official client reads a model's tool call as OpenAI's tool_calls, from a whole answer and from a stream,
+// with finish_reason "tool_calls"; the request's tools reached the source.
+TEST(Server, TheOfficialOpenAiClientReadsToolCalls) {
+  const std::filesystem::path clients = std::filesystem::path(STRATA_SOURCE_DIR) / "tests" / "clients";
+  if (test::run_command("command -v node").exit_code != 0) GTEST_SKIP() << "node is not installed";
+  ASSERT_TRUE(std::filesystem::exists(clients / "node_modules" / "openai"))
+      << "the openai npm package is missing: scripts/install-clients.sh installs it";
+  ScriptedSource source(
+      "I will check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>");
+  server::OpenAiRoutes routes(source, {.model_id = "tiny", .api_key = ""});
+  server::HttpServer http(
+      "127.0.0.1", 0, [&routes](const server::HttpRequest& r, server::HttpReply& reply) { routes.handle(r, reply); });
+  const auto run = test::run_command("node " + test::shell_quote((clients / "openai_tools.cjs").string()) +
+                                     " http://127.0.0.1:" + std::to_string(http.port()) + "/v1");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const Json seen = Json::parse(run.out);
+  const Json call = {{"name", "get_weather"}, {"arguments", R"({"city":"Paris"})"}};
+  EXPECT_EQ(seen["whole"]["calls"], Json::array({call})) << run.out;
+  EXPECT_EQ(seen["whole"]["content"], "I will check.");
+  EXPECT_EQ(seen["whole"]["finish"], "tool_calls");
+  EXPECT_EQ(seen["streamed"]["calls"], Json::array({call})) << run.out;
+  EXPECT_EQ(seen["streamed"]["content"], "I will check.\n");
+  EXPECT_EQ(seen["streamed"]["finish"], "tool_calls");
+  ASSERT_TRUE(source.last_tools.is_array());
+  EXPECT_EQ(source.last_tools[0]["function"]["name"], "get_weather");
 }
 
 // The command: it refuses to listen beyond loopback without an API key, logs where it listens, and SIGTERM stops

@@ -6,7 +6,8 @@
 namespace strata {
 
 std::string format_chat(const gguf::Model& model, const tokenizer::Tokenizer& tokenizer,
-                        const nlohmann::ordered_json& messages, bool add_generation_prompt) {
+                        const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                        const nlohmann::ordered_json& tools) {
   const gguf::Value* template_value = model.find("tokenizer.chat_template");
   if (template_value == nullptr || template_value->as_string() == nullptr) {
     throw Error(model.first().path().string() + ": the model has no chat template (tokenizer.chat_template)");
@@ -15,6 +16,7 @@ std::string format_chat(const gguf::Model& model, const tokenizer::Tokenizer& to
   jinja::ChatRequest request;
   request.messages = messages;
   request.add_generation_prompt = add_generation_prompt;
+  if (!tools.is_null()) request.extra["tools"] = tools;
   if (vocabulary.bos) request.bos_token = vocabulary.token(*vocabulary.bos).text;
   if (vocabulary.eos) request.eos_token = vocabulary.token(*vocabulary.eos).text;
   try {

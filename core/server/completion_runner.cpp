@@ -106,7 +106,8 @@ void CompletionRunner::loop() {
 
 std::vector<int32_t> CompletionRunner::prompt_tokens(const CompletionRequest& request) const {
   if (!request.chat) return tokenizer_.encode(request.prompt, {.add_special = true, .parse_special = true});
-  const std::string text = format_chat(engine_.file(), tokenizer_, request.messages, /*add_generation_prompt=*/true);
+  const std::string text =
+      format_chat(engine_.file(), tokenizer_, request.messages, /*add_generation_prompt=*/true, request.tools);
   return tokenizer_.encode(text, {.parse_special = true});
 }
 
@@ -122,9 +123,8 @@ void CompletionRunner::run(Job& job) {
   }
   const auto n_ctx = static_cast<size_t>(options_.n_ctx);
   if (prompt.empty() || prompt.size() >= n_ctx) {
-    return stream.finish(failure(400, "the prompt is " + std::to_string(prompt.size()) +
-                                          " tokens; the context holds " + std::to_string(n_ctx) +
-                                          " with room for at least one more"));
+    return stream.finish(failure(400, "the prompt is " + std::to_string(prompt.size()) + " tokens; the context holds " +
+                                          std::to_string(n_ctx) + " with room for at least one more"));
   }
   const auto room = static_cast<int32_t>(n_ctx - prompt.size());
   const int32_t max_tokens = std::min(request.max_tokens.value_or(room), room);
@@ -139,11 +139,10 @@ void CompletionRunner::run(Job& job) {
     tokenizer::StreamingDetokenizer detokenizer(tokenizer_, /*render_special=*/false);
     StopStrings stops(request.stop);
     const GenerationOptions generation{max_tokens, request.sampling, end_tokens_};
-    const auto generated =
-        generate(session_, std::span(prompt).subspan(keep), generation, [&](int32_t token) {
-          stream.push_text(stops.push(detokenizer.push(token)));
-          return !stops.stopped() && !stream.cancelled();
-        });
+    const auto generated = generate(session_, std::span(prompt).subspan(keep), generation, [&](int32_t token) {
+      stream.push_text(stops.push(detokenizer.push(token)));
+      return !stops.stopped() && !stream.cancelled();
+    });
     if (!stops.stopped()) stream.push_text(stops.push(detokenizer.finish()) + stops.finish());
     cached_ = prompt;
     cached_.insert(cached_.end(), generated.begin(), generated.end());

@@ -44,8 +44,8 @@ class CompletionStream {
   bool cancelled() const { return cancelled_.load(); }
 
   struct News {
-    std::string text;                        // what arrived since the last call
-    std::optional<CompletionOutcome> end;    // once the request has ended
+    std::string text;                      // what arrived since the last call
+    std::optional<CompletionOutcome> end;  // once the request has ended
   };
   // Waits at most timeout for news (the caller loops, checking its own state between waits).
   News wait(std::chrono::milliseconds timeout);
@@ -59,13 +59,23 @@ class CompletionStream {
 };
 
 struct RunnerOptions {
-  int32_t n_ctx = 4096;            // positions of the session's cache
-  int32_t kv_type = 0;             // STRATA_KV_*
+  int32_t n_ctx = 4096;  // positions of the session's cache
+  int32_t kv_type = 0;   // STRATA_KV_*
   ExecutionOptions execution;
-  size_t queue_capacity = 64;      // requests waiting beside the one running; more are refused (429)
+  size_t queue_capacity = 64;  // requests waiting beside the one running; more are refused (429)
 };
 
-class CompletionRunner {
+// Where the routes send requests: the runner, or in tests a source that answers as a script says.
+class CompletionSource {
+ public:
+  virtual ~CompletionSource() = default;
+  // Queues request and returns its stream, or nullptr when the queue is full.
+  virtual std::shared_ptr<CompletionStream> submit(CompletionRequest request) = 0;
+  // Requests waiting to run.
+  virtual size_t waiting() const = 0;
+};
+
+class CompletionRunner : public CompletionSource {
  public:
   // Keeps a reference to engine. Throws what Session's constructor throws (a cache that does not fit).
   CompletionRunner(const Engine& engine, const RunnerOptions& options);
@@ -74,10 +84,8 @@ class CompletionRunner {
   CompletionRunner(const CompletionRunner&) = delete;
   CompletionRunner& operator=(const CompletionRunner&) = delete;
 
-  // Queues request and returns its stream, or nullptr when the queue is full.
-  std::shared_ptr<CompletionStream> submit(CompletionRequest request);
-
-  size_t waiting() const;
+  std::shared_ptr<CompletionStream> submit(CompletionRequest request) override;
+  size_t waiting() const override;
   int32_t context_size() const { return options_.n_ctx; }
 
  private:

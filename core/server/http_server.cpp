@@ -72,7 +72,8 @@ class SocketStream {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     for (;;) {
       if (idle && stopping_.load()) break;
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
       pollfd one{fd_, events, 0};
       const int ready = ::poll(&one, 1, static_cast<int>(std::min(left, kPollSlice).count()));
@@ -248,11 +249,11 @@ void HttpServer::serve_connection(int fd) {
       if (error == http::error::body_limit || error == http::error::header_limit) {
         const bool body = error == http::error::body_limit;
         ConnectionReply reply(stream, 11, false);
-        reply.send(body ? 413 : 431, "application/json",
-                   json_error(body ? "the request body is larger than " + std::to_string(limits_.max_body_bytes) +
-                                         " bytes"
-                                   : "the request's headers are too large"),
-                   {});
+        reply.send(
+            body ? 413 : 431, "application/json",
+            json_error(body ? "the request body is larger than " + std::to_string(limits_.max_body_bytes) + " bytes"
+                            : "the request's headers are too large"),
+            {});
       } else if (error != http::error::end_of_stream && error != boost::asio::error::timed_out &&
                  error != boost::asio::error::connection_reset) {
         ConnectionReply reply(stream, 11, false);

@@ -9,9 +9,9 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // The names the request's fields have, for check_sampling_params' messages.
-constexpr SamplingParamNames kRequestNames{"temperature",  "top_k",           "top_p",
-                                           "min_p",        "repeat_penalty",  "presence_penalty",
-                                           "frequency_penalty", "repeat_last_n"};
+constexpr SamplingParamNames kRequestNames{
+    "temperature",       "top_k",        "top_p", "min_p", "repeat_penalty", "presence_penalty",
+    "frequency_penalty", "repeat_last_n"};
 
 [[noreturn]] void refuse(const std::string& param, const std::string& what) {
   throw RequestError(param, param.empty() ? what : "'" + param + "' " + what);
@@ -75,7 +75,8 @@ std::vector<std::string> stop_strings(const Json& body) {
 void read_common(const Json& body, CompletionRequest& request) {
   constexpr int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
   const char* max_name = field(body, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
-  if (field(body, max_name) != nullptr) request.max_tokens = static_cast<int32_t>(integer(body, max_name, 0, 0, kMaxTokens));
+  if (field(body, max_name) != nullptr)
+    request.max_tokens = static_cast<int32_t>(integer(body, max_name, 0, 0, kMaxTokens));
   request.stop = stop_strings(body);
 
   SamplingParams& sampling = request.sampling;
@@ -110,7 +111,8 @@ void read_common(const Json& body, CompletionRequest& request) {
     refuse("logprobs", "is not supported");
   }
   if (const Json* format = field(body, "response_format")) {
-    if (!format->is_object() || format->value("type", "") != "text") refuse("response_format", "must be {\"type\": \"text\"}");
+    if (!format->is_object() || format->value("type", "") != "text")
+      refuse("response_format", "must be {\"type\": \"text\"}");
   }
 }
 
@@ -127,13 +129,17 @@ void check_content(const Json& message, size_t index) {
   }
 }
 
-// Text parts joined into one string, so that every template sees content as a string.
-Json with_joined_content(Json message) {
+// Content as every template reads it, a string: text parts joined, null or none (an assistant turn of tool calls)
+// empty (Qwen's templates test `'</think>' in message.content`, which fails on null in Jinja as here).
+Json with_text_content(Json message) {
   auto it = message.find("content");
-  if (it == message.end() || !it->is_array()) return message;
-  std::string text;
-  for (const Json& part : *it) text += part["text"].get<std::string>();
-  *it = text;
+  if (it == message.end() || it->is_null()) {
+    message["content"] = "";
+  } else if (it->is_array()) {
+    std::string text;
+    for (const Json& part : *it) text += part["text"].get<std::string>();
+    *it = text;
+  }
   return message;
 }
 
@@ -154,9 +160,26 @@ CompletionRequest parse_chat_request(std::string_view body) {
     if (!message.is_object()) refuse(param, "must be an object");
     if (!message.contains("role") || !message["role"].is_string()) refuse(param + ".role", "must be a string");
     check_content(message, i);
-    request.messages.push_back(with_joined_content(message));
+    request.messages.push_back(with_text_content(message));
   }
-  if (field(json, "tools") != nullptr) refuse("tools", "are not supported yet");
+  if (const Json* tools = field(json, "tools")) {
+    if (!tools->is_array()) refuse("tools", "must be an array of tool definitions");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const Json& tool = (*tools)[i];
+      const std::string param = "tools[" + std::to_string(i) + "]";
+      if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") ||
+          !tool["function"].is_object() || !tool["function"].contains("name") ||
+          !tool["function"]["name"].is_string()) {
+        refuse(param, "must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      }
+    }
+    // The model decides whether to call (auto); a forced call is not supported.
+    const Json* choice = field(json, "tool_choice");
+    if (choice != nullptr && !(choice->is_string() && (*choice == "auto" || *choice == "none"))) {
+      refuse("tool_choice", "must be \"auto\" or \"none\"");
+    }
+    if (!tools->empty() && (choice == nullptr || *choice == "auto")) request.tools = *tools;
+  }
   read_common(json, request);
   return request;
 }

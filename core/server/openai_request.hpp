@@ -29,20 +29,22 @@ class RequestError : public Error {
 inline constexpr size_t kMaxStopStrings = 16;
 
 struct CompletionRequest {
-  bool chat = false;                 // /v1/chat/completions; else /v1/completions
-  nlohmann::ordered_json messages;   // chat: the conversation, each message as the client sent it
-  std::string prompt;                // completions: the text to continue
-  std::optional<int32_t> max_tokens; // none: as many as the context leaves
-  std::vector<std::string> stop;     // the reply ends before the first of these
-  SamplingParams sampling;           // llama.cpp's defaults where the request says nothing
-  bool seeded = false;               // the request gave a seed (else the server draws one)
-  bool stream = false;               // server-sent events, a chunk per piece of text
-  bool stream_usage = false;         // stream_options.include_usage: a last chunk with the token counts
+  bool chat = false;                  // /v1/chat/completions; else /v1/completions
+  nlohmann::ordered_json messages;    // chat: the conversation, each message as the client sent it
+  nlohmann::ordered_json tools;       // chat: the tool definitions for the template, or null (none, or "none" chosen)
+  std::string prompt;                 // completions: the text to continue
+  std::optional<int32_t> max_tokens;  // none: as many as the context leaves
+  std::vector<std::string> stop;      // the reply ends before the first of these
+  SamplingParams sampling;            // llama.cpp's defaults where the request says nothing
+  bool seeded = false;                // the request gave a seed (else the server draws one)
+  bool stream = false;                // server-sent events, a chunk per piece of text
+  bool stream_usage = false;          // stream_options.include_usage: a last chunk with the token counts
 };
 
 // Parses a body as the endpoint reads it; throws RequestError naming the first bad field. Fields the server does
 // not use (user, metadata, ...) are ignored, as OpenAI's API ignores unknown ones; those it cannot honour
-// (n > 1, logprobs, a response_format other than text, tools for now) are refused rather than ignored.
+// (n > 1, logprobs, a response_format other than text, a tool_choice that forces a call) are refused rather than
+// ignored.
 CompletionRequest parse_chat_request(std::string_view body);
 CompletionRequest parse_completion_request(std::string_view body);
 

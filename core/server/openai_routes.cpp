@@ -4,6 +4,8 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "core/engine/generation.hpp"
+#include "core/server/tool_calls.hpp"
 #include "core/util/log.hpp"
 
 namespace strata::server {
@@ -63,8 +65,8 @@ Json choice(bool chat, bool streamed, const std::string& text, const Json& finis
 
 }  // namespace
 
-OpenAiRoutes::OpenAiRoutes(CompletionRunner& runner, RoutesOptions options)
-    : runner_(runner),
+OpenAiRoutes::OpenAiRoutes(CompletionSource& source, RoutesOptions options)
+    : source_(source),
       options_(std::move(options)),
       started_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                    .count()) {}
@@ -74,7 +76,7 @@ void OpenAiRoutes::handle(const HttpRequest& request, HttpReply& reply) {
   const bool get = request.method == "GET", post = request.method == "POST";
   if (path == "/health") {
     if (!get) return send_json(reply, 405, error_body("use GET", "invalid_request_error"));
-    return send_json(reply, 200, Json{{"status", "ok"}, {"waiting", runner_.waiting()}});
+    return send_json(reply, 200, Json{{"status", "ok"}, {"waiting", source_.waiting()}});
   }
   const bool known = path == "/v1/models" || path == "/v1/chat/completions" || path == "/v1/completions";
   if (!known) return send_json(reply, 404, error_body("no endpoint " + path, "invalid_request_error"));
@@ -97,8 +99,8 @@ void OpenAiRoutes::complete(const HttpRequest& http, HttpReply& reply, bool chat
   } catch (const RequestError& error) {
     return send_json(reply, 400, error_body(error.what(), error_type(400), error.param()));
   }
-  const bool stream = request.stream, stream_usage = request.stream_usage;
-  const std::shared_ptr<CompletionStream> events = runner_.submit(std::move(request));
+  const bool stream = request.stream, stream_usage = request.stream_usage, tools = !request.tools.is_null();
+  const std::shared_ptr<CompletionStream> events = source_.submit(std::move(request));
   if (events == nullptr) {
     return send_json(reply, 429, error_body("the queue is full; try again", error_type(429)), {{"Retry-After", "1"}});
   }
@@ -109,10 +111,22 @@ void OpenAiRoutes::complete(const HttpRequest& http, HttpReply& reply, bool chat
                   {"object", chat ? (stream ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
                   {"created", created},
                   {"model", options_.model_id}};
-  const auto with = [&head](const char* key, Json value) {
+  const auto with_choice = [&head](Json one) {
     Json body = head;
-    body[key] = std::move(value);
+    body["choices"] = Json::array({std::move(one)});
     return body;
+  };
+  // With tools, the reply's <tool_call> blocks become tool_calls, and finish_reason says so.
+  const auto calls_of = [&id](const std::vector<ToolCall>& calls, bool streamed) {
+    Json list = Json::array();
+    for (size_t i = 0; i < calls.size(); ++i) {
+      Json call{{"id", "call_" + id + "_" + std::to_string(i)},
+                {"type", "function"},
+                {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+      if (streamed) call["index"] = i;
+      list.push_back(std::move(call));
+    }
+    return list;
   };
 
   if (!stream) {
@@ -125,33 +139,54 @@ void OpenAiRoutes::complete(const HttpRequest& http, HttpReply& reply, bool chat
       if (!outcome.error.empty()) {
         return send_json(reply, outcome.status, error_body(outcome.error, error_type(outcome.status)));
       }
-      Json body = with("choices", Json::array({choice(chat, false, text, outcome.finish_reason)}));
+      Json one = choice(chat, false, text, outcome.finish_reason);
+      if (const ReplyWithCalls parsed = tools ? parse_tool_calls(text) : ReplyWithCalls{}; !parsed.calls.empty()) {
+        one["message"]["content"] = parsed.content.empty() ? Json(nullptr) : Json(parsed.content);
+        one["message"]["tool_calls"] = calls_of(parsed.calls, false);
+        one["finish_reason"] = "tool_calls";
+      }
+      Json body = with_choice(std::move(one));
       body["usage"] = usage(outcome);
       return send_json(reply, 200, body);
     }
   }
 
   if (!reply.start_events()) return events->cancel();
+  const auto send_text = [&](const std::string& text) {
+    return text.empty() || reply.send_event(dump(with_choice(choice(chat, true, text, nullptr))));
+  };
   // A chat stream opens with the assistant's role, as OpenAI's does.
   if (chat) {
     Json first = choice(true, true, "", nullptr);
     first["delta"] = {{"role", "assistant"}, {"content", ""}};
-    if (!reply.send_event(dump(with("choices", Json::array({first}))))) return events->cancel();
+    if (!reply.send_event(dump(with_choice(std::move(first))))) return events->cancel();
   }
+  // With tools, the text from the first <tool_call> on is held back until the end, when it is parsed.
+  StopStrings before_calls(tools ? std::vector<std::string>{kToolCallOpen} : std::vector<std::string>{});
+  std::string text;
   for (;;) {
     CompletionStream::News news = events->wait(kWaitSlice);
-    if (!news.text.empty() &&
-        !reply.send_event(dump(with("choices", Json::array({choice(chat, true, news.text, nullptr)}))))) {
-      return events->cancel();  // the client went away: the engine stops at its next token
-    }
+    text += news.text;
+    if (!send_text(before_calls.push(news.text))) return events->cancel();  // the client went away
     if (!news.end) continue;
     const CompletionOutcome& outcome = *news.end;
     if (!outcome.error.empty()) {
       reply.send_event(dump(error_body(outcome.error, error_type(outcome.status))));
     } else {
-      reply.send_event(dump(with("choices", Json::array({choice(chat, true, "", outcome.finish_reason)}))));
+      Json finish = choice(chat, true, "", outcome.finish_reason);
+      const ReplyWithCalls parsed = before_calls.stopped() ? parse_tool_calls(text) : ReplyWithCalls{};
+      if (!parsed.calls.empty()) {
+        Json calls = choice(chat, true, "", nullptr);
+        calls["delta"] = {{"tool_calls", calls_of(parsed.calls, true)}};
+        reply.send_event(dump(with_choice(std::move(calls))));
+        finish["finish_reason"] = "tool_calls";
+      } else {  // no call after all: what was held back is text
+        send_text(before_calls.stopped() ? text.substr(text.find(kToolCallOpen)) : before_calls.finish());
+      }
+      reply.send_event(dump(with_choice(std::move(finish))));
       if (stream_usage) {  // OpenAI's last chunk: no choices, the counts
-        Json last = with("choices", Json::array());
+        Json last = head;
+        last["choices"] = Json::array();
         last["usage"] = usage(outcome);
         reply.send_event(dump(last));
       }

@@ -1,4 +1,4 @@
-// The OpenAI-compatible endpoints of `strata serve` over a CompletionRunner: /v1/chat/completions and
+// The OpenAI-compatible endpoints of `strata serve` over a CompletionSource (the runner): /v1/chat/completions and
 // /v1/completions (whole answers or server-sent events), /v1/models, /health. Errors are OpenAI's shape,
 // {"error": {"message", "type", "param"}}: 400 names the field at fault, 401 a wrong API key, 404/405 a wrong
 // path or method, 429 a full queue (with Retry-After).
@@ -20,15 +20,15 @@ struct RoutesOptions {
 
 class OpenAiRoutes {
  public:
-  // Keeps a reference to runner.
-  OpenAiRoutes(CompletionRunner& runner, RoutesOptions options);
+  // Keeps a reference to source.
+  OpenAiRoutes(CompletionSource& source, RoutesOptions options);
 
   void handle(const HttpRequest& request, HttpReply& reply);
 
  private:
   void complete(const HttpRequest& request, HttpReply& reply, bool chat);
 
-  CompletionRunner& runner_;
+  CompletionSource& source_;
   const RoutesOptions options_;
   const int64_t started_;  // seconds since the epoch: the model's "created"
   std::atomic<uint64_t> next_id_{1};

@@ -81,10 +81,9 @@ void register_serve_command(CLI::App& app) {
     const std::string model_id =
         options->model_id.empty() ? engine.file().first().path().filename().string() : options->model_id;
     server::OpenAiRoutes routes(runner, {.model_id = model_id, .api_key = options->api_key});
-    server::HttpServer http(options->host, options->port,
-                            [&routes](const server::HttpRequest& request, server::HttpReply& reply) {
-                              routes.handle(request, reply);
-                            });
+    server::HttpServer http(
+        options->host, options->port,
+        [&routes](const server::HttpRequest& request, server::HttpReply& reply) { routes.handle(request, reply); });
     log().info("serving {} on http://{}:{} (context {}, one request at a time)", model_id, options->host, http.port(),
                n_ctx);
     int signal = 0;
