@@ -7,6 +7,7 @@ packages=(
   libgtest-dev libgmock-dev libpcre2-dev libssl-dev
   clang libclang-rt-dev clang-format
   nodejs npm  # the official OpenAI client in the server's tests (scripts/install-clients.sh)
+  prometheus  # promtool, which checks the server's /metrics in a test
 )
 missing=()
 for package in "${packages[@]}"; do

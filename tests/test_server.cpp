@@ -6,6 +6,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -262,6 +263,42 @@ TEST(Server, BadRequestsAreRefusedNamingTheField) {
   EXPECT_EQ(request(server.http.port(), http::verb::get, "/health").status, 200);
 }
 
+// /metrics after two answers and a refused body: Prometheus' text that promtool accepts, the token counters and
+// the finish reasons counted, the latency histograms observed; /ready and /health answer too.
+TEST(Server, MetricsCountTheRequestsAndPassPromtool) {
+  ASSERT_REFERENCE(tiny_model());
+  Server server(8, "secret");
+  const std::string key = "Bearer secret";
+  const std::string body = Json{{"messages", kHello}, {"max_tokens", 5}, {"temperature", 0}}.dump();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(request(server.http.port(), http::verb::post, "/v1/chat/completions", body, key).status, 200);
+  }
+  EXPECT_EQ(request(server.http.port(), http::verb::post, "/v1/chat/completions", "{}", key).status, 400);
+  EXPECT_EQ(request(server.http.port(), http::verb::get, "/ready").status, 200);
+  const Answer health = request(server.http.port(), http::verb::get, "/health");
+  EXPECT_EQ(health.json()["running"], 0);
+  EXPECT_EQ(health.json()["step_age_seconds"], 0.0);
+  // Probes and the scraper need no key.
+  const Answer metrics = request(server.http.port(), http::verb::get, "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  const std::string& text = metrics.body;
+  EXPECT_NE(text.find("strata_generation_tokens_total 10\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("strata_request_success_total{finished_reason=\"length\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("strata_time_to_first_token_seconds_count 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("strata_time_per_output_token_seconds_count 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("strata_worker_state{state=\"ready\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("strata_batch_slots 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("strata_build_info{version=\""), std::string::npos) << text;
+  if (test::run_command("command -v promtool").exit_code != 0) {
+    GTEST_SKIP() << "promtool is not installed (Debian's prometheus package; scripts/install-deps.sh installs it)";
+  }
+  const std::string file = (std::filesystem::temp_directory_path() / "strata-metrics.txt").string();
+  { std::ofstream(file) << text; }
+  const auto check = test::run_command("promtool check metrics < " + test::shell_quote(file));
+  std::filesystem::remove(file);
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+}
+
 // With an API key, every endpoint but /health wants it; a full queue answers 429 with Retry-After; a body over the
 // limit 413.
 TEST(Server, KeysQueueAndBodyLimits) {
@@ -352,7 +389,7 @@ class ScriptedSource : public server::CompletionSource {
     stream->finish(outcome);
     return stream;
   }
-  size_t waiting() const override { return 0; }
+  server::MetricsGauges gauges() const override { return {}; }
   nlohmann::ordered_json last_tools;
 
  private:

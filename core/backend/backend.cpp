@@ -55,6 +55,14 @@ bool Backend::writes_done() {
   return done != 0;
 }
 
+std::optional<int32_t> Backend::thread_count() {
+  const auto count = reinterpret_cast<strata_backend_thread_count_fn>(proc_address(STRATA_BACKEND_PROC_THREAD_COUNT));
+  if (count == nullptr) return std::nullopt;
+  int32_t threads = 0;
+  run("thread count", [&](strata_error* e) { return count(backend_, &threads, e); });
+  return threads;
+}
+
 std::optional<strata_memory_info> Backend::memory_info() {
   if (cache_functions_.memory_info == nullptr) return std::nullopt;
   strata_memory_info info{sizeof(strata_memory_info), 0, 0};

@@ -134,6 +134,8 @@ class Backend {
   bool writes_done();
   // The device memory the instance counts against (memory_info), or nothing where it does not say.
   std::optional<strata_memory_info> memory_info();
+  // The CPU threads the instance computes on (thread_count), or nothing where it does not say.
+  std::optional<int32_t> thread_count();
 
   // Calls ops(), which calls independent ops (see concurrent_begin in strata/backend.h), inside a concurrent
   // region where the backend has them and concurrent is set; else plainly.

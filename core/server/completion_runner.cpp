@@ -79,15 +79,30 @@ std::shared_ptr<CompletionStream> CompletionRunner::submit(CompletionRequest req
   {
     std::lock_guard lock(mutex_);
     if (stopping_ || queue_.size() >= options_.queue_capacity) return nullptr;
-    queue_.push_back({std::move(request), stream});
+    queue_.push_back({std::move(request), stream, std::chrono::steady_clock::now()});
   }
   queued_.notify_one();
   return stream;
 }
 
-size_t CompletionRunner::waiting() const {
-  std::lock_guard lock(mutex_);
-  return queue_.size();
+MetricsGauges CompletionRunner::gauges() const {
+  MetricsGauges gauges;
+  {
+    std::lock_guard lock(mutex_);
+    gauges.waiting = static_cast<int64_t>(queue_.size());
+  }
+  gauges.running = running_.load() ? 1 : 0;
+  if (gauges.running > 0) {
+    const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    gauges.step_age_seconds = static_cast<double>(now - progress_ns_.load()) * 1e-9;
+  }
+  gauges.kv_cache_usage = static_cast<double>(cache_used_.load()) / options_.n_ctx;
+  if (Backend* pool = engine_.expert_pool()) gauges.pool_workers = pool->thread_count().value_or(0);
+  if (const HybridExperts* experts = engine_.model().experts()) {
+    gauges.expert_slots = experts->plan().total_slots();
+    gauges.expert_hit_rate = experts->stats().hit_rate();
+  }
+  return gauges;
 }
 
 void CompletionRunner::loop() {
@@ -99,8 +114,11 @@ void CompletionRunner::loop() {
       if (stopping_) return;
       job = std::move(queue_.front());
       queue_.pop_front();
+      progress_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+      running_.store(true);
     }
     run(job);
+    running_.store(false);
   }
 }
 
@@ -130,6 +148,7 @@ void CompletionRunner::run(Job& job) {
   const int32_t max_tokens = std::min(request.max_tokens.value_or(room), room);
   CompletionOutcome outcome;
   outcome.prompt_tokens = static_cast<int32_t>(prompt.size());
+  outcome.queue_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - job.queued).count();
   try {
     // Keep the cached part both requests share (at least one token is read again, for its logits).
     const size_t keep = std::min(common_prefix(cached_, prompt), prompt.size() - 1);
@@ -141,12 +160,15 @@ void CompletionRunner::run(Job& job) {
     const GenerationOptions generation{max_tokens, request.sampling, end_tokens_};
     const auto generated = generate(session_, std::span(prompt).subspan(keep), generation, [&](int32_t token) {
       stream.push_text(stops.push(detokenizer.push(token)));
+      cache_used_.store(session_.position());
+      progress_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count());
       return !stops.stopped() && !stream.cancelled();
     });
     if (!stops.stopped()) stream.push_text(stops.push(detokenizer.finish()) + stops.finish());
     cached_ = prompt;
     cached_.insert(cached_.end(), generated.begin(), generated.end());
     cached_.resize(static_cast<size_t>(session_.position()));
+    cache_used_.store(session_.position());
     outcome.completion_tokens = static_cast<int32_t>(generated.size());
     const bool full = outcome.completion_tokens >= max_tokens && !stops.stopped();
     outcome.finish_reason = full ? "length" : "stop";

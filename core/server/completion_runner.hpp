@@ -4,6 +4,7 @@
 // client never holds up the engine. Continuous batching over several slots replaces this (issue 35).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "core/engine/engine.hpp"
+#include "core/server/metrics.hpp"
 #include "core/server/openai_request.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 
@@ -29,7 +31,8 @@ struct CompletionOutcome {
   std::string finish_reason;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
-  int32_t cached_tokens = 0;  // prompt tokens the cache already held
+  int32_t cached_tokens = 0;   // prompt tokens the cache already held
+  double queue_seconds = 0.0;  // from submit() to the engine taking it
   std::string error;
   int status = 200;
 };
@@ -71,8 +74,8 @@ class CompletionSource {
   virtual ~CompletionSource() = default;
   // Queues request and returns its stream, or nullptr when the queue is full.
   virtual std::shared_ptr<CompletionStream> submit(CompletionRequest request) = 0;
-  // Requests waiting to run.
-  virtual size_t waiting() const = 0;
+  // Its state for /metrics and /health: requests running and waiting, cache use, the engine's expert placement.
+  virtual MetricsGauges gauges() const = 0;
 };
 
 class CompletionRunner : public CompletionSource {
@@ -85,13 +88,14 @@ class CompletionRunner : public CompletionSource {
   CompletionRunner& operator=(const CompletionRunner&) = delete;
 
   std::shared_ptr<CompletionStream> submit(CompletionRequest request) override;
-  size_t waiting() const override;
+  MetricsGauges gauges() const override;
   int32_t context_size() const { return options_.n_ctx; }
 
  private:
   struct Job {
     CompletionRequest request;
     std::shared_ptr<CompletionStream> stream;
+    std::chrono::steady_clock::time_point queued;
   };
   void loop();
   void run(Job& job);
@@ -103,6 +107,9 @@ class CompletionRunner : public CompletionSource {
   const std::set<int32_t> end_tokens_;
   Session session_;
   std::vector<int32_t> cached_;  // the tokens the session's cache holds, in order
+  std::atomic<bool> running_{false};
+  std::atomic<int32_t> cache_used_{0};   // the session's position, for gauges() on other threads
+  std::atomic<int64_t> progress_ns_{0};  // steady clock: when the running request last made progress
   mutable std::mutex mutex_;
   std::condition_variable queued_;
   std::deque<Job> queue_;

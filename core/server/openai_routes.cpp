@@ -74,9 +74,22 @@ OpenAiRoutes::OpenAiRoutes(CompletionSource& source, RoutesOptions options)
 void OpenAiRoutes::handle(const HttpRequest& request, HttpReply& reply) {
   const std::string& path = request.target;
   const bool get = request.method == "GET", post = request.method == "POST";
-  if (path == "/health") {
+  // Probes and the scraper need no key: they say nothing of the requests' contents.
+  if (path == "/health" || path == "/ready" || path == "/metrics") {
     if (!get) return send_json(reply, 405, error_body("use GET", "invalid_request_error"));
-    return send_json(reply, 200, Json{{"status", "ok"}, {"waiting", source_.waiting()}});
+    const MetricsGauges gauges = source_.gauges();
+    if (path == "/metrics") {
+      return reply.send(200, "text/plain; version=0.0.4", metrics_.text(gauges, STRATA_VERSION), {});
+    }
+    if (path == "/ready") {
+      const bool ready = gauges.worker_state == "ready";
+      return send_json(reply, ready ? 200 : 503, Json{{"status", gauges.worker_state}});
+    }
+    return send_json(reply, 200,
+                     Json{{"status", "ok"},
+                          {"running", gauges.running},
+                          {"waiting", gauges.waiting},
+                          {"step_age_seconds", gauges.step_age_seconds}});
   }
   const bool known = path == "/v1/models" || path == "/v1/chat/completions" || path == "/v1/completions";
   if (!known) return send_json(reply, 404, error_body("no endpoint " + path, "invalid_request_error"));
@@ -99,6 +112,15 @@ void OpenAiRoutes::complete(const HttpRequest& http, HttpReply& reply, bool chat
   } catch (const RequestError& error) {
     return send_json(reply, 400, error_body(error.what(), error_type(400), error.param()));
   }
+  const auto arrival = std::chrono::steady_clock::now();
+  const auto seconds_since_arrival = [arrival] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival).count();
+  };
+  double first_text = -1.0;  // seconds from arrival to the first text
+  const auto record = [&](const CompletionOutcome& outcome, const std::string& finish_reason) {
+    metrics_.record(outcome.error.empty() ? finish_reason : "error", outcome.prompt_tokens, outcome.completion_tokens,
+                    outcome.queue_seconds, first_text, seconds_since_arrival());
+  };
   const bool stream = request.stream, stream_usage = request.stream_usage, tools = !request.tools.is_null();
   const std::shared_ptr<CompletionStream> events = source_.submit(std::move(request));
   if (events == nullptr) {
@@ -133,10 +155,12 @@ void OpenAiRoutes::complete(const HttpRequest& http, HttpReply& reply, bool chat
     std::string text;
     for (;;) {
       CompletionStream::News news = events->wait(kWaitSlice);
+      if (!news.text.empty() && first_text < 0.0) first_text = seconds_since_arrival();
       text += news.text;
       if (!news.end) continue;
       const CompletionOutcome& outcome = *news.end;
       if (!outcome.error.empty()) {
+        record(outcome, "");
         return send_json(reply, outcome.status, error_body(outcome.error, error_type(outcome.status)));
       }
       Json one = choice(chat, false, text, outcome.finish_reason);
@@ -145,6 +169,7 @@ void OpenAiRoutes::complete(const HttpRequest& http, HttpReply& reply, bool chat
         one["message"]["tool_calls"] = calls_of(parsed.calls, false);
         one["finish_reason"] = "tool_calls";
       }
+      record(outcome, one["finish_reason"]);
       Json body = with_choice(std::move(one));
       body["usage"] = usage(outcome);
       return send_json(reply, 200, body);
@@ -166,11 +191,13 @@ void OpenAiRoutes::complete(const HttpRequest& http, HttpReply& reply, bool chat
   std::string text;
   for (;;) {
     CompletionStream::News news = events->wait(kWaitSlice);
+    if (!news.text.empty() && first_text < 0.0) first_text = seconds_since_arrival();
     text += news.text;
     if (!send_text(before_calls.push(news.text))) return events->cancel();  // the client went away
     if (!news.end) continue;
     const CompletionOutcome& outcome = *news.end;
     if (!outcome.error.empty()) {
+      record(outcome, "");
       reply.send_event(dump(error_body(outcome.error, error_type(outcome.status))));
     } else {
       Json finish = choice(chat, true, "", outcome.finish_reason);
@@ -183,6 +210,7 @@ void OpenAiRoutes::complete(const HttpRequest& http, HttpReply& reply, bool chat
       } else {  // no call after all: what was held back is text
         send_text(before_calls.stopped() ? text.substr(text.find(kToolCallOpen)) : before_calls.finish());
       }
+      record(outcome, finish["finish_reason"]);
       reply.send_event(dump(with_choice(std::move(finish))));
       if (stream_usage) {  // OpenAI's last chunk: no choices, the counts
         Json last = head;

@@ -1,5 +1,6 @@
 // The OpenAI-compatible endpoints of `strata serve` over a CompletionSource (the runner): /v1/chat/completions and
-// /v1/completions (whole answers or server-sent events), /v1/models, /health. Errors are OpenAI's shape,
+// /v1/completions (whole answers or server-sent events), /v1/models, /health, /ready and /metrics (Prometheus). Errors
+// are OpenAI's shape,
 // {"error": {"message", "type", "param"}}: 400 names the field at fault, 401 a wrong API key, 404/405 a wrong
 // path or method, 429 a full queue (with Retry-After).
 #pragma once
@@ -10,6 +11,7 @@
 
 #include "core/server/completion_runner.hpp"
 #include "core/server/http_server.hpp"
+#include "core/server/metrics.hpp"
 
 namespace strata::server {
 
@@ -31,6 +33,7 @@ class OpenAiRoutes {
   CompletionSource& source_;
   const RoutesOptions options_;
   const int64_t started_;  // seconds since the epoch: the model's "created"
+  ServerMetrics metrics_;
   std::atomic<uint64_t> next_id_{1};
 };
 

@@ -22,7 +22,8 @@ std::optional<ToolCall> call_from(const std::string& body) {
   if (arguments == json.end() || arguments->is_null()) return ToolCall{name->get<std::string>(), "{}"};
   if (arguments->is_string()) return ToolCall{name->get<std::string>(), arguments->get<std::string>()};
   if (!arguments->is_object()) return std::nullopt;
-  return ToolCall{name->get<std::string>(), arguments->dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)};
+  return ToolCall{name->get<std::string>(),
+                  arguments->dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)};
 }
 
 }  // namespace

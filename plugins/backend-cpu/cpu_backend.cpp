@@ -2,20 +2,26 @@
 
 #include <array>
 
+#include "backend_objects.hpp"
 #include "ops.hpp"
 #include "strata/backend.hpp"
 
 namespace strata::cpu {
 
 strata_proc get_proc_address(strata_backend*, const char* name) {
-  static const std::array<sdk::NamedFunction, 5> kFunctions{{
+  static const std::array<sdk::NamedFunction, 6> kFunctions{{
       {STRATA_BACKEND_PROC_WEIGHT_ALLOC, sdk::named_entry<&weight_alloc>()},
       {STRATA_BACKEND_PROC_WEIGHT_WRITE, sdk::named_entry<&weight_write>()},
       {STRATA_BACKEND_PROC_WEIGHT_WRITES_DONE, sdk::named_entry<&weight_writes_done>()},
       {STRATA_BACKEND_PROC_MEMORY_INFO, sdk::named_entry<&memory_info>()},
       {STRATA_BACKEND_PROC_SIGNALLED_WRITE, sdk::named_entry<&signalled_write>()},
+      {STRATA_BACKEND_PROC_THREAD_COUNT, sdk::named_entry<&thread_count>()},
   }};
   return sdk::find_named_function(kFunctions, name);
+}
+
+void thread_count(strata_backend* backend, int32_t* threads) {
+  deref(threads, "thread_count") = deref(backend, "backend").pool.size();
 }
 
 const strata_backend_table& cpu_backend_table() {

@@ -16,7 +16,11 @@ STRATA_DECLARE_NORMED_INPUT_FUNCTIONS();
 STRATA_DECLARE_EXPERT_CACHE_FUNCTIONS();
 STRATA_DECLARE_SIGNALLED_WRITE_FUNCTION();
 
-// The named functions (strata/backend.h): the expert cache's, memory_info and signalled_write (memory.cpp).
+// The pool's size (named function thread_count).
+void thread_count(strata_backend* backend, int32_t* threads);
+
+// The named functions (strata/backend.h): the expert cache's, memory_info and signalled_write (memory.cpp),
+// thread_count.
 strata_proc get_proc_address(strata_backend* backend, const char* name);
 
 }  // namespace strata::cpu

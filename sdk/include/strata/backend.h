@@ -362,6 +362,11 @@ typedef struct strata_signalled_write {
 typedef strata_status (*strata_backend_signalled_write_fn)(strata_backend* backend, const strata_signalled_write* write,
                                                            strata_error* error);
 
+/* "thread_count": the CPU threads the instance computes on (a CPU backend: its pool, the calling thread
+ * included), for a server's gauges and logs. */
+#define STRATA_BACKEND_PROC_THREAD_COUNT "thread_count"
+typedef strata_status (*strata_backend_thread_count_fn)(strata_backend* backend, int32_t* threads, strata_error* error);
+
 #ifdef __cplusplus
 }
 #endif
