@@ -299,6 +299,29 @@ TEST(Server, MetricsCountTheRequestsAndPassPromtool) {
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
 }
 
+// Over a hybrid expert placement (the CPU standing in for a GPU), the gauges name its slots and its pool's threads,
+// and the hit rate moves once a request ran.
+TEST(Server, MetricsShowTheExpertPlacement) {
+  const auto model = test::reference_dir() / "models" / "qwen3moe-tiny-iq3_s.gguf";
+  ASSERT_REFERENCE(model);
+  EngineOptions options = engine_options();
+  options.model = model;
+  options.expert_cache = "4";
+  options.vram_budget_gib = 0.25;
+  const Engine engine(options);
+  server::CompletionRunner runner(engine, {.n_ctx = kContext, .kv_type = STRATA_KV_F16, .execution = {}});
+  const auto stream = runner.submit(server::parse_chat_request(Json{{"messages", kHello}, {"max_tokens", 4}}.dump()));
+  ASSERT_NE(stream, nullptr);
+  while (!stream->wait(std::chrono::milliseconds(100)).end) {
+  }
+  const server::MetricsGauges gauges = runner.gauges();
+  EXPECT_EQ(gauges.expert_slots, 4);
+  EXPECT_EQ(gauges.pool_workers, 2);
+  EXPECT_GT(gauges.expert_hit_rate, 0.0);
+  EXPECT_LT(gauges.expert_hit_rate, 1.0);
+  EXPECT_GT(gauges.kv_cache_usage, 0.0);
+}
+
 // With an API key, every endpoint but /health wants it; a full queue answers 429 with Retry-After; a body over the
 // limit 413.
 TEST(Server, KeysQueueAndBodyLimits) {

@@ -7,7 +7,7 @@ namespace strata::server {
 namespace {
 
 // Bounds as vLLM's: from tens of milliseconds (a token) to minutes (a long prompt behind a queue).
-const std::vector<double> kLatencyBounds = {0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+const std::vector<double> kLatencyBounds = {0.01, 0.025, 0.05, 0.075, 0.1,  0.25, 0.5,   0.75,  1.0,   2.5,
                                             5.0,  7.5,   10.0, 20.0,  40.0, 80.0, 160.0, 640.0, 2560.0};
 const std::vector<double> kTokenBounds = {0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1,
                                           0.15,  0.2,  0.3,   0.4,  0.5,   0.75, 1.0,  2.5,  5.0};
@@ -67,7 +67,8 @@ void ServerMetrics::record(const std::string& finish_reason, int64_t prompt_toke
   e2e_.observe(e2e);
   if (first_token < 0.0) return;
   first_token_.observe(first_token);
-  if (generation_tokens > 1) per_output_token_.observe((e2e - first_token) / static_cast<double>(generation_tokens - 1));
+  if (generation_tokens > 1)
+    per_output_token_.observe((e2e - first_token) / static_cast<double>(generation_tokens - 1));
 }
 
 std::string ServerMetrics::text(const MetricsGauges& gauges, const std::string& version) const {
@@ -75,7 +76,8 @@ std::string ServerMetrics::text(const MetricsGauges& gauges, const std::string& 
   gauge(out, "strata_num_requests_running", "Requests running in the engine.", static_cast<double>(gauges.running));
   gauge(out, "strata_num_requests_waiting", "Requests waiting in the queue.", static_cast<double>(gauges.waiting));
   gauge(out, "strata_kv_cache_usage_perc", "Share of the slots' KV cache in use, 0 to 1.", gauges.kv_cache_usage);
-  gauge(out, "strata_batch_slots", "Slots (sequences the engine runs at once).", static_cast<double>(gauges.batch_slots));
+  gauge(out, "strata_batch_slots", "Slots (sequences the engine runs at once).",
+        static_cast<double>(gauges.batch_slots));
   gauge(out, "strata_expert_slots", "VRAM expert slots of a hybrid placement (0: none).",
         static_cast<double>(gauges.expert_slots));
   gauge(out, "strata_pool_workers", "Threads of a hybrid placement's CPU expert pool (0: none).",

@@ -33,11 +33,11 @@ struct MetricsGauges {
   int64_t running = 0;
   int64_t waiting = 0;
   double step_age_seconds = 0.0;  // since the engine last made progress on a running request (0: idle)
-  double kv_cache_usage = 0.0;  // 0 to 1: the share of the slots' cache in use
+  double kv_cache_usage = 0.0;    // 0 to 1: the share of the slots' cache in use
   int64_t batch_slots = 1;
-  int64_t expert_slots = 0;     // a hybrid placement's VRAM expert slots (0: none)
-  int64_t pool_workers = 0;     // its CPU expert pool's threads (0: no pool)
-  double expert_hit_rate = 0.0; // the share of routed pairs the resident experts took
+  int64_t expert_slots = 0;            // a hybrid placement's VRAM expert slots (0: none)
+  int64_t pool_workers = 0;            // its CPU expert pool's threads (0: no pool)
+  double expert_hit_rate = 0.0;        // the share of routed pairs the resident experts took
   std::string worker_state = "ready";  // loading, ready or restarting
   int64_t worker_restarts = 0;
 };
