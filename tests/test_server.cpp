@@ -1,14 +1,19 @@
 // `strata serve`'s parts end to end over real sockets: the OpenAI-compatible endpoints on a tiny reference model,
 // answers checked against generate() on the same prompt, the errors' shape and status, and the HTTP limits.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/engine/chat_format.hpp"
@@ -92,7 +97,8 @@ EngineOptions engine_options() {
 struct Server {
   explicit Server(size_t queue = 8, std::string api_key = "", server::HttpLimits limits = {})
       : engine(engine_options()),
-        runner(engine, {.n_ctx = kContext, .kv_type = STRATA_KV_F16, .execution = {}, .queue_capacity = queue}),
+        runner(engine,
+               {.n_ctx = kContext, .kv_type = STRATA_KV_F16, .execution = {}, .queue_capacity = queue, .fault = {}}),
         routes(runner, {.model_id = "tiny", .api_key = std::move(api_key)}),
         http(
             "127.0.0.1", 0, [this](const server::HttpRequest& r, server::HttpReply& reply) { routes.handle(r, reply); },
@@ -309,7 +315,8 @@ TEST(Server, MetricsShowTheExpertPlacement) {
   options.expert_cache = "4";
   options.vram_budget_gib = 0.25;
   const Engine engine(options);
-  server::CompletionRunner runner(engine, {.n_ctx = kContext, .kv_type = STRATA_KV_F16, .execution = {}});
+  server::CompletionRunner runner(
+      engine, {.n_ctx = kContext, .kv_type = STRATA_KV_F16, .execution = {}, .queue_capacity = 8, .fault = {}});
   const auto stream = runner.submit(server::parse_chat_request(Json{{"messages", kHello}, {"max_tokens", 4}}.dump()));
   ASSERT_NE(stream, nullptr);
   while (!stream->wait(std::chrono::milliseconds(100)).end) {
@@ -464,6 +471,46 @@ TEST(ServeCli, ListensLogsAndStopsOnSigterm) {
   EXPECT_EQ(run.exit_code, 0) << run.out;
   EXPECT_NE(run.out.find("serving qwen3moe-tiny-q8_0.gguf on http://127.0.0.1:"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("SIGTERM: stopping"), std::string::npos) << run.out;
+  std::filesystem::remove(log);
+}
+
+// The whole server as users run it, its engine in a worker process whose first incarnation crashes mid-answer
+// (--test-fault): the client gets the whole answer, the same as an undisturbed server's, and /metrics counts the
+// restart.
+TEST(ServeCli, AWorkerCrashIsInvisibleToTheClient) {
+  ASSERT_REFERENCE(tiny_model());
+  const std::string log = (std::filesystem::temp_directory_path() / "strata-serve-crash.log").string();
+  std::filesystem::remove(log);
+  const std::string command = "exec " + test::shell_quote(test::strata_executable().string()) + " serve --model " +
+                              test::shell_quote(tiny_model().string()) +
+                              " --backend cpu -t 2 --ctx 256 --port 0 --test-fault crash@5 2>" + log;
+  pid_t pid = -1;
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  uint16_t port = 0;
+  const std::string marker = "on http://127.0.0.1:";
+  for (int i = 0; i < 300 && port == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream file(log);
+    const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    if (const size_t at = text.find(marker); at != std::string::npos) port = std::stoi(text.substr(at + marker.size()));
+  }
+  ASSERT_NE(port, 0) << "the server did not say where it listens";
+  const Answer answer =
+      post(port, "/v1/chat/completions", Json{{"messages", kHello}, {"max_tokens", 12}, {"temperature", 0}}.dump());
+  EXPECT_EQ(answer.status, 200) << answer.body;
+  Server undisturbed;
+  EXPECT_EQ(answer.json()["choices"][0]["message"]["content"], generated_text(undisturbed.engine, kHello, 12));
+  const Answer metrics = request(port, http::verb::get, "/metrics");
+  EXPECT_NE(metrics.body.find("strata_worker_restarts_total 1\n"), std::string::npos) << metrics.body;
+  EXPECT_NE(metrics.body.find("strata_worker_state{state=\"ready\"} 1\n"), std::string::npos) << metrics.body;
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  std::ifstream file(log);
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("was killed by signal"), std::string::npos) << text;
   std::filesystem::remove(log);
 }
 

@@ -1,6 +1,7 @@
 #include "core/server/completion_runner.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 
 #include "core/engine/chat_format.hpp"
@@ -24,7 +25,42 @@ CompletionOutcome failure(int status, std::string message) {
   return outcome;
 }
 
+// The injected fault, once its token comes.
+void inject(const FaultInjection& fault) {
+  switch (fault.kind) {
+    case FaultInjection::Kind::crash:
+      log().error("test fault: crashing at token {}", fault.at_token);
+      std::abort();
+    case FaultInjection::Kind::hang:
+      log().error("test fault: hanging at token {}", fault.at_token);
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    case FaultInjection::Kind::error:
+      throw Error("test fault: a backend call failed at token " + std::to_string(fault.at_token));
+    case FaultInjection::Kind::none:
+      break;
+  }
+}
+
 }  // namespace
+
+FaultInjection parse_fault(const std::string& text) {
+  const size_t at = text.find('@');
+  const std::string kind = text.substr(0, at);
+  FaultInjection fault;
+  fault.kind = kind == "crash"   ? FaultInjection::Kind::crash
+               : kind == "hang"  ? FaultInjection::Kind::hang
+               : kind == "error" ? FaultInjection::Kind::error
+                                 : FaultInjection::Kind::none;
+  try {
+    if (at != std::string::npos) fault.at_token = std::stoll(text.substr(at + 1));
+  } catch (const std::exception&) {
+    fault.at_token = 0;
+  }
+  if (fault.kind == FaultInjection::Kind::none || fault.at_token < 1) {
+    throw Error("--test-fault takes crash@K, hang@K or error@K with K >= 1, not '" + text + "'");
+  }
+  return fault;
+}
 
 void CompletionStream::push_text(const std::string& text) {
   if (text.empty()) return;
@@ -162,6 +198,7 @@ void CompletionRunner::run(Job& job) {
       stream.push_text(stops.push(detokenizer.push(token)));
       cache_used_.store(session_.position());
       progress_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+      if (++tokens_made_ == options_.fault.at_token) inject(options_.fault);
       return !stops.stopped() && !stream.cancelled();
     });
     if (!stops.stopped()) stream.push_text(stops.push(detokenizer.finish()) + stops.finish());

@@ -61,11 +61,22 @@ class CompletionStream {
   std::atomic<bool> cancelled_{false};
 };
 
+// Test only (`strata serve --test-fault KIND@K`, docs/serving.md): at the K-th token this process generates, the
+// engine crashes (abort), hangs (sleeps for good) or fails (throws as a failed backend call would).
+struct FaultInjection {
+  enum class Kind { none, crash, hang, error } kind = Kind::none;
+  int64_t at_token = 0;
+};
+
+// Parses KIND@K (crash@12); throws strata::Error naming --test-fault.
+FaultInjection parse_fault(const std::string& text);
+
 struct RunnerOptions {
   int32_t n_ctx = 4096;  // positions of the session's cache
   int32_t kv_type = 0;   // STRATA_KV_*
   ExecutionOptions execution;
   size_t queue_capacity = 64;  // requests waiting beside the one running; more are refused (429)
+  FaultInjection fault;        // test only
 };
 
 // Where the routes send requests: the runner, or in tests a source that answers as a script says.
@@ -110,6 +121,7 @@ class CompletionRunner : public CompletionSource {
   std::atomic<bool> running_{false};
   std::atomic<int32_t> cache_used_{0};   // the session's position, for gauges() on other threads
   std::atomic<int64_t> progress_ns_{0};  // steady clock: when the running request last made progress
+  int64_t tokens_made_ = 0;              // by this process, for the fault injector
   mutable std::mutex mutex_;
   std::condition_variable queued_;
   std::deque<Job> queue_;

@@ -1,0 +1,295 @@
+#include "core/server/worker_source.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+
+#include "core/server/worker_protocol.hpp"
+#include "core/util/error.hpp"
+#include "core/util/log.hpp"
+
+namespace strata::server {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr int kWorkerFd = 3;  // the channel's number in the worker (--worker-fd)
+constexpr std::chrono::seconds kExitGrace{10};
+
+std::string exit_text(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + ::strsignal(WTERMSIG(status));
+  return "ended";
+}
+
+// Waits for the child up to grace, then kills it; returns how it ended.
+std::string reap(pid_t pid, std::chrono::milliseconds grace) {
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  int status = 0;
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) return exit_text(status);
+    if (done < 0) return "is gone";
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return "did not exit and was killed";
+}
+
+}  // namespace
+
+WorkerSource::WorkerSource(WorkerOptions options) : options_(std::move(options)) {
+  std::string why;
+  if (!start_worker(/*first=*/true, why)) throw Error("the engine worker " + why + " before it was ready");
+  state_ = "ready";
+  reader_ = std::thread([this] { reader_loop(); });
+}
+
+WorkerSource::~WorkerSource() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  stop_worker();
+  reader_.join();
+  for (auto& [id, request] : in_flight_) {
+    CompletionOutcome outcome;
+    outcome.status = 503;
+    outcome.error = "the server is stopping";
+    request.stream->finish(outcome);
+  }
+}
+
+void WorkerSource::stop_worker() noexcept {
+  int fd = -1;
+  pid_t pid = -1;
+  {
+    std::lock_guard lock(mutex_);
+    std::swap(fd, fd_);
+    std::swap(pid, pid_);
+  }
+  if (fd >= 0) ::shutdown(fd, SHUT_RDWR);  // the worker reads the end of its channel and exits; the reader wakes
+  if (pid > 0) log().info("engine worker {}", reap(pid, kExitGrace));
+  if (fd >= 0) ::close(fd);
+}
+
+bool WorkerSource::start_worker(bool first, std::string& why) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    why = std::string("could not get a channel (") + std::strerror(errno) + ")";
+    return false;
+  }
+  if (pair[1] == kWorkerFd) {  // dup2 onto itself would keep close-on-exec
+    const int moved = ::fcntl(pair[1], F_DUPFD_CLOEXEC, kWorkerFd + 1);
+    ::close(pair[1]);
+    pair[1] = moved;
+  }
+  std::vector<std::string> arguments = options_.command;
+  if (first) arguments.insert(arguments.end(), options_.first_extra.begin(), options_.first_extra.end());
+  arguments.insert(arguments.end(), {"--worker-fd", std::to_string(kWorkerFd)});
+  std::vector<char*> argv;
+  for (std::string& argument : arguments) argv.push_back(argument.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pair[1], kWorkerFd);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  // Signals as a fresh process has them (the supervisor blocks SIGINT and SIGTERM to wait for them), in a process
+  // group of its own: a Ctrl-C at the terminal stops the supervisor, which then stops the worker.
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+  pid_t pid = -1;
+  const int spawned = ::posix_spawn(&pid, argv[0], &actions, &attributes, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  ::close(pair[1]);
+  if (spawned != 0) {
+    ::close(pair[0]);
+    why = std::string("could not start (") + std::strerror(spawned) + ")";
+    return false;
+  }
+  log().info("engine worker {} started{}", pid, first ? "" : " again");
+  // Its first frames: the ready one, perhaps after gauges. The load may take minutes; a worker that dies ends
+  // the read.
+  for (;;) {
+    std::optional<Json> message;
+    try {
+      message = read_frame(pair[0]);
+    } catch (const Error&) {
+    }
+    if (!message) {
+      ::close(pair[0]);
+      why = reap(pid, kExitGrace);
+      return false;
+    }
+    if (message->contains("ready")) break;
+  }
+  std::lock_guard lock(mutex_);
+  fd_ = pair[0];
+  pid_ = pid;
+  return true;
+}
+
+void WorkerSource::send(const Json& message) {
+  try {
+    write_frame(fd_, message);
+  } catch (const Error&) {
+    // The worker is gone: the reader sees its channel end and runs this request again on the next one.
+  }
+}
+
+std::shared_ptr<CompletionStream> WorkerSource::submit(CompletionRequest request) {
+  if (!request.seeded) {  // drawn here, so that a replay on another worker draws the same tokens
+    std::random_device device;
+    request.sampling.seed = uint64_t{device()} << 32 | device();
+    request.seeded = true;
+  }
+  auto stream = std::make_shared<CompletionStream>();
+  std::lock_guard lock(mutex_);
+  if (stopping_ || in_flight_.size() >= options_.capacity) return nullptr;
+  const uint64_t id = next_id_++;
+  InFlight& entry = in_flight_[id];
+  entry.request = std::move(request);
+  entry.stream = stream;
+  if (state_ == "ready") send(Json{{"submit", {{"id", id}, {"request", request_to_json(entry.request)}}}});
+  return stream;
+}
+
+MetricsGauges WorkerSource::gauges() const {
+  std::lock_guard lock(mutex_);
+  MetricsGauges gauges = last_gauges_;
+  gauges.worker_state = state_;
+  gauges.worker_restarts = restarts_;
+  gauges.waiting = static_cast<int64_t>(in_flight_.size()) - (in_flight_.empty() ? 0 : 1);
+  gauges.running = in_flight_.empty() ? 0 : 1;
+  return gauges;
+}
+
+pid_t WorkerSource::worker_pid() const {
+  std::lock_guard lock(mutex_);
+  return pid_;
+}
+
+int64_t WorkerSource::restarts() const {
+  std::lock_guard lock(mutex_);
+  return restarts_;
+}
+
+void WorkerSource::reader_loop() {
+  for (;;) {
+    int fd = -1;
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+      fd = fd_;
+    }
+    std::optional<Json> message;
+    try {
+      message = read_frame(fd);
+    } catch (const Error& error) {
+      log().error("engine worker: {}", error.what());
+    }
+    if (message) {
+      on_message(*message);
+      continue;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+    }
+    recover();
+  }
+}
+
+void WorkerSource::on_message(const Json& message) {
+  std::lock_guard lock(mutex_);
+  if (const auto gauges = message.find("gauges"); gauges != message.end()) {
+    last_gauges_ = gauges_from_json(*gauges);
+    return;
+  }
+  const bool is_text = message.contains("text");
+  const Json& body = is_text ? message["text"] : message.contains("end") ? message["end"] : Json();
+  if (!body.is_object()) return;
+  const auto it = in_flight_.find(body.at("id").get<uint64_t>());
+  if (it == in_flight_.end()) return;
+  InFlight& entry = it->second;
+  if (!is_text) {
+    entry.stream->finish(outcome_from_json(body.at("outcome")));
+    in_flight_.erase(it);
+    return;
+  }
+  // A replay's text up to what the client has is skipped: the same seed made the same tokens.
+  const std::string& text = body.at("text").get_ref<const std::string&>();
+  entry.seen += text.size();
+  if (entry.seen > entry.delivered) {
+    entry.stream->push_text(text.substr(text.size() - (entry.seen - entry.delivered)));
+    entry.delivered = entry.seen;
+  }
+  if (entry.stream->cancelled() && !entry.cancel_sent) {
+    entry.cancel_sent = true;
+    send(Json{{"cancel", it->first}});
+  }
+}
+
+void WorkerSource::recover() {
+  pid_t pid = -1;
+  {
+    std::lock_guard lock(mutex_);
+    state_ = "restarting";
+    std::swap(pid, pid_);
+    ::close(fd_);
+    fd_ = -1;
+  }
+  const std::string how = pid > 0 ? reap(pid, std::chrono::seconds(2)) : "is gone";
+  {
+    std::lock_guard lock(mutex_);
+    log().error("engine worker {} {}; restarting it, {} requests in flight", pid, how, in_flight_.size());
+    // The worker runs its requests in order: the oldest was running. Twice is its fault, not the worker's.
+    if (!in_flight_.empty()) {
+      const auto running = in_flight_.begin();
+      if (++running->second.deaths >= 2) {
+        CompletionOutcome outcome;
+        outcome.status = 500;
+        outcome.error = "the engine worker died twice while running this request (" + how + ")";
+        running->second.stream->finish(outcome);
+        in_flight_.erase(running);
+      }
+    }
+  }
+  auto backoff = options_.first_backoff;
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+    }
+    std::string why;
+    if (start_worker(/*first=*/false, why)) break;
+    log().error("engine worker {} while loading; trying again in {} ms", why, backoff.count());
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+  std::lock_guard lock(mutex_);
+  state_ = "ready";
+  ++restarts_;
+  for (auto& [id, entry] : in_flight_) {
+    entry.seen = 0;
+    entry.cancel_sent = false;
+    send(Json{{"submit", {{"id", id}, {"request", request_to_json(entry.request)}}}});
+  }
+  log().info("engine worker ready again; {} requests sent to it again", in_flight_.size());
+}
+
+}  // namespace strata::server
