@@ -7,6 +7,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/server/openai_request.hpp"
@@ -133,6 +134,8 @@ TEST(ServerWorker, KillNineMidStreamLosesNothing) {
   EXPECT_TRUE(killed);
   EXPECT_EQ(result.outcome.error, "");
   EXPECT_EQ(result.text, expected);
+  // Had the answer been whole before the kill landed, the restart would still be under way.
+  for (int i = 0; i < 600 && source.restarts() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(source.restarts(), 1);
 }
 
