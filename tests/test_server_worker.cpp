@@ -154,6 +154,30 @@ TEST(ServerWorker, ARequestThatKillsTwoWorkersFailsAlone) {
   EXPECT_EQ(source.restarts(), 2);
 }
 
+// The first worker hangs at its 5th token: the watchdog (1 s here) writes a stall report with the worker's thread
+// stacks into the log, replaces the worker, and the request completes with the undisturbed text.
+TEST(ServerWorker, AHungWorkerIsReportedAndReplaced) {
+  ASSERT_REFERENCE(tiny_model());
+  const Json body = chat(12);
+  const std::string expected = undisturbed(body);
+  server::WorkerOptions hanging = options(worker_command(), {"--test-fault", "hang@5"});
+  hanging.watchdog = std::chrono::milliseconds(1000);
+  testing::internal::CaptureStderr();  // the worker inherits it: its stacks land there too
+  std::string log;
+  {
+    WorkerSource source(hanging);
+    const Result result = run(source, body);
+    EXPECT_EQ(result.outcome.error, "");
+    EXPECT_EQ(result.text, expected);
+    EXPECT_EQ(source.restarts(), 1);
+  }
+  log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("stall report: the engine worker"), std::string::npos) << log;
+  EXPECT_NE(log.find("stall report: request 1: running"), std::string::npos) << log;
+  EXPECT_NE(log.find("stall report: thread "), std::string::npos) << log;
+  EXPECT_NE(log.find("strata"), std::string::npos) << log;  // a frame of the executable
+}
+
 // A failed backend call fails its request alone (500), and the worker goes on without a restart.
 TEST(ServerWorker, AnEngineErrorFailsTheRequestAlone) {
   ASSERT_REFERENCE(tiny_model());

@@ -95,19 +95,26 @@ CompletionRequest request_from_json(const Json& json) {
   request.stop = json.at("stop").get<std::vector<std::string>>();
   if (!json.at("max_tokens").is_null()) request.max_tokens = json.at("max_tokens").get<int32_t>();
   const Json& s = json.at("sampling");
-  request.sampling = {s.at("temperature").get<float>(),        s.at("top_k").get<int32_t>(),
-                      s.at("top_p").get<float>(),              s.at("min_p").get<float>(),
-                      s.at("repetition_penalty").get<float>(), s.at("presence_penalty").get<float>(),
-                      s.at("frequency_penalty").get<float>(),  s.at("repeat_last_n").get<int32_t>(),
+  request.sampling = {s.at("temperature").get<float>(),
+                      s.at("top_k").get<int32_t>(),
+                      s.at("top_p").get<float>(),
+                      s.at("min_p").get<float>(),
+                      s.at("repetition_penalty").get<float>(),
+                      s.at("presence_penalty").get<float>(),
+                      s.at("frequency_penalty").get<float>(),
+                      s.at("repeat_last_n").get<int32_t>(),
                       s.at("seed").get<uint64_t>()};
   request.seeded = json.at("seeded").get<bool>();
   return request;
 }
 
 Json outcome_to_json(const CompletionOutcome& outcome) {
-  return Json{{"finish_reason", outcome.finish_reason}, {"prompt_tokens", outcome.prompt_tokens},
-              {"completion_tokens", outcome.completion_tokens}, {"cached_tokens", outcome.cached_tokens},
-              {"queue_seconds", outcome.queue_seconds},     {"error", outcome.error},
+  return Json{{"finish_reason", outcome.finish_reason},
+              {"prompt_tokens", outcome.prompt_tokens},
+              {"completion_tokens", outcome.completion_tokens},
+              {"cached_tokens", outcome.cached_tokens},
+              {"queue_seconds", outcome.queue_seconds},
+              {"error", outcome.error},
               {"status", outcome.status}};
 }
 

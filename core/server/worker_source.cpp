@@ -4,10 +4,12 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "core/server/worker_protocol.hpp"
@@ -50,7 +52,9 @@ WorkerSource::WorkerSource(WorkerOptions options) : options_(std::move(options))
   std::string why;
   if (!start_worker(/*first=*/true, why)) throw Error("the engine worker " + why + " before it was ready");
   state_ = "ready";
+  last_frame_ = std::chrono::steady_clock::now();
   reader_ = std::thread([this] { reader_loop(); });
+  if (options_.watchdog.count() > 0) watchdog_ = std::thread([this] { watchdog_loop(); });
 }
 
 WorkerSource::~WorkerSource() {
@@ -58,6 +62,8 @@ WorkerSource::~WorkerSource() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
+  stop_changed_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
   stop_worker();
   reader_.join();
   for (auto& [id, request] : in_flight_) {
@@ -216,6 +222,7 @@ void WorkerSource::reader_loop() {
 
 void WorkerSource::on_message(const Json& message) {
   std::lock_guard lock(mutex_);
+  last_frame_ = std::chrono::steady_clock::now();
   if (const auto gauges = message.find("gauges"); gauges != message.end()) {
     last_gauges_ = gauges_from_json(*gauges);
     return;
@@ -284,12 +291,51 @@ void WorkerSource::recover() {
   std::lock_guard lock(mutex_);
   state_ = "ready";
   ++restarts_;
+  last_frame_ = std::chrono::steady_clock::now();
+  last_gauges_ = {};
   for (auto& [id, entry] : in_flight_) {
     entry.seen = 0;
     entry.cancel_sent = false;
     send(Json{{"submit", {{"id", id}, {"request", request_to_json(entry.request)}}}});
   }
   log().info("engine worker ready again; {} requests sent to it again", in_flight_.size());
+}
+
+void WorkerSource::watchdog_loop() {
+  std::unique_lock lock(mutex_);
+  while (!stop_changed_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; })) {
+    if (state_ != "ready" || in_flight_.empty() || pid_ <= 0) continue;
+    // The worker's gauges come from a thread of their own, so a hung engine still reports how long it has been
+    // stuck; a worker that says nothing at all is stuck for as long as it has been silent.
+    const double silent = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_frame_).count();
+    const double stuck = std::max(silent, last_gauges_.running > 0 ? last_gauges_.step_age_seconds : 0.0);
+    if (stuck * 1000.0 < static_cast<double>(options_.watchdog.count())) continue;
+    report_stall(stuck);
+    // The reader sees the channel end and restarts the worker; the stuck request counts this as a death.
+    ::kill(pid_, SIGKILL);
+    last_frame_ = std::chrono::steady_clock::now();
+  }
+}
+
+void WorkerSource::report_stall(double seconds) {
+  log().error("stall report: the engine worker {} made no progress for {:.1f} s (watchdog {} ms)", pid_, seconds,
+              options_.watchdog.count());
+  log().error("stall report: stage: {}; slots: 1 (of which running: {}), queue: {}; kv cache {:.0f}% in use", state_,
+              last_gauges_.running, last_gauges_.waiting, 100.0 * last_gauges_.kv_cache_usage);
+  for (const auto& [id, entry] : in_flight_) {
+    log().error("stall report: request {}: {}, {} bytes of text sent, {} workers died running it", id,
+                id == in_flight_.begin()->first ? "running" : "waiting", entry.delivered, entry.deaths);
+  }
+  // The worker's threads each print their stack to the log (its SIGUSR2 handler), before it is killed.
+  std::vector<pid_t> threads;
+  const std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    threads.push_back(static_cast<pid_t>(std::stol(task.path().filename().string())));
+  }
+  log().error("stall report: the worker's {} threads' stacks follow", threads.size());
+  for (const pid_t thread : threads) ::syscall(SYS_tgkill, pid_, thread, SIGUSR2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
 }
 
 }  // namespace strata::server

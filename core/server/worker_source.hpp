@@ -28,6 +28,9 @@ struct WorkerOptions {
   size_t capacity = 65;                  // requests in flight at most (running and queued); more get 429
   std::chrono::milliseconds first_backoff{250};
   std::chrono::milliseconds max_backoff{8000};
+  // No progress on a running request for this long (the worker's own count, or no frame from it at all): the
+  // watchdog writes a stall report to the log, with the worker's thread stacks, and replaces the worker. 0: off.
+  std::chrono::milliseconds watchdog{60000};
 };
 
 class WorkerSource : public CompletionSource {
@@ -64,6 +67,9 @@ class WorkerSource : public CompletionSource {
   // The worker's channel ended: reaps it, fails the request it killed twice, restarts, replays the rest.
   void recover();
   void stop_worker() noexcept;
+  // Every quarter second: a worker that makes no progress on a running request is reported and killed.
+  void watchdog_loop();
+  void report_stall(double seconds);  // under mutex_
 
   const WorkerOptions options_;
   mutable std::mutex mutex_;
@@ -75,7 +81,10 @@ class WorkerSource : public CompletionSource {
   int64_t restarts_ = 0;
   MetricsGauges last_gauges_;
   bool stopping_ = false;
+  std::condition_variable stop_changed_;
+  std::chrono::steady_clock::time_point last_frame_;  // when the worker last said anything
   std::thread reader_;
+  std::thread watchdog_;
 };
 
 }  // namespace strata::server

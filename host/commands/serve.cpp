@@ -36,9 +36,10 @@ struct ServeOptions {
   std::string kv = "f16";
   size_t queue = 64;
   std::string model_id;
-  bool worker = true;      // the engine in a child process (else in this one)
-  int worker_fd = -1;      // >= 0: this process is the engine worker, its channel on this fd
-  std::string test_fault;  // KIND@K for the first worker (test only)
+  bool worker = true;        // the engine in a child process (else in this one)
+  int worker_fd = -1;        // >= 0: this process is the engine worker, its channel on this fd
+  std::string test_fault;    // KIND@K for the first worker (test only)
+  double watchdog_s = 60.0;  // no progress for this long: stall report, new worker
 };
 
 bool loopback(const std::string& host) { return host == "127.0.0.1" || host == "::1" || host == "localhost"; }
@@ -100,6 +101,13 @@ void register_serve_command(CLI::App& app) {
                    "1: the model runs in an engine worker process, which the server restarts when it dies, running "
                    "the requests in flight again; 0: in the server's own process (a fault ends the server)")
       ->capture_default_str();
+  command
+      ->add_option("--watchdog-s", options->watchdog_s,
+                   "With --worker 1: a running request that makes no progress for this long (a prompt read counts as "
+                   "one step) gets a stall report in the log, with the worker's thread stacks, and a new worker (0: "
+                   "no watchdog)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   command->add_option("--test-fault", options->test_fault,
                       "TEST ONLY: the first engine worker crashes (crash@K), hangs (hang@K) or fails a request "
                       "(error@K) at the K-th token it generates");
@@ -139,6 +147,7 @@ void register_serve_command(CLI::App& app) {
       server::WorkerOptions worker;
       worker.command = worker_command();
       worker.capacity = options->queue + 1;
+      worker.watchdog = std::chrono::milliseconds(static_cast<int64_t>(options->watchdog_s * 1000.0));
       if (!options->test_fault.empty()) worker.first_extra = {"--test-fault", options->test_fault};
       source = std::make_unique<server::WorkerSource>(std::move(worker));
     } else {
