@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -298,7 +299,8 @@ TEST(Server, MetricsCountTheRequestsAndPassPromtool) {
   if (test::run_command("command -v promtool").exit_code != 0) {
     GTEST_SKIP() << "promtool is not installed (Debian's prometheus package; scripts/install-deps.sh installs it)";
   }
-  const std::string file = (std::filesystem::temp_directory_path() / "strata-metrics.txt").string();
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("strata-metrics-" + std::to_string(::getpid()) + ".txt")).string();
   { std::ofstream(file) << text; }
   const auto check = test::run_command("promtool check metrics < " + test::shell_quote(file));
   std::filesystem::remove(file);
@@ -463,7 +465,8 @@ TEST(ServeCli, ListensLogsAndStopsOnSigterm) {
   EXPECT_NE(open.exit_code, 0);
   EXPECT_NE(open.err.find("--host 0.0.0.0 listens beyond this machine: give an --api-key"), std::string::npos)
       << open.err;
-  const std::string log = (std::filesystem::temp_directory_path() / "strata-serve-cli.log").string();
+  const std::string log =
+      (std::filesystem::temp_directory_path() / ("strata-serve-cli-" + std::to_string(::getpid()) + ".log")).string();
   const auto run = test::run_command("(" + strata + " serve " + model + "--port 0 2>" + log + " & pid=$!; " +
                                      "for i in $(seq 300); do grep -q 'serving' " + log +
                                      " && break; sleep 0.1; done; kill -TERM $pid; wait $pid; status=$?; cat " + log +
@@ -479,7 +482,8 @@ TEST(ServeCli, ListensLogsAndStopsOnSigterm) {
 // restart.
 TEST(ServeCli, AWorkerCrashIsInvisibleToTheClient) {
   ASSERT_REFERENCE(tiny_model());
-  const std::string log = (std::filesystem::temp_directory_path() / "strata-serve-crash.log").string();
+  const std::string log =
+      (std::filesystem::temp_directory_path() / ("strata-serve-crash-" + std::to_string(::getpid()) + ".log")).string();
   std::filesystem::remove(log);
   const std::string command = "exec " + test::shell_quote(test::strata_executable().string()) + " serve --model " +
                               test::shell_quote(tiny_model().string()) +
