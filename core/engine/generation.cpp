@@ -29,6 +29,12 @@ int32_t generation_context(size_t prompt_tokens, int32_t max_tokens, int32_t n_c
   return static_cast<int32_t>(needed);
 }
 
+size_t reusable_prefix(std::span<const int32_t> cached, std::span<const int32_t> prompt) {
+  size_t n = 0;
+  while (n < cached.size() && n < prompt.size() && cached[n] == prompt[n]) ++n;
+  return prompt.empty() ? 0 : std::min(n, prompt.size() - 1);
+}
+
 std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt, const GenerationOptions& options,
                               const std::function<bool(int32_t)>& on_token) {
   if (prompt.empty()) throw Error("generation needs a prompt of at least one token");

@@ -28,6 +28,11 @@ void check_generation_options(const GenerationOptions& options);
 // naming --max-tokens when that is more than the model was trained for (n_ctx_train; not checked when 0, unknown).
 int32_t generation_context(size_t prompt_tokens, int32_t max_tokens, int32_t n_ctx_train);
 
+// How many of a session's cached tokens (cached, in order) a new prompt can keep: their common prefix, less what
+// leaves the prompt nothing to read (its last token is read again, for its logits). A chat resent with one more
+// turn then reads only the new part.
+size_t reusable_prefix(std::span<const int32_t> cached, std::span<const int32_t> prompt);
+
 // Returns the generated tokens (without an end token). on_token returns false to stop early.
 std::vector<int32_t> generate(Session& session, std::span<const int32_t> prompt, const GenerationOptions& options,
                               const std::function<bool(int32_t)>& on_token);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <random>
 
 #include "core/engine/chat_format.hpp"
 #include "core/engine/generation.hpp"
@@ -11,12 +10,6 @@
 
 namespace strata::server {
 namespace {
-
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
 
 CompletionOutcome failure(int status, std::string message) {
   CompletionOutcome outcome;
@@ -107,10 +100,7 @@ CompletionRunner::~CompletionRunner() {
 }
 
 std::shared_ptr<CompletionStream> CompletionRunner::submit(CompletionRequest request) {
-  if (!request.seeded) {  // a seed of its own, kept with the request, so that a replay draws the same tokens
-    std::random_device device;
-    request.sampling.seed = uint64_t{device()} << 32 | device();
-  }
+  draw_seed(request);
   auto stream = std::make_shared<CompletionStream>();
   {
     std::lock_guard lock(mutex_);
@@ -186,8 +176,7 @@ void CompletionRunner::run(Job& job) {
   outcome.prompt_tokens = static_cast<int32_t>(prompt.size());
   outcome.queue_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - job.queued).count();
   try {
-    // Keep the cached part both requests share (at least one token is read again, for its logits).
-    const size_t keep = std::min(common_prefix(cached_, prompt), prompt.size() - 1);
+    const size_t keep = reusable_prefix(cached_, prompt);
     cached_.resize(keep);
     session_.rewind(static_cast<int32_t>(keep));
     outcome.cached_tokens = static_cast<int32_t>(keep);

@@ -65,7 +65,7 @@ void serve_supervisor(int fd, CompletionRunner& runner) {
         CompletionStream::News news = stream->wait(kPumpWait);
         if (!news.text.empty()) send(Json{{"text", {{"id", id}, {"text", news.text}}}});
         if (news.end) {
-          send(Json{{"end", {{"id", id}, {"outcome", outcome_to_json(*news.end)}}}});
+          send(Json{{"end", {{"id", id}, {"outcome", Json(*news.end)}}}});
           break;
         }
       }
@@ -82,7 +82,7 @@ void serve_supervisor(int fd, CompletionRunner& runner) {
     while (!changed.wait_for(lock, kGaugesEvery, [&] { return done; })) {
       lock.unlock();
       try {
-        send(Json{{"gauges", gauges_to_json(runner.gauges())}});
+        send(Json{{"gauges", Json(runner.gauges())}});
       } catch (const Error&) {
       }
       lock.lock();
@@ -99,7 +99,7 @@ void serve_supervisor(int fd, CompletionRunner& runner) {
           CompletionOutcome outcome;
           outcome.status = 429;
           outcome.error = "the engine worker's queue is full";
-          send(Json{{"end", {{"id", id}, {"outcome", outcome_to_json(outcome)}}}});
+          send(Json{{"end", {{"id", id}, {"outcome", Json(outcome)}}}});
           continue;
         }
         std::lock_guard lock(mutex);

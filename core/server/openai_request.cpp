@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 
 namespace strata::server {
 namespace {
@@ -144,6 +145,13 @@ Json with_text_content(Json message) {
 }
 
 }  // namespace
+
+void draw_seed(CompletionRequest& request) {
+  if (request.seeded) return;
+  std::random_device device;
+  request.sampling.seed = uint64_t{device()} << 32 | device();
+  request.seeded = true;
+}
 
 CompletionRequest parse_chat_request(std::string_view body) {
   const Json json = parse_object(body);

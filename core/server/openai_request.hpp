@@ -48,4 +48,8 @@ struct CompletionRequest {
 CompletionRequest parse_chat_request(std::string_view body);
 CompletionRequest parse_completion_request(std::string_view body);
 
+// Gives a request without a seed a random one of its own (seeded from then on), so that running it again, on
+// another worker after a crash, draws the same tokens.
+void draw_seed(CompletionRequest& request);
+
 }  // namespace strata::server

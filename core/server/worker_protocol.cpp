@@ -9,6 +9,12 @@
 
 #include "core/util/error.hpp"
 
+namespace strata {
+// In SamplingParams' namespace, where nlohmann's lookup finds it.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SamplingParams, temperature, top_k, top_p, min_p, repetition_penalty,
+                                   presence_penalty, frequency_penalty, repeat_last_n, seed)
+}  // namespace strata
+
 namespace strata::server {
 namespace {
 
@@ -65,22 +71,8 @@ std::optional<Json> read_frame(int fd) {
 }
 
 Json request_to_json(const CompletionRequest& request) {
-  const SamplingParams& s = request.sampling;
-  Json json{{"chat", request.chat},
-            {"messages", request.messages},
-            {"tools", request.tools},
-            {"prompt", request.prompt},
-            {"stop", request.stop},
-            {"sampling",
-             {{"temperature", s.temperature},
-              {"top_k", s.top_k},
-              {"top_p", s.top_p},
-              {"min_p", s.min_p},
-              {"repetition_penalty", s.repetition_penalty},
-              {"presence_penalty", s.presence_penalty},
-              {"frequency_penalty", s.frequency_penalty},
-              {"repeat_last_n", s.repeat_last_n},
-              {"seed", s.seed}}},
+  Json json{{"chat", request.chat},     {"messages", request.messages}, {"tools", request.tools},
+            {"prompt", request.prompt}, {"stop", request.stop},         {"sampling", request.sampling},
             {"seeded", request.seeded}};
   json["max_tokens"] = request.max_tokens ? Json(*request.max_tokens) : Json(nullptr);
   return json;
@@ -94,64 +86,9 @@ CompletionRequest request_from_json(const Json& json) {
   request.prompt = json.at("prompt").get<std::string>();
   request.stop = json.at("stop").get<std::vector<std::string>>();
   if (!json.at("max_tokens").is_null()) request.max_tokens = json.at("max_tokens").get<int32_t>();
-  const Json& s = json.at("sampling");
-  request.sampling = {s.at("temperature").get<float>(),
-                      s.at("top_k").get<int32_t>(),
-                      s.at("top_p").get<float>(),
-                      s.at("min_p").get<float>(),
-                      s.at("repetition_penalty").get<float>(),
-                      s.at("presence_penalty").get<float>(),
-                      s.at("frequency_penalty").get<float>(),
-                      s.at("repeat_last_n").get<int32_t>(),
-                      s.at("seed").get<uint64_t>()};
+  request.sampling = json.at("sampling").get<SamplingParams>();
   request.seeded = json.at("seeded").get<bool>();
   return request;
-}
-
-Json outcome_to_json(const CompletionOutcome& outcome) {
-  return Json{{"finish_reason", outcome.finish_reason},
-              {"prompt_tokens", outcome.prompt_tokens},
-              {"completion_tokens", outcome.completion_tokens},
-              {"cached_tokens", outcome.cached_tokens},
-              {"queue_seconds", outcome.queue_seconds},
-              {"error", outcome.error},
-              {"status", outcome.status}};
-}
-
-CompletionOutcome outcome_from_json(const Json& json) {
-  CompletionOutcome outcome;
-  outcome.finish_reason = json.at("finish_reason").get<std::string>();
-  outcome.prompt_tokens = json.at("prompt_tokens").get<int32_t>();
-  outcome.completion_tokens = json.at("completion_tokens").get<int32_t>();
-  outcome.cached_tokens = json.at("cached_tokens").get<int32_t>();
-  outcome.queue_seconds = json.at("queue_seconds").get<double>();
-  outcome.error = json.at("error").get<std::string>();
-  outcome.status = json.at("status").get<int>();
-  return outcome;
-}
-
-Json gauges_to_json(const MetricsGauges& gauges) {
-  return Json{{"running", gauges.running},
-              {"waiting", gauges.waiting},
-              {"step_age_seconds", gauges.step_age_seconds},
-              {"kv_cache_usage", gauges.kv_cache_usage},
-              {"batch_slots", gauges.batch_slots},
-              {"expert_slots", gauges.expert_slots},
-              {"pool_workers", gauges.pool_workers},
-              {"expert_hit_rate", gauges.expert_hit_rate}};
-}
-
-MetricsGauges gauges_from_json(const Json& json) {
-  MetricsGauges gauges;
-  gauges.running = json.at("running").get<int64_t>();
-  gauges.waiting = json.at("waiting").get<int64_t>();
-  gauges.step_age_seconds = json.at("step_age_seconds").get<double>();
-  gauges.kv_cache_usage = json.at("kv_cache_usage").get<double>();
-  gauges.batch_slots = json.at("batch_slots").get<int64_t>();
-  gauges.expert_slots = json.at("expert_slots").get<int64_t>();
-  gauges.pool_workers = json.at("pool_workers").get<int64_t>();
-  gauges.expert_hit_rate = json.at("expert_hit_rate").get<double>();
-  return gauges;
 }
 
 }  // namespace strata::server

@@ -31,9 +31,11 @@ std::optional<nlohmann::json> read_frame(int fd);
 
 nlohmann::json request_to_json(const CompletionRequest& request);
 CompletionRequest request_from_json(const nlohmann::json& json);
-nlohmann::json outcome_to_json(const CompletionOutcome& outcome);
-CompletionOutcome outcome_from_json(const nlohmann::json& json);
-nlohmann::json gauges_to_json(const MetricsGauges& gauges);
-MetricsGauges gauges_from_json(const nlohmann::json& json);
+
+// An outcome and the gauges cross as JSON objects of their fields (nlohmann's to_json/from_json).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CompletionOutcome, finish_reason, prompt_tokens, completion_tokens, cached_tokens,
+                                   queue_seconds, error, status)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MetricsGauges, running, waiting, step_age_seconds, kv_cache_usage, batch_slots,
+                                   expert_slots, pool_workers, expert_hit_rate, worker_state, worker_restarts)
 
 }  // namespace strata::server

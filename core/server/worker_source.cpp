@@ -10,7 +10,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <random>
 
 #include "core/server/worker_protocol.hpp"
 #include "core/util/error.hpp"
@@ -158,11 +157,7 @@ void WorkerSource::send(const Json& message) {
 }
 
 std::shared_ptr<CompletionStream> WorkerSource::submit(CompletionRequest request) {
-  if (!request.seeded) {  // drawn here, so that a replay on another worker draws the same tokens
-    std::random_device device;
-    request.sampling.seed = uint64_t{device()} << 32 | device();
-    request.seeded = true;
-  }
+  draw_seed(request);  // here, so that a replay on another worker draws the same tokens
   auto stream = std::make_shared<CompletionStream>();
   std::lock_guard lock(mutex_);
   if (stopping_ || in_flight_.size() >= options_.capacity) return nullptr;
@@ -224,7 +219,7 @@ void WorkerSource::on_message(const Json& message) {
   std::lock_guard lock(mutex_);
   last_frame_ = std::chrono::steady_clock::now();
   if (const auto gauges = message.find("gauges"); gauges != message.end()) {
-    last_gauges_ = gauges_from_json(*gauges);
+    last_gauges_ = gauges->get<MetricsGauges>();
     return;
   }
   const bool is_text = message.contains("text");
@@ -234,7 +229,7 @@ void WorkerSource::on_message(const Json& message) {
   if (it == in_flight_.end()) return;
   InFlight& entry = it->second;
   if (!is_text) {
-    entry.stream->finish(outcome_from_json(body.at("outcome")));
+    entry.stream->finish(body.at("outcome").get<CompletionOutcome>());
     in_flight_.erase(it);
     return;
   }

@@ -28,12 +28,6 @@ struct ChatOptions {
   SamplingParams sampling;
 };
 
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
-
 }  // namespace
 
 void register_chat_command(CLI::App& app) {
@@ -84,8 +78,7 @@ void register_chat_command(CLI::App& app) {
         messages.erase(messages.end() - 1);
         continue;
       }
-      // Keep the cached part both turns share (at least one token is read again, for its logits).
-      const size_t keep = std::min(common_prefix(cached, prompt), prompt.size() - 1);
+      const size_t keep = reusable_prefix(cached, prompt);
       session.rewind(static_cast<int32_t>(keep));
       tokenizer::StreamingDetokenizer detokenizer(tokenizer, /*render_special=*/false);
       std::string reply;
