@@ -3,7 +3,10 @@
 // in a result or a clear error, never a stall.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -82,6 +85,59 @@ TEST(ExpertsCli, PrefetchIsCountedAndChangesNoTokens) {
   const auto plain = strata(generate + "--expert-cache off");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_EQ(prefetched.out, plain.out);
+}
+
+// --trace-experts writes the split layers' host-side timeline: the caller's routing reads and the pool's runs on a
+// lane of its own, each pool run after its layer's routing was read; it needs a placement, and a path it can write.
+TEST(ExpertsCli, TraceExpertsWritesTheSplitLayersTimeline) {
+  ASSERT_REFERENCE(tiny_model());
+  const auto path = std::filesystem::temp_directory_path() / ("strata-trace-" + std::to_string(::getpid()) + ".json");
+  const std::string generate = "generate --log-level warn " + model_flags() + "--tokens 3,14,15,92 -n 4 ";
+  const auto traced =
+      strata(generate + "--expert-cache 4 --pool-thread 1 --trace-experts " + test::shell_quote(path.string()));
+  ASSERT_EQ(traced.exit_code, 0) << traced.err;
+  const auto trace = nlohmann::json::parse(test::read_file(path));
+  std::filesystem::remove(path);
+  std::map<int64_t, std::string> lanes;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.at("ph") == "M") lanes[event.at("tid").get<int64_t>()] = event.at("args").at("name").get<std::string>();
+  }
+  ASSERT_EQ(lanes.size(), 2u) << trace.dump();
+  // Per layer, when its last routing read ended; each pool run starts after the read of its layer's routing.
+  std::map<int64_t, double> routing_read;
+  int routing_reads = 0, pool_runs = 0;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.at("ph") != "X") continue;
+    const double start = event.at("ts").get<double>(), duration = event.at("dur").get<double>();
+    const auto layer = event.at("args").at("layer").get<int64_t>();
+    EXPECT_GE(start, 0.0);
+    EXPECT_GE(duration, 0.0);
+    const std::string lane = lanes.at(event.at("tid").get<int64_t>());
+    if (event.at("name") == "read routing") {
+      EXPECT_EQ(lane, "caller");
+      routing_read[layer] = start + duration;
+      ++routing_reads;
+    } else if (event.at("name") == "pool") {
+      EXPECT_EQ(lane, "pool");
+      ASSERT_TRUE(routing_read.contains(layer)) << "a pool run of layer " << layer << " before its routing was read";
+      EXPECT_GE(start, routing_read[layer]) << "layer " << layer;
+      ++pool_runs;
+    }
+  }
+  // A prompt step and three decode steps over 2 split layers (4 of 16 experts resident), nearly all with misses.
+  EXPECT_EQ(routing_reads, 8) << trace.dump();
+  EXPECT_GT(pool_runs, 0) << trace.dump();
+
+  const auto unwritable = strata(generate + "--expert-cache 4 --trace-experts /nonexistent-folder/trace.json");
+  EXPECT_NE(unwritable.exit_code, 0);
+  EXPECT_NE(unwritable.err.find("/nonexistent-folder/trace.json: cannot write the timeline trace"), std::string::npos)
+      << unwritable.err;
+  const auto no_placement = strata(generate + "--expert-cache off --trace-experts " + test::shell_quote(path.string()));
+  EXPECT_NE(no_placement.exit_code, 0);
+  EXPECT_NE(no_placement.err.find("--trace-experts records the split layers of a hybrid placement, and there is none"),
+            std::string::npos)
+      << no_placement.err;
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 // --pcie-frac takes auto (one log line with what was measured) or a share from 0 to 1; anything else is a one-line

@@ -48,10 +48,11 @@ Engine::Engine(const EngineOptions& options) {
   std::optional<ExpertCacheOptions> placement =
       expert_placement(options, chosen.name == cpu.name, *backend_, file_->tensor_bytes());
   if (!placement) {
-    if (!options.expert_profile.empty()) {
-      throw Error("--expert-profile ranks the experts of a hybrid placement, and there is none here (" +
-                  (options.expert_cache == "off" ? std::string("--expert-cache off") : backend_->name()) + ")");
-    }
+    const std::string none_here =
+        "of a hybrid placement, and there is none here (" +
+        (options.expert_cache == "off" ? std::string("--expert-cache off") : backend_->name()) + ")";
+    if (!options.expert_profile.empty()) throw Error("--expert-profile ranks the experts " + none_here);
+    if (!options.expert_trace.empty()) throw Error("--trace-experts records the split layers " + none_here);
     model_ = std::make_unique<Model>(*file_, *backend_);
     return;
   }
@@ -59,10 +60,18 @@ Engine::Engine(const EngineOptions& options) {
     const ModelConfig config = ModelConfig::from_gguf(*file_);
     placement->profile = read_expert_profile(options.expert_profile, config.n_layer, config.n_expert).counts;
   }
+  if (!options.expert_trace.empty()) {
+    expert_trace_ = std::make_shared<TimelineTrace>(options.expert_trace);
+    placement->trace = expert_trace_;
+  }
   const int pool_workers = options.pool_workers >= 0 ? options.pool_workers : options.threads;
   expert_pool_ = std::make_unique<Backend>(cpu.name, *cpu.table, plugins_->quants(), pool_workers, pool_options.dump());
   log().info("expert pool: {}", expert_pool_->describe());
   model_ = std::make_unique<Model>(*file_, *backend_, *expert_pool_, std::move(*placement));
+}
+
+void Engine::finish_expert_trace() const {
+  if (expert_trace_) expert_trace_->finish();
 }
 
 std::optional<ExpertCacheOptions> expert_placement(const EngineOptions& options, bool cpu_device, Backend& device,

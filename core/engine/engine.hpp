@@ -11,6 +11,7 @@
 #include "core/gguf/gguf_file.hpp"
 #include "core/model/session.hpp"
 #include "core/plugin/plugin_host.hpp"
+#include "core/util/timeline_trace.hpp"
 
 namespace strata {
 
@@ -33,6 +34,7 @@ struct EngineOptions {
   ExpertCacheOptions expert_options;     // slots come from expert_cache
   std::filesystem::path expert_profile;  // a `strata profile` file that ranks the experts for the cache
   std::string host_experts = "auto";     // the experts' host memory: auto, pinned or mapped (expert_store.hpp)
+  std::filesystem::path expert_trace;  // a timeline of the placement's split layers is written there (--trace-experts)
 };
 
 class Engine {
@@ -45,6 +47,8 @@ class Engine {
   // The CPU backend serving the experts the device does not hold, or nullptr without a hybrid placement.
   Backend* expert_pool() const { return expert_pool_.get(); }
   const Model& model() const { return *model_; }
+  // Writes the timeline that --trace-experts asked for, if it did (the spans recorded so far).
+  void finish_expert_trace() const;
 
  private:
   // Declaration order matters: members are destroyed last-first, so the model's weights and the backend
@@ -54,6 +58,7 @@ class Engine {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Backend> expert_pool_;  // the CPU backend of a hybrid placement
   std::unique_ptr<Model> model_;
+  std::shared_ptr<TimelineTrace> expert_trace_;
 };
 
 // The placement options asks for on device (cpu_device: the CPU backend) for a model of model_bytes, or nothing

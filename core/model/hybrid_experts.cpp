@@ -354,6 +354,8 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
        {&normed, b.x.data(), b.x.size() * sizeof(float)}}};
   device_.read_all(reads);
   stats_.sync_ms += ms_since(start);
+  trace("caller", "read routing", start, layer);
+  const auto split_start = Clock::now();
   if (observer) observer(layer, b.ids);
   if (!recent_.empty()) recent_.add(layer, b.ids);
 
@@ -423,7 +425,9 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     b.x.resize(static_cast<size_t>(n) * config_.n_embd);
     device_.read(normed, b.x.data(), b.x.size() * sizeof(float));
     stats_.sync_ms += ms_since(start);
+    trace("caller", "read pool input", start, layer);
   }
+  trace("caller", "split", split_start, layer);
 
   // The device's part: the first staging half's copies (on the device's copy stream, beside everything queued after
   // them), the next layer's copies ahead (a copy waits for the ops queued before it, so before any op of this
@@ -476,6 +480,7 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
       device_part(b.staged_ids, b.staged_slot_ids, b.staged_weights, b.staged_weights_host, staging->halves[turn % 2]);
     }
     stats_.queue_ms += ms_since(queue_start);
+    trace("caller", "queue device part", queue_start, layer);
   };
   // The pool, on its own thread where it has one while the caller queues the device's part (else after it, on the
   // caller). Where the device offers signalled_write the caller does not wait for it either: the pool's result is
@@ -510,6 +515,7 @@ void HybridExperts::run(int32_t layer, int32_t n, const Buffer& normed, const Bu
     }
     if (device_wrote) add_to_out(b.pool_result);
     stats_.sync_ms += ms_since(start);
+    trace("caller", signalled ? "queue pool result" : "write pool result", start, layer);
   } else {
     queue_device_part();
   }
@@ -582,12 +588,15 @@ void HybridExperts::run_pool(int32_t layer, int32_t n, StepBuffers& b, uint64_t 
   const auto start = std::chrono::steady_clock::now();
   pool_moe(layer, n, b, b.ids.data(), b.pool_weights_host.data());
   unsettled_pool_ms_ += ms_since(start);
+  trace(pool_thread_ != nullptr ? "pool" : "caller", "pool", start, layer);
 }
 
 void HybridExperts::settle_pool() {
   if (pool_pending_) {
     pool_pending_ = false;
+    const auto start = Clock::now();
     pool_thread_->wait();
+    trace("caller", "wait for pool", start, pool_run_.layer);
   }
   stats_.pool_ms += std::exchange(unsettled_pool_ms_, 0.0);
 }

@@ -30,6 +30,7 @@
 #include "core/model/model_config.hpp"
 #include "core/model/model_weights.hpp"
 #include "core/util/side_thread.hpp"
+#include "core/util/timeline_trace.hpp"
 
 namespace strata {
 
@@ -68,6 +69,9 @@ struct ExpertCacheOptions {
   // for the pool, then writes its result (for a device whose wait misbehaves, and to measure the difference).
   bool device_waits_for_pool = true;
   std::chrono::microseconds poll{500};  // how long the caller and that thread poll before they sleep
+  // Where set, each split layer's host-side work is recorded there (--trace-experts): the routing read, the split,
+  // the queueing of the device's part, the pool's run and the waits for it.
+  std::shared_ptr<TimelineTrace> trace;
 };
 
 // What the placement did, summed over steps.
@@ -178,6 +182,10 @@ class HybridExperts {
   // Waits for the pool run on the pool's thread, if any (rethrowing its error), and counts the pool's time.
   void settle_pool();
   void abandon_pool() noexcept;
+  // A span of the trace, if any, from start to now.
+  void trace(const char* lane, const char* name, Clock::time_point start, int32_t layer) const {
+    if (options_.trace) options_.trace->span(lane, name, start, layer);
+  }
 
   Backend& device_;
   Backend& pool_;

@@ -129,6 +129,7 @@ void register_bench_command(CLI::App& app) {
             std::fflush(stdout);
           }
         }
+        engine.finish_expert_trace();
         continue;
       }
       const uint64_t bytes_per_token = weight_bytes_per_decoded_token(engine.file(), engine.model().config());
@@ -191,6 +192,7 @@ void register_bench_command(CLI::App& app) {
           std::fflush(stdout);
         }
       }
+      engine.finish_expert_trace();
     }
     if (options->json) std::cout << results.dump(1) << "\n";
   });

@@ -152,6 +152,10 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
                    "spare), mapped (the model file's mapping: no copy, but copies to the GPU go through a staging "
                    "copy) or auto (pinned where the backend and the free memory allow, else mapped)")
       ->capture_default_str();
+  command->add_option("--trace-experts", options.expert_trace,
+                      "Write a timeline of the hybrid placement's split layers to FILE (JSON for ui.perfetto.dev or "
+                      "chrome://tracing): on the calling thread each layer's routing read, split, queueing of the "
+                      "GPU's part and waits, and the pool's runs on its own lane (host-side only; docs/experts.md)");
   command->add_option("--expert-profile", options.expert_profile,
                       "A `strata profile` file: the expert cache starts with the experts it counts most often");
   command

@@ -97,17 +97,18 @@ void register_generate_command(CLI::App& app) {
                                 ? checked_context_size(config, *options->ctx)
                                 : generation_context(prompt_tokens.size(), options->max_tokens, config.n_ctx_train);
     Session session(engine.model(), session_options);
-    const auto report_expert_stats = [&] {
+    const auto report_experts = [&] {
       if (options->stats && engine.model().experts() != nullptr) {
         std::fprintf(stderr, "%s\n", engine.model().experts()->stats().text().c_str());
       }
+      engine.finish_expert_trace();
     };
 
     if (!text_mode) {
       const auto generated = generate(session, prompt_tokens, generation, [](int32_t) { return true; });
       for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%d", i ? " " : "", generated[i]);
       std::printf("\n");
-      report_expert_stats();
+      report_experts();
       return;
     }
     tokenizer::StreamingDetokenizer detokenizer(*tokenizer, /*render_special=*/false);
@@ -119,7 +120,7 @@ void register_generate_command(CLI::App& app) {
     });
     if (!stops.stopped()) std::fputs(stops.push(detokenizer.finish()).c_str(), stdout);
     std::fputs((stops.finish() + "\n").c_str(), stdout);
-    report_expert_stats();
+    report_experts();
   });
 }
 

@@ -10,16 +10,13 @@
 #include <sstream>
 
 namespace strata::test {
-namespace {
 
-std::string slurp(const std::filesystem::path& path) {
+std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
 }
-
-}  // namespace
 
 std::string shell_quote(const std::string& text) {
   std::string quoted = "'";
@@ -48,8 +45,8 @@ CommandResult run_command(const std::string& command) {
   } else if (WIFSIGNALED(status)) {
     result.signal = WTERMSIG(status);
   }
-  result.out = slurp(out_path);
-  result.err = slurp(err_path);
+  result.out = read_file(out_path);
+  result.err = read_file(err_path);
   std::filesystem::remove_all(folder);
   return result;
 }

@@ -1,6 +1,7 @@
 // Runs a command through /bin/sh for CLI tests and captures what it printed and how it ended.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 namespace strata::test {
@@ -14,6 +15,9 @@ struct CommandResult {
 };
 
 CommandResult run_command(const std::string& command);
+
+// A file's bytes ("" where it cannot be read).
+std::string read_file(const std::filesystem::path& path);
 
 // Quotes a path or argument for the shell.
 std::string shell_quote(const std::string& text);
