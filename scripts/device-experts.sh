@@ -61,11 +61,13 @@ if [ "${LARGE_TESTS:-1}" = 1 ]; then
   grep -E '^\[  (FAILED|PASSED) |mean KL|expert cache|experts:|Failure' "$results/tests.log" | tail -n 12 || true
 fi
 
-# bench BUILD LABEL PLACEMENT: one strata bench run, its lines marked with LABEL.
+# bench BUILD LABEL PLACEMENT: one strata bench run, its lines marked with LABEL (which the word LABEL in the
+# placement stands for: `--trace-experts $OUT/trace-LABEL.json` keeps both builds' timelines).
 bench() {
+  local placement=${3//PROFILE/$profile}
   # shellcheck disable=SC2086 # a placement is several flags
   "$1/bin/strata" bench --model "$model" --backend cuda -t "${THREADS:-$(nproc)}" -p "${PROMPT:-512}" \
-    -n "${DECODE:-64}" -r "${REPS:-1}" ${3//PROFILE/$profile} 2>&1 | grep -v '^\[.*\] \[info\] backend' | sed "s/^/$2 /" |
+    -n "${DECODE:-64}" -r "${REPS:-1}" ${placement//LABEL/$2} 2>&1 | grep -v '^\[.*\] \[info\] backend' | sed "s/^/$2 /" |
     tee -a "$results/bench.txt"
 }
 for placement in "$@"; do
