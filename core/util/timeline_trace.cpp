@@ -49,9 +49,8 @@ void TimelineTrace::finish() {
                       {"tid", static_cast<int64_t>(i + 1)},
                       {"args", {{"name", lanes[i]}}}});
   }
-  const nlohmann::json document = {{"traceEvents", std::move(events)},
-                                   {"displayTimeUnit", "ns"},
-                                   {"otherData", {{"dropped_spans", dropped_}}}};
+  const nlohmann::json document = {
+      {"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}, {"otherData", {{"dropped_spans", dropped_}}}};
   const std::string text = document.dump();
   file_.write(text.data(), text.size());
   file_.finish();
