@@ -1,14 +1,18 @@
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "core/plugin/plugin_host.hpp"
 #include "core/util/error.hpp"
 #include "core/util/log.hpp"
 #include "host/commands/commands.hpp"
+#include "host/commands/serve_config.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"strata: mixture-of-experts inference engine"};
+  CLI::App app{"strata: mixture-of-experts inference engine", "strata"};
   app.require_subcommand(1);
   app.fallthrough();  // global flags such as --log-level may follow the subcommand
   std::string log_level = "info";
@@ -39,7 +43,10 @@ int main(int argc, char** argv) {
   strata::host::register_serve_command(app);
 
   try {
-    app.parse(argc, argv);
+    // serve --config FILE becomes the flags FILE stands for; CLI11 takes the arguments last first.
+    std::vector<std::string> args = strata::host::expand_serve_config({argv + 1, argv + argc});
+    std::reverse(args.begin(), args.end());
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const strata::Error& e) {

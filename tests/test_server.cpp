@@ -477,29 +477,65 @@ TEST(ServeCli, ListensLogsAndStopsOnSigterm) {
   std::filesystem::remove(log);
 }
 
+// `strata serve` ARGUMENTS as users run it, its log in a file of its own: the port it said it listens on, then
+// SIGTERM, its exit status and its log.
+class SpawnedServer {
+ public:
+  explicit SpawnedServer(const std::string& arguments)
+      : log_((std::filesystem::temp_directory_path() /
+              ("strata-serve-" + std::to_string(::getpid()) + "-" + std::to_string(next_id_++) + ".log"))
+                 .string()) {
+    std::filesystem::remove(log_);
+    const std::string command =
+        "exec " + test::shell_quote(test::strata_executable().string()) + " serve " + arguments + " 2>" + log_;
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    if (posix_spawn(&pid_, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) pid_ = -1;
+    const std::string marker = "on http://127.0.0.1:";
+    for (int i = 0; i < 300 && port_ == 0 && pid_ > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const std::string text = log();
+      if (const size_t at = text.find(marker); at != std::string::npos) {
+        port_ = static_cast<uint16_t>(std::stoi(text.substr(at + marker.size())));
+      }
+    }
+  }
+  ~SpawnedServer() {
+    stop();
+    std::filesystem::remove(log_);
+  }
+  SpawnedServer(const SpawnedServer&) = delete;
+  SpawnedServer& operator=(const SpawnedServer&) = delete;
+
+  uint16_t port() const { return port_; }  // 0: it never said
+  std::string log() const { return test::read_file(log_); }
+  // SIGTERM, then the exit status (-1 where it did not exit on its own).
+  int stop() {
+    if (pid_ <= 0) return status_;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return status_;
+  }
+
+ private:
+  static inline int next_id_ = 0;
+  std::string log_;
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+  int status_ = -1;
+};
+
 // The whole server as users run it, its engine in a worker process whose first incarnation crashes mid-answer
 // (--test-fault): the client gets the whole answer, the same as an undisturbed server's, and /metrics counts the
 // restart.
 TEST(ServeCli, AWorkerCrashIsInvisibleToTheClient) {
   ASSERT_REFERENCE(tiny_model());
-  const std::string log =
-      (std::filesystem::temp_directory_path() / ("strata-serve-crash-" + std::to_string(::getpid()) + ".log")).string();
-  std::filesystem::remove(log);
-  const std::string command = "exec " + test::shell_quote(test::strata_executable().string()) + " serve --model " +
-                              test::shell_quote(tiny_model().string()) +
-                              " --backend cpu -t 2 --ctx 256 --port 0 --test-fault crash@5 2>" + log;
-  pid_t pid = -1;
-  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-  ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
-  uint16_t port = 0;
-  const std::string marker = "on http://127.0.0.1:";
-  for (int i = 0; i < 300 && port == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    std::ifstream file(log);
-    const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    if (const size_t at = text.find(marker); at != std::string::npos) port = std::stoi(text.substr(at + marker.size()));
-  }
-  ASSERT_NE(port, 0) << "the server did not say where it listens";
+  SpawnedServer server("--model " + test::shell_quote(tiny_model().string()) +
+                       " --backend cpu -t 2 --ctx 256 --port 0 --test-fault crash@5");
+  const uint16_t port = server.port();
+  ASSERT_NE(port, 0) << "the server did not say where it listens: " << server.log();
   const Answer answer =
       post(port, "/v1/chat/completions", Json{{"messages", kHello}, {"max_tokens", 12}, {"temperature", 0}}.dump());
   EXPECT_EQ(answer.status, 200) << answer.body;
@@ -508,14 +544,57 @@ TEST(ServeCli, AWorkerCrashIsInvisibleToTheClient) {
   const Answer metrics = request(port, http::verb::get, "/metrics");
   EXPECT_NE(metrics.body.find("strata_worker_restarts_total 1\n"), std::string::npos) << metrics.body;
   EXPECT_NE(metrics.body.find("strata_worker_state{state=\"ready\"} 1\n"), std::string::npos) << metrics.body;
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  std::ifstream file(log);
-  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  EXPECT_NE(text.find("was killed by signal"), std::string::npos) << text;
-  std::filesystem::remove(log);
+  EXPECT_EQ(server.stop(), 0);
+  EXPECT_NE(server.log().find("was killed by signal"), std::string::npos) << server.log();
+}
+
+// --config serve.json stands for the flags its keys name: the model, the args, and env in the worker's environment
+// (here a STRATA_CPU_ISA that the worker's CPU backend reports); a flag may add to it. A bad file, an unknown key,
+// a key also given as a flag, or a setting not built yet is a one-line error naming the file and the key.
+TEST(ServeCli, AConfigFileStandsForItsFlags) {
+  ASSERT_REFERENCE(tiny_model());
+  const auto folder = std::filesystem::temp_directory_path();
+  const auto config = folder / ("strata-serve-config-" + std::to_string(::getpid()) + ".json");
+  const auto write = [&config](const Json& settings) { std::ofstream(config) << settings.dump(); };
+  write({{"model", tiny_model().string()},
+         {"args", {"--backend", "cpu", "-t", "2", "--ctx", "256", "--model-id", "from-config"}},
+         {"parallel", 1},
+         {"layer_split", nullptr},
+         {"env", {{"STRATA_CPU_ISA", "avx2"}}}});
+  {
+    SpawnedServer server("--config " + test::shell_quote(config.string()) + " --port 0");
+    ASSERT_NE(server.port(), 0) << server.log();
+    const Answer models = request(server.port(), http::verb::get, "/v1/models");
+    EXPECT_EQ(models.json()["data"][0]["id"], "from-config") << models.body;
+    EXPECT_EQ(server.stop(), 0);
+    EXPECT_NE(server.log().find("backend: cpu: 2 threads, avx2"), std::string::npos) << server.log();
+  }
+  const std::string strata = test::shell_quote(test::strata_executable().string()) + " serve --config " +
+                             test::shell_quote(config.string()) + " ";
+  const auto refused = [&](const Json& settings, const std::string& flags, const std::string& message) {
+    write(settings);
+    const auto result = test::run_command(strata + flags);
+    EXPECT_NE(result.exit_code, 0) << settings.dump();
+    EXPECT_NE(result.err.find(message), std::string::npos) << result.err;
+  };
+  const Json model = {{"model", tiny_model().string()}};
+  refused({{"modle", "m.gguf"}}, "", config.string() + ": modle: unknown key (known: model, args, parallel, gpu");
+  refused(model, "--model other.gguf", config.string() + ": model: also given as --model on the command line");
+  refused({{"model", tiny_model().string()}, {"args", {"--port", 0}}}, "", ": args[1]: expected a string");
+  refused({{"model", tiny_model().string()}, {"parallel", 0}}, "", ": parallel: expected an integer of at least 1");
+  refused({{"model", tiny_model().string()}, {"parallel", 4}}, "",
+          "--parallel: 4 slots: continuous batching over several slots is not built yet");
+  refused({{"model", tiny_model().string()}, {"layer_split", {1, 1}}}, "",
+          ": layer_split: splitting layers over several GPUs is not built yet");
+  refused({{"model", tiny_model().string()}, {"env", {{"A", 1}}}}, "", ": env.A: expected a string");
+  refused(Json::array({1}), "", ": expected a JSON object of settings");
+  std::ofstream(config) << "{\"model\": ";
+  const auto truncated = test::run_command(strata);
+  EXPECT_NE(truncated.err.find(config.string() + ": not JSON ("), std::string::npos) << truncated.err;
+  std::filesystem::remove(config);
+  const auto missing = test::run_command(strata);
+  EXPECT_NE(missing.err.find(config.string() + ": cannot read the server config (--config)"), std::string::npos)
+      << missing.err;
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ Engine::Engine(const EngineOptions& options) {
   if (options.vram_reserve_mib >= 0) instance_options["vram_reserve_mib"] = options.vram_reserve_mib;
   if (options.repacked_weights >= 0) instance_options["repacked_weights"] = options.repacked_weights;
   nlohmann::json pool_options = instance_options;
+  if (options.gpu >= 0) instance_options["device"] = options.gpu;  // the device's alone: the pool is the CPU
   if (options.cpu_poll_us >= 0) {
     pool_options["poll_us"] = options.cpu_poll_us;
     if (chosen.name == cpu.name) instance_options["poll_us"] = options.cpu_poll_us;

@@ -25,6 +25,7 @@ struct EngineOptions {
   int64_t cpu_poll_us = -1;        // how long idle CPU threads poll for work; < 0: the CPU backend's default
   ExecutionOptions execution;      // how sessions drive the backend (step graphs, fused ops)
   int64_t vram_reserve_mib = -1;   // VRAM a GPU backend leaves free; < 0: its default (manifest or 512 MiB)
+  int gpu = -1;                    // the GPU a GPU backend runs on (its option "device"); < 0: its default (0)
   int repacked_weights = -1;       // 1: a GPU backend keeps weights in faster, larger layouts; 0: as in the file;
                                    // < 0: its default (manifest or off)
   // Hybrid expert placement (docs/experts.md): "auto", "off" or a slot count; empty: auto on a backend that can

@@ -76,6 +76,11 @@ void add_engine_options(CLI::App* command, EngineOptions& options) {
                    "(default 0: the system places them)")
       ->check(CLI::Range(0, 1));
   command
+      ->add_option("--gpu", options.gpu,
+                   "The GPU a GPU backend runs on, by index as the driver numbers them (its option device; default "
+                   "0). The CPU backend ignores it")
+      ->check(CLI::NonNegativeNumber);
+  command
       ->add_option("--vram-reserve-mib", options.vram_reserve_mib,
                    "VRAM the GPU backend leaves free, in MiB (default: the manifest's vram_reserve_mib, else 512); "
                    "a model that does not fit then fails at load naming the tensor")

@@ -40,6 +40,8 @@ struct ServeOptions {
   int worker_fd = -1;        // >= 0: this process is the engine worker, its channel on this fd
   std::string test_fault;    // KIND@K for the first worker (test only)
   double watchdog_s = 60.0;  // no progress for this long: stall report, new worker
+  int32_t parallel = 1;      // slots decoding together
+  std::string config;        // expanded before parsing (serve_config.hpp); kept for --help
 };
 
 bool loopback(const std::string& host) { return host == "127.0.0.1" || host == "::1" || host == "localhost"; }
@@ -111,6 +113,21 @@ void register_serve_command(CLI::App& app) {
   command->add_option("--test-fault", options->test_fault,
                       "TEST ONLY: the first engine worker crashes (crash@K), hangs (hang@K) or fails a request "
                       "(error@K) at the K-th token it generates");
+  command->add_option(
+      "--config", options->config,
+      "A JSON file of settings, expanded into the flags they stand for: {\"model\": PATH, \"args\": [FLAGS...], "
+      "\"parallel\": N, \"gpu\": N, \"env\": {NAME: VALUE}, \"layer_split\": null}; a key also given as a flag, or "
+      "unknown, is an error naming it (docs/serving.md)");
+  command
+      ->add_option("--parallel", options->parallel,
+                   "Slots that decode together; only 1 for now (continuous batching over several slots is not built "
+                   "yet: the other requests wait in the queue)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            return text == "1" ? "" : text + " slots: continuous batching over several slots is not built yet (1 only)";
+          },
+          "1"));
   // The supervisor starts its worker with this: the channel's descriptor.
   command->add_option("--worker-fd", options->worker_fd)->group("");
 
