@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "core/plugin/plugin_host.hpp"
+#include "core/server/serve_config.hpp"
 #include "core/util/error.hpp"
 #include "core/util/log.hpp"
 #include "host/commands/commands.hpp"
-#include "host/commands/serve_config.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"strata: mixture-of-experts inference engine", "strata"};
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
 
   try {
     // serve --config FILE becomes the flags FILE stands for; CLI11 takes the arguments last first.
-    std::vector<std::string> args = strata::host::expand_serve_config({argv + 1, argv + argc});
+    std::vector<std::string> args = strata::server::expand_serve_config({argv + 1, argv + argc});
     std::reverse(args.begin(), args.end());
     app.parse(args);
   } catch (const CLI::ParseError& e) {

@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets with clang (ASan + UBSan) and fuzzes each input parser for a bounded share
 # of the time: the GGUF reader 4/10, the Jinja chat-template engine 3/10, the tokenizers 3/20 (under the
 # reference vocabularies in tests/reference/vocab), the plugin manifest, the expert profile and the server's
-# request bodies 1/20 each.
+# request bodies 1/20 each, the server's config file 1/40.
 # Usage: scripts/fuzz.sh [seconds=60]. Crashes are written to fuzz-out/ and make the script fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,7 @@ seconds=${1:-60}
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_BUILD_FUZZERS=ON -DSTRATA_BUILD_TESTS=OFF -DSTRATA_CUDA=OFF >/dev/null
 ninja -C build-fuzz gguf_fuzzer manifest_fuzzer template_fuzzer tokenizer_fuzzer expert_profile_fuzzer \
-  openai_request_fuzzer
+  openai_request_fuzzer serve_config_fuzzer
 
 # Undefined behaviour stops a run like a crash does.
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
@@ -28,3 +28,4 @@ fuzz tokenizer $((seconds * 3 / 20)) 4096
 fuzz manifest $((seconds * 1 / 20)) 4096
 fuzz expert_profile $((seconds * 1 / 20)) 4096
 fuzz openai_request $((seconds * 1 / 20)) 4096
+fuzz serve_config $((seconds * 1 / 40)) 4096

@@ -588,9 +588,11 @@ TEST(ServeCli, AConfigFileStandsForItsFlags) {
           ": layer_split: splitting layers over several GPUs is not built yet");
   refused({{"model", tiny_model().string()}, {"env", {{"A", 1}}}}, "", ": env.A: expected a string");
   refused(Json::array({1}), "", ": expected a JSON object of settings");
-  std::ofstream(config) << "{\"model\": ";
-  const auto truncated = test::run_command(strata);
-  EXPECT_NE(truncated.err.find(config.string() + ": not JSON ("), std::string::npos) << truncated.err;
+  for (const std::string text : {"{\"model\": ", "{\"gpu\": 1e999}"}) {  // cut short; a number past a double's range
+    std::ofstream(config) << text;
+    const auto result = test::run_command(strata);
+    EXPECT_NE(result.err.find(config.string() + ": not JSON ("), std::string::npos) << text << ": " << result.err;
+  }
   std::filesystem::remove(config);
   const auto missing = test::run_command(strata);
   EXPECT_NE(missing.err.find(config.string() + ": cannot read the server config (--config)"), std::string::npos)

@@ -1,4 +1,4 @@
-#include "host/commands/serve_config.hpp"
+#include "core/server/serve_config.hpp"
 
 #include <stdlib.h>
 
@@ -8,7 +8,7 @@
 #include "core/util/error.hpp"
 #include "core/util/user_file.hpp"
 
-namespace strata::host {
+namespace strata::server {
 namespace {
 
 constexpr uint64_t kMaxConfigBytes = uint64_t{1} << 20;
@@ -24,31 +24,12 @@ bool has_flag(const std::vector<std::string>& args, const std::vector<std::strin
 
 }  // namespace
 
-std::vector<std::string> expand_serve_config(std::vector<std::string> args) {
-  const auto serve = std::find(args.begin(), args.end(), "serve");
-  if (serve == args.end()) return args;
-  // --config FILE or --config=FILE after the subcommand.
-  std::string path;
-  auto at = args.end();
-  size_t taken = 0;
-  for (auto it = serve + 1; it != args.end(); ++it) {
-    const bool separate = *it == "--config", joined = it->rfind("--config=", 0) == 0;
-    if (!separate && !joined) continue;
-    if (at != args.end()) throw Error("serve: --config is given more than once");
-    if (separate && it + 1 == args.end()) throw Error("serve: --config needs a file");
-    path = separate ? *(it + 1) : it->substr(9);
-    at = it;
-    taken = separate ? 2 : 1;
-  }
-  if (at == args.end()) return args;
-  const size_t position = static_cast<size_t>(at - args.begin());
-  args.erase(at, at + static_cast<std::ptrdiff_t>(taken));
-
-  const std::string text = read_user_file(path, "the server config (--config)", kMaxConfigBytes);
+ServeConfig parse_serve_config(const std::string& path, const std::string& text,
+                               const std::vector<std::string>& command_line) {
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number past a double's range
     throw Error(path + ": not JSON (" + e.what() + ")");
   }
   if (!config.is_object()) throw Error(path + ": expected a JSON object of settings (keys: " + kKnownKeys + ")");
@@ -56,9 +37,11 @@ std::vector<std::string> expand_serve_config(std::vector<std::string> args) {
     return Error(path + ": " + key + ": " + problem);
   };
   const auto only_here = [&](const std::string& key, const std::vector<std::string>& spellings) {
-    if (has_flag(args, spellings)) throw fail(key, "also given as " + spellings.back() + " on the command line");
+    if (has_flag(command_line, spellings))
+      throw fail(key, "also given as " + spellings.back() + " on the command line");
   };
-  std::vector<std::string> flags;
+  ServeConfig result;
+  std::vector<std::string>& flags = result.flags;
   for (const auto& [key, value] : config.items()) {
     if (key == "model") {
       if (!value.is_string() || value.get<std::string>().empty()) throw fail(key, "expected the model's path");
@@ -86,14 +69,40 @@ std::vector<std::string> expand_serve_config(std::vector<std::string> args) {
       for (const auto& [name, setting] : value.items()) {
         if (name.empty() || name.find('=') != std::string::npos) throw fail(key, "'" + name + "' is no variable name");
         if (!setting.is_string()) throw fail(key + "." + name, "expected a string");
-        ::setenv(name.c_str(), setting.get<std::string>().c_str(), 1);
+        result.env.emplace_back(name, setting.get<std::string>());
       }
     } else {
       throw fail(key, std::string("unknown key (known: ") + kKnownKeys + ")");
     }
   }
-  args.insert(args.begin() + static_cast<std::ptrdiff_t>(position), flags.begin(), flags.end());
+  return result;
+}
+
+std::vector<std::string> expand_serve_config(std::vector<std::string> args) {
+  const auto serve = std::find(args.begin(), args.end(), "serve");
+  if (serve == args.end()) return args;
+  // --config FILE or --config=FILE after the subcommand.
+  std::string path;
+  auto at = args.end();
+  size_t taken = 0;
+  for (auto it = serve + 1; it != args.end(); ++it) {
+    const bool separate = *it == "--config", joined = it->rfind("--config=", 0) == 0;
+    if (!separate && !joined) continue;
+    if (at != args.end()) throw Error("serve: --config is given more than once");
+    if (separate && it + 1 == args.end()) throw Error("serve: --config needs a file");
+    path = separate ? *(it + 1) : it->substr(9);
+    at = it;
+    taken = separate ? 2 : 1;
+  }
+  if (at == args.end()) return args;
+  const size_t position = static_cast<size_t>(at - args.begin());
+  args.erase(at, at + static_cast<std::ptrdiff_t>(taken));
+
+  const std::string text = read_user_file(path, "the server config (--config)", kMaxConfigBytes);
+  const ServeConfig config = parse_serve_config(path, text, args);
+  for (const auto& [name, value] : config.env) ::setenv(name.c_str(), value.c_str(), 1);
+  args.insert(args.begin() + static_cast<std::ptrdiff_t>(position), config.flags.begin(), config.flags.end());
   return args;
 }
 
-}  // namespace strata::host
+}  // namespace strata::server
