@@ -455,6 +455,64 @@ TEST(Server, TheOfficialOpenAiClientReadsToolCalls) {
   EXPECT_EQ(source.last_tools[0]["function"]["name"], "get_weather");
 }
 
+// A source whose answers never end by themselves: a piece of text every 10 ms until the request is cancelled.
+class EndlessSource : public server::CompletionSource {
+ public:
+  ~EndlessSource() override {
+    for (std::thread& writer : writers_) writer.join();
+  }
+  std::shared_ptr<server::CompletionStream> submit(server::CompletionRequest) override {
+    auto stream = std::make_shared<server::CompletionStream>();
+    writers_.emplace_back([this, stream] {
+      const auto start = std::chrono::steady_clock::now();
+      while (!stream->cancelled() && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+        stream->push_text("x");
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      cancelled_after_ms =
+          stream->cancelled()
+              ? std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()
+              : -1.0;
+      server::CompletionOutcome outcome;
+      outcome.finish_reason = "length";
+      stream->finish(outcome);
+    });
+    return stream;
+  }
+  server::MetricsGauges gauges() const override { return {}; }
+  std::atomic<double> cancelled_after_ms{0.0};  // from the request's start to its cancelling; -1: never cancelled
+
+ private:
+  std::vector<std::thread> writers_;
+};
+
+// A client that hangs up before a whole (not streamed) answer is ready cancels its request within a token or so, as
+// a streaming client's does: its slot is not held to the end of max_tokens.
+TEST(Server, AClientThatHangsUpCancelsAWholeAnswer) {
+  EndlessSource source;
+  server::OpenAiRoutes routes(source, {.model_id = "tiny", .api_key = ""});
+  server::HttpServer http(
+      "127.0.0.1", 0, [&routes](const server::HttpRequest& r, server::HttpReply& reply) { routes.handle(r, reply); });
+  {
+    boost::asio::io_context io;
+    tcp::socket socket(io);
+    socket.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), http.port()));
+    http::request<http::string_body> message{http::verb::post, "/v1/chat/completions", 11};
+    message.set(http::field::host, "127.0.0.1");
+    message.body() = Json{{"messages", kHello}, {"max_tokens", 100000}}.dump();
+    message.prepare_payload();
+    http::write(socket, message);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }  // the socket closes: the client is gone
+  for (int i = 0; i < 300 && source.cancelled_after_ms.load() == 0.0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const double cancelled_after_ms = source.cancelled_after_ms.load();
+  ASSERT_NE(cancelled_after_ms, 0.0) << "not cancelled within 3 s of the client leaving";
+  EXPECT_GT(cancelled_after_ms, 150.0) << "cancelled before the client left";
+  EXPECT_LT(cancelled_after_ms, 1500.0) << "not cancelled soon after the client left";
+}
+
 // The command: it refuses to listen beyond loopback without an API key, logs where it listens, and SIGTERM stops
 // it cleanly (exit 0).
 TEST(ServeCli, ListensLogsAndStopsOnSigterm) {

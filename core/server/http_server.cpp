@@ -66,6 +66,15 @@ class SocketStream {
     if (error) throw boost::system::system_error(error);
     return n;
   }
+  // Whether the peer has closed the connection, without blocking: it hung up, or the socket reads as ended. Bytes
+  // waiting (a pipelined next request) mean it is still there.
+  bool peer_closed() const {
+    pollfd one{fd_, POLLIN | POLLRDHUP, 0};
+    if (::poll(&one, 1, 0) <= 0) return false;
+    if ((one.revents & (POLLHUP | POLLERR | POLLRDHUP)) != 0) return true;
+    char byte = 0;
+    return ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+  }
 
  private:
   bool wait_for(short events, error_code& error) {
@@ -134,6 +143,8 @@ class ConnectionReply : public HttpReply {
     boost::asio::write(stream_, http::make_chunk_last(), error);
     ok_ = !error;
   }
+
+  bool client_gone() override { return !ok_ || stream_.peer_closed(); }
 
   bool answered() const { return answered_; }
   // Whether the connection can carry another request.

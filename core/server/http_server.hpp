@@ -36,6 +36,10 @@ class HttpReply {
   // One event: "data: <data>\n\n". False where the client is gone (the handler then stops its work).
   virtual bool send_event(std::string_view data) = 0;
   virtual void end_events() = 0;
+  // Whether the client has closed the connection (a check that does not block): a handler whose answer is not
+  // streamed asks between the pieces of its work, and stops it. A client that only shuts down its sending half
+  // counts as gone too: HTTP clients do not.
+  virtual bool client_gone() = 0;
 };
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpReply&)>;

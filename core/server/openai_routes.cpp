@@ -157,7 +157,10 @@ void OpenAiRoutes::complete(const HttpRequest& http, HttpReply& reply, bool chat
       CompletionStream::News news = events->wait(kWaitSlice);
       if (!news.text.empty() && first_text < 0.0) first_text = seconds_since_arrival();
       text += news.text;
-      if (!news.end) continue;
+      if (!news.end) {
+        if (reply.client_gone()) return events->cancel();  // at the next token, or the wait slice's end
+        continue;
+      }
       const CompletionOutcome& outcome = *news.end;
       if (!outcome.error.empty()) {
         record(outcome, "");
