@@ -201,6 +201,42 @@ TEST(Server, ANextTurnReusesTheCachedConversation) {
   EXPECT_EQ(two.json()["choices"][0]["message"]["content"], generated_text(server.engine, conversation, 6));
 }
 
+// A prompt longer than the runner's pieces (4 steps of 256 tokens) is read a piece at a time before generation:
+// the answer is what generate() makes of the whole prompt at once (the same steps), and the usage counts it all.
+TEST(Server, ALongPromptReadInPiecesAnswersAsAtOnce) {
+  ASSERT_REFERENCE(tiny_model());
+  const Engine engine(engine_options());
+  constexpr int32_t kLongContext = 2048;
+  server::CompletionRunner runner(
+      engine, {.n_ctx = kLongContext, .kv_type = STRATA_KV_F16, .execution = {}, .queue_capacity = 2, .fault = {}});
+  server::CompletionRequest request;
+  for (int i = 0; i < 110; ++i) request.prompt += "the quick brown fox " + std::to_string(i) + " ";
+  request.max_tokens = 8;
+  request.sampling.temperature = 0.0f;
+  const auto stream = runner.submit(request);
+  std::string text;
+  std::optional<server::CompletionOutcome> outcome;
+  while (!outcome) {
+    auto news = stream->wait(std::chrono::milliseconds(1000));
+    text += news.text;
+    outcome = news.end;
+  }
+  ASSERT_TRUE(outcome->error.empty()) << outcome->error;
+  const tokenizer::Tokenizer tokenizer(engine.file());
+  const auto prompt = tokenizer.encode(request.prompt, {.add_special = true, .parse_special = true});
+  ASSERT_GT(prompt.size(), 1200u) << "the prompt must outlast several pieces";
+  EXPECT_EQ(outcome->prompt_tokens, static_cast<int32_t>(prompt.size()));
+  Session session(engine.model(), {.n_ctx = kLongContext, .execution = {}});
+  tokenizer::StreamingDetokenizer detokenizer(tokenizer, false);
+  std::string expected;
+  generate(session, prompt, {8, request.sampling, end_of_generation_tokens(tokenizer.vocabulary())},
+           [&](int32_t token) {
+             expected += detokenizer.push(token);
+             return true;
+           });
+  EXPECT_EQ(text, expected + detokenizer.finish());
+}
+
 // /v1/completions continues raw text; a stop string ends the text before it, with finish_reason "stop".
 TEST(Server, CompletionsStopBeforeAStopString) {
   ASSERT_REFERENCE(tiny_model());

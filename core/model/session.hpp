@@ -76,6 +76,7 @@ class Session {
 
   int32_t position() const { return position_; }
   int32_t context_size() const { return options_.n_ctx; }
+  int32_t max_batch() const { return options_.max_batch; }
   // Forgets everything at and after position (its cache entries are overwritten by later steps).
   void rewind(int32_t position);
 

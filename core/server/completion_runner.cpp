@@ -11,6 +11,9 @@
 namespace strata::server {
 namespace {
 
+// A prompt longer than this many of the session's steps is read a piece of that many steps at a time.
+constexpr int32_t kPromptPieceSteps = 4;
+
 CompletionOutcome failure(int status, std::string message) {
   CompletionOutcome outcome;
   outcome.status = status;
@@ -183,7 +186,21 @@ void CompletionRunner::run(Job& job) {
     tokenizer::StreamingDetokenizer detokenizer(tokenizer_, /*render_special=*/false);
     StopStrings stops(request.stop);
     const GenerationOptions generation{max_tokens, request.sampling, end_tokens_};
-    const auto generated = generate(session_, std::span(prompt).subspan(keep), generation, [&](int32_t token) {
+    // A long prompt is read in pieces of whole steps before generation reads the last: each piece is progress for
+    // the watchdog, and a client that left stops the reading there.
+    std::span<const int32_t> unread = std::span(prompt).subspan(keep);
+    const auto piece = static_cast<size_t>(kPromptPieceSteps * session_.max_batch());
+    while (unread.size() > piece) {
+      if (stream.cancelled()) {
+        cached_.assign(prompt.begin(), prompt.begin() + session_.position());
+        return stream.finish(failure(499, "the client went away"));
+      }
+      session_.forward_last(unread.first(piece));
+      unread = unread.subspan(piece);
+      cache_used_.store(session_.position());
+      progress_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+    }
+    const auto generated = generate(session_, unread, generation, [&](int32_t token) {
       stream.push_text(stops.push(detokenizer.push(token)));
       cache_used_.store(session_.position());
       progress_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count());

@@ -105,8 +105,9 @@ void register_serve_command(CLI::App& app) {
       ->capture_default_str();
   command
       ->add_option("--watchdog-s", options->watchdog_s,
-                   "With --worker 1: a running request that makes no progress for this long (a prompt read counts as "
-                   "one step) gets a stall report in the log, with the worker's thread stacks, and a new worker (0: "
+                   "With --worker 1: a running request that makes no progress for this long (a token, or a piece of "
+                   "1,024 tokens of its prompt) gets a stall report in the log, with the worker's thread stacks, and a "
+                   "new worker (0: "
                    "no watchdog)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
