@@ -642,6 +642,21 @@ TEST(ServeCli, AWorkerCrashIsInvisibleToTheClient) {
   EXPECT_NE(server.log().find("was killed by signal"), std::string::npos) << server.log();
 }
 
+// A worker that hangs while it loads the model (--test-fault hang@load) is not waited for forever: after
+// --load-timeout-s a stall report with its thread stacks, then the start fails with a clear error.
+TEST(ServeCli, AWorkerThatHangsWhileLoadingFailsTheStartInTime) {
+  ASSERT_REFERENCE(tiny_model());
+  const auto result = test::run_command(test::shell_quote(test::strata_executable().string()) + " serve --model " +
+                                        test::shell_quote(tiny_model().string()) +
+                                        " --backend cpu -t 2 --port 0 --test-fault hang@load --load-timeout-s 1");
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find("stall report: the engine worker"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("stall report: thread "), std::string::npos) << "no stacks: " << result.err;
+  EXPECT_NE(result.err.find("the engine worker did not get ready: it was still loading after 1."), std::string::npos)
+      << result.err;
+  EXPECT_LT(result.seconds, 15.0);
+}
+
 // --config serve.json stands for the flags its keys name: the model, the args, and env in the worker's environment
 // (here a STRATA_CPU_ISA that the worker's CPU backend reports); a flag may add to it. A bad file, an unknown key,
 // a key also given as a flag, or a setting not built yet is a one-line error naming the file and the key.

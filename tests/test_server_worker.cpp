@@ -199,7 +199,7 @@ TEST(ServerWorker, AWorkerThatCannotLoadFailsTheStart) {
     WorkerSource source(options(command));
     ADD_FAILURE() << "the worker started";
   } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find("the engine worker exited with status 1 before it was ready"),
+    EXPECT_NE(std::string(error.what()).find("the engine worker did not get ready: it exited with status 1"),
               std::string::npos)
         << error.what();
   }

@@ -32,6 +32,7 @@ void inject(const FaultInjection& fault) {
       for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
     case FaultInjection::Kind::error:
       throw Error("test fault: a backend call failed at token " + std::to_string(fault.at_token));
+    case FaultInjection::Kind::hang_at_load:  // the worker's start hangs instead (strata serve)
     case FaultInjection::Kind::none:
       break;
   }
@@ -40,6 +41,7 @@ void inject(const FaultInjection& fault) {
 }  // namespace
 
 FaultInjection parse_fault(const std::string& text) {
+  if (text == "hang@load") return {.kind = FaultInjection::Kind::hang_at_load, .at_token = 0};
   const size_t at = text.find('@');
   const std::string kind = text.substr(0, at);
   FaultInjection fault;
@@ -53,7 +55,7 @@ FaultInjection parse_fault(const std::string& text) {
     fault.at_token = 0;
   }
   if (fault.kind == FaultInjection::Kind::none || fault.at_token < 1) {
-    throw Error("--test-fault takes crash@K, hang@K or error@K with K >= 1, not '" + text + "'");
+    throw Error("--test-fault takes crash@K, hang@K or error@K with K >= 1, or hang@load, not '" + text + "'");
   }
   return fault;
 }

@@ -62,13 +62,14 @@ class CompletionStream {
 };
 
 // Test only (`strata serve --test-fault KIND@K`, docs/serving.md): at the K-th token this process generates, the
-// engine crashes (abort), hangs (sleeps for good) or fails (throws as a failed backend call would).
+// engine crashes (abort), hangs (sleeps for good) or fails (throws as a failed backend call would); or (hang@load)
+// the worker hangs before it loads the model.
 struct FaultInjection {
-  enum class Kind { none, crash, hang, error } kind = Kind::none;
+  enum class Kind { none, crash, hang, error, hang_at_load } kind = Kind::none;
   int64_t at_token = 0;
 };
 
-// Parses KIND@K (crash@12); throws strata::Error naming --test-fault.
+// Parses KIND@K (crash@12) or hang@load; throws strata::Error naming --test-fault.
 FaultInjection parse_fault(const std::string& text);
 
 struct RunnerOptions {

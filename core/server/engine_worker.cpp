@@ -34,6 +34,8 @@ void print_stack(int) {
   ::backtrace_symbols_fd(frames, count, STDERR_FILENO);
 }
 
+}  // namespace
+
 void install_stack_printer() {
   void* warm_up[1];
   ::backtrace(warm_up, 1);
@@ -43,8 +45,6 @@ void install_stack_printer() {
   action.sa_flags = SA_RESTART;
   ::sigaction(SIGUSR2, &action, nullptr);
 }
-
-}  // namespace
 
 void serve_supervisor(int fd, CompletionRunner& runner) {
   install_stack_printer();

@@ -6,6 +6,10 @@
 
 namespace strata::server {
 
+// SIGUSR2 makes the receiving thread print its stack to stderr (a stall report asks each thread in turn): a worker
+// installs it before it loads the model, so that a load that hangs can be shown.
+void install_stack_printer();
+
 // Says ready, then serves the channel fd until the supervisor closes it (then cancels what is left and returns).
 // Throws strata::Error for a channel that breaks.
 void serve_supervisor(int fd, CompletionRunner& runner);

@@ -1,6 +1,7 @@
 #include "core/server/worker_source.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -8,6 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -45,11 +50,41 @@ std::string reap(pid_t pid, std::chrono::milliseconds grace) {
   return "did not exit and was killed";
 }
 
+// Each of the worker's threads prints its stack to the log (its SIGUSR2 handler), for a stall report, before it is
+// killed; half a second for them to do so.
+void request_stacks(pid_t pid) {
+  std::vector<pid_t> threads;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    threads.push_back(static_cast<pid_t>(std::stol(task.path().filename().string())));
+  }
+  for (const pid_t thread : threads) ::syscall(SYS_tgkill, pid, thread, SIGUSR2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+}
+
+// Whether fd has something to read before timeout (0: no limit) has passed since start.
+bool readable_within(int fd, std::chrono::milliseconds timeout, std::chrono::steady_clock::time_point start) {
+  for (;;) {
+    int wait_ms = -1;
+    if (timeout.count() > 0) {
+      const auto left =
+          timeout - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      if (left.count() <= 0) return false;
+      wait_ms = static_cast<int>(std::min<int64_t>(left.count(), 1000));
+    }
+    pollfd one{fd, POLLIN, 0};
+    const int ready = ::poll(&one, 1, wait_ms);
+    if (ready > 0) return true;
+    if (ready < 0 && errno != EINTR) return true;  // the read that follows reports it
+  }
+}
+
 }  // namespace
 
 WorkerSource::WorkerSource(WorkerOptions options) : options_(std::move(options)) {
   std::string why;
-  if (!start_worker(/*first=*/true, why)) throw Error("the engine worker " + why + " before it was ready");
+  if (!start_worker(/*first=*/true, why)) throw Error("the engine worker did not get ready: it " + why);
   state_ = "ready";
   last_frame_ = std::chrono::steady_clock::now();
   reader_ = std::thread([this] { reader_loop(); });
@@ -127,9 +162,26 @@ bool WorkerSource::start_worker(bool first, std::string& why) {
     return false;
   }
   log().info("engine worker {} started{}", pid, first ? "" : " again");
-  // Its first frames: the ready one, perhaps after gauges. The load may take minutes; a worker that dies ends
-  // the read.
+  // Its first frames: the ready one, perhaps after gauges. The load may take minutes, at most load_timeout; a
+  // worker that dies ends the read.
+  const auto started = std::chrono::steady_clock::now();
   for (;;) {
+    if (!readable_within(pair[0], options_.load_timeout, started)) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      log().error(
+          "stall report: the engine worker {} was still loading after {:.1f} s (--load-timeout-s); its "
+          "threads' stacks follow",
+          pid, seconds);
+      request_stacks(pid);
+      ::close(pair[0]);
+      ::kill(pid, SIGKILL);
+      reap(pid, kExitGrace);
+      why = fmt::format(
+          "was still loading after {:.1f} s (--load-timeout-s) and was killed (its threads' stacks are "
+          "in the log)",
+          seconds);
+      return false;
+    }
     std::optional<Json> message;
     try {
       message = read_frame(pair[0]);
@@ -321,16 +373,8 @@ void WorkerSource::report_stall(double seconds) {
     log().error("stall report: request {}: {}, {} bytes of text sent, {} workers died running it", id,
                 id == in_flight_.begin()->first ? "running" : "waiting", entry.delivered, entry.deaths);
   }
-  // The worker's threads each print their stack to the log (its SIGUSR2 handler), before it is killed.
-  std::vector<pid_t> threads;
-  const std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
-  std::error_code error;
-  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
-    threads.push_back(static_cast<pid_t>(std::stol(task.path().filename().string())));
-  }
-  log().error("stall report: the worker's {} threads' stacks follow", threads.size());
-  for (const pid_t thread : threads) ::syscall(SYS_tgkill, pid_, thread, SIGUSR2);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  log().error("stall report: the worker's threads' stacks follow");
+  request_stacks(pid_);
 }
 
 }  // namespace strata::server

@@ -31,6 +31,9 @@ struct WorkerOptions {
   // No progress on a running request for this long (the worker's own count, or no frame from it at all): the
   // watchdog writes a stall report to the log, with the worker's thread stacks, and replaces the worker. 0: off.
   std::chrono::milliseconds watchdog{60000};
+  // A worker not ready this long after it started (loading the model) gets a stall report with its thread stacks and
+  // is killed: at the first start the server fails, later it is started again. 0: no limit.
+  std::chrono::milliseconds load_timeout{900000};
 };
 
 class WorkerSource : public CompletionSource {

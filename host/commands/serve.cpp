@@ -36,12 +36,13 @@ struct ServeOptions {
   std::string kv = "f16";
   size_t queue = 64;
   std::string model_id;
-  bool worker = true;        // the engine in a child process (else in this one)
-  int worker_fd = -1;        // >= 0: this process is the engine worker, its channel on this fd
-  std::string test_fault;    // KIND@K for the first worker (test only)
-  double watchdog_s = 60.0;  // no progress for this long: stall report, new worker
-  int32_t parallel = 1;      // slots decoding together
-  std::string config;        // expanded before parsing (serve_config.hpp); kept for --help
+  bool worker = true;             // the engine in a child process (else in this one)
+  int worker_fd = -1;             // >= 0: this process is the engine worker, its channel on this fd
+  std::string test_fault;         // KIND@K for the first worker (test only)
+  double watchdog_s = 60.0;       // no progress for this long: stall report, new worker
+  double load_timeout_s = 900.0;  // a worker not ready this long after it started: stall report, killed
+  int32_t parallel = 1;           // slots decoding together
+  std::string config;             // expanded before parsing (serve_config.hpp); kept for --help
 };
 
 bool loopback(const std::string& host) { return host == "127.0.0.1" || host == "::1" || host == "localhost"; }
@@ -111,9 +112,16 @@ void register_serve_command(CLI::App& app) {
                    "no watchdog)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--load-timeout-s", options->load_timeout_s,
+                   "With --worker 1: a worker still loading the model after this long gets a stall report in the log, "
+                   "with its thread stacks, and is killed; at start the server then fails, later the worker is "
+                   "started again (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   command->add_option("--test-fault", options->test_fault,
                       "TEST ONLY: the first engine worker crashes (crash@K), hangs (hang@K) or fails a request "
-                      "(error@K) at the K-th token it generates");
+                      "(error@K) at the K-th token it generates, or hangs before it loads the model (hang@load)");
   command->add_option(
       "--config", options->config,
       "A JSON file of settings, expanded into the flags they stand for: {\"model\": PATH, \"args\": [FLAGS...], "
@@ -135,7 +143,11 @@ void register_serve_command(CLI::App& app) {
   command->callback([options] {
     const server::FaultInjection fault =
         options->test_fault.empty() ? server::FaultInjection{} : server::parse_fault(options->test_fault);
-    if (options->worker_fd >= 0) {  // the engine worker: the supervisor started it
+    if (options->worker_fd >= 0) {      // the engine worker: the supervisor started it
+      server::install_stack_printer();  // a load that hangs can be shown
+      if (fault.kind == server::FaultInjection::Kind::hang_at_load) {
+        for (;;) ::pause();
+      }
       const Engine engine(options->engine);
       server::CompletionRunner runner(engine, {.n_ctx = context_of(engine, options->ctx),
                                                .kv_type = parse_kv_type(options->kv),
@@ -166,6 +178,7 @@ void register_serve_command(CLI::App& app) {
       worker.command = worker_command();
       worker.capacity = options->queue + 1;
       worker.watchdog = std::chrono::milliseconds(static_cast<int64_t>(options->watchdog_s * 1000.0));
+      worker.load_timeout = std::chrono::milliseconds(static_cast<int64_t>(options->load_timeout_s * 1000.0));
       if (!options->test_fault.empty()) worker.first_extra = {"--test-fault", options->test_fault};
       source = std::make_unique<server::WorkerSource>(std::move(worker));
     } else {
