@@ -11,19 +11,42 @@
 namespace strata::cpu {
 namespace {
 
-// For the group of query heads sharing kv_head (consecutive heads, so q and out are group rows of
-// head_dim): out_g = softmax(q_g . k_j * scale) over j <= position, times v_j. Each cached row is read once
-// for the whole group. scores holds group rows of n_ctx floats.
-void attend_group(const strata_backend& backend, const strata_kv_cache& cache, const strata_attention_params& params,
-                  int32_t position, int32_t kv_head, int32_t group, const float* q, float* scores, float* out) {
+// Tokens attended together: each cached key and value row is read once for all their query heads of a kv head
+// (the dot and axpy kernels take up to 8 vectors a pass: 2 tokens of a group of 4 heads).
+constexpr int64_t kTokensTogether = 2;
+
+// For the query heads sharing kv_head (consecutive heads, group of them) of count tokens from first: out_g =
+// softmax(q_g . k_j * scale) over j <= the token's position, times v_j. The tokens' queries are gathered into
+// queries ([count * group][head_dim]); scores holds count * group rows of n_ctx floats, sums as many rows of
+// head_dim. A token that sees fewer positions than the others gets weight 0 for the rest (adding 0 x v_j leaves
+// its sums as they were).
+void attend_tokens(const strata_backend& backend, const strata_kv_cache& cache, const strata_attention_params& params,
+                   const sdk::AttentionOperands& operands, int64_t first, int64_t count, int32_t kv_head, int32_t group,
+                   float* queries, float* scores, float* sums) {
   const FloatKernels& kernels = backend.kernels;
   const size_t first_row = cache.row(params.layer, kv_head, 0);
-  const int32_t n_seen = position + 1;
   const size_t head_dim = static_cast<size_t>(params.head_dim), scores_stride = static_cast<size_t>(cache.config.n_ctx);
-  cache.keys.dot_rows(kernels, first_row, n_seen, q, head_dim, group, scores, scores_stride);
-  for (int32_t g = 0; g < group; ++g) kernels.scaled_softmax(scores + g * scores_stride, n_seen, params.scale);
-  std::fill(out, out + group * head_dim, 0.0f);
-  cache.values.accumulate_rows(kernels, first_row, n_seen, scores, scores_stride, out, head_dim, group);
+  const int64_t q_width = int64_t{params.n_head} * params.head_dim, block = int64_t{group} * params.head_dim;
+  const auto vectors = static_cast<int32_t>(count * group);
+  int32_t n_seen = 0;
+  for (int64_t t = first; t < first + count; ++t) {
+    std::copy_n(operands.q + t * q_width + kv_head * block, block, queries + (t - first) * block);
+    n_seen = std::max(n_seen, params.positions[t] + 1);
+  }
+  cache.keys.dot_rows(kernels, first_row, n_seen, queries, head_dim, vectors, scores, scores_stride);
+  for (int64_t t = first; t < first + count; ++t) {
+    const int32_t own = params.positions[t] + 1;
+    for (int32_t g = 0; g < group; ++g) {
+      float* row = scores + ((t - first) * group + g) * scores_stride;
+      kernels.scaled_softmax(row, own, params.scale);
+      std::fill(row + own, row + n_seen, 0.0f);
+    }
+  }
+  std::fill(sums, sums + vectors * head_dim, 0.0f);
+  cache.values.accumulate_rows(kernels, first_row, n_seen, scores, scores_stride, sums, head_dim, vectors);
+  for (int64_t t = first; t < first + count; ++t) {
+    std::copy_n(sums + (t - first) * block, block, operands.out + t * q_width + kv_head * block);
+  }
 }
 
 }  // namespace
@@ -35,7 +58,7 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
   const auto& p = deref(params, "attention params");
   const sdk::AttentionOperands operands = sdk::attention_operands(kv.config, p, q, k, v, out);
   const int64_t n_tokens = p.n_tokens, head_dim = p.head_dim;
-  const int64_t q_width = p.n_head * head_dim, kv_width = p.n_head_kv * head_dim;
+  const int64_t kv_width = p.n_head_kv * head_dim;
 
   instance.pool.parallel_for(n_tokens * p.n_head_kv, [&](int64_t begin, int64_t end, int) {
     for (int64_t item = begin; item < end; ++item) {
@@ -46,16 +69,18 @@ void attention(strata_backend* backend, strata_kv_cache* cache, const strata_att
     }
   });
   const int32_t group = p.n_head / p.n_head_kv;
-  // A prompt's later tokens attend over more positions: items are taken from both ends of the tokens in turn
-  // (0, n - 1, 1, n - 2, ...), so that the pool's chunks of items in a row get about equal work.
-  const auto token_of = [n_tokens](int64_t k) { return k % 2 == 0 ? k / 2 : n_tokens - 1 - k / 2; };
-  instance.pool.parallel_for(n_tokens * p.n_head_kv, [&](int64_t begin, int64_t end, int worker) {
-    float* scores = instance.worker_floats(worker, static_cast<size_t>(group) * kv.config.n_ctx);
+  const int64_t n_units = (n_tokens + kTokensTogether - 1) / kTokensTogether;  // runs of tokens attended together
+  // A prompt's later tokens attend over more positions: units are taken from both ends in turn (0, n - 1, 1,
+  // n - 2, ...), so that the pool's chunks of items in a row get about equal work.
+  const auto unit_of = [n_units](int64_t k) { return k % 2 == 0 ? k / 2 : n_units - 1 - k / 2; };
+  const auto vectors = static_cast<size_t>(kTokensTogether * group), dims = static_cast<size_t>(head_dim);
+  instance.pool.parallel_for(n_units * p.n_head_kv, [&](int64_t begin, int64_t end, int worker) {
+    float* scratch = instance.worker_floats(worker, vectors * (kv.config.n_ctx + 2 * dims));
+    float* queries = scratch + vectors * kv.config.n_ctx;
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = token_of(item / p.n_head_kv), kv_head = item % p.n_head_kv;
-      const int64_t offset = t * q_width + kv_head * group * head_dim;
-      attend_group(instance, kv, p, p.positions[t], static_cast<int32_t>(kv_head), group, operands.q + offset, scores,
-                   operands.out + offset);
+      const int64_t first = unit_of(item / p.n_head_kv) * kTokensTogether;
+      attend_tokens(instance, kv, p, operands, first, std::min(kTokensTogether, n_tokens - first),
+                    static_cast<int32_t>(item % p.n_head_kv), group, queries, scratch, queries + vectors * dims);
     }
   });
 }
