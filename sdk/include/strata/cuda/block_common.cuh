@@ -32,8 +32,13 @@ struct ActiveSlots {
     tracked = true;
   }
   __device__ bool has(int j) const { return !tracked || ((mask >> j) & 1u) != 0; }
-  // The nth active slot, nth < count.
-  __device__ int slot(int nth) const { return tracked ? static_cast<int>(__fns(mask, 0, nth + 1)) : nth; }
+  // The nth active slot, nth < count: the lowest set bit after the nth lowest are cleared.
+  __device__ int slot(int nth) const {
+    if (!tracked) return nth;
+    uint32_t rest = mask;
+    for (int i = 0; i < nth; ++i) rest &= rest - 1;
+    return __ffs(static_cast<int>(rest)) - 1;
+  }
 
   uint32_t mask = 0;
   int count = 0;
