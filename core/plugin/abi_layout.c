@@ -26,7 +26,7 @@
 #define PIN_VALUE(name, value) _Static_assert((name) == (value), #name " changed value: constants are ABI")
 
 PIN_VALUE(STRATA_ABI_MAJOR, 1);
-PIN_VALUE(STRATA_ABI_MINOR, 11);
+PIN_VALUE(STRATA_ABI_MINOR, 10);
 
 /* strata_error (plugin.h, ABI 1.0) */
 PIN(strata_error, message, 0, 8);

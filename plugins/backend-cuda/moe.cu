@@ -6,9 +6,9 @@
 // device, and gate, up and down are one tensor-core launch each over all experts' tiles of tokens.
 // Otherwise (a plugin without those launchers): the ids come to the host, which groups the slots, and
 // each used expert multiplies its tokens' rows with the backend's matmul.
-// A pair of weight 0 adds nothing (strata/backend.h): every path leaves it out (an expert cache's core zeroes
-// the pairs another tier computes): the grouped paths whatever its id, the decode launches (ABI 1.11 types)
-// without reading its id or rows.
+// A pair of weight 0 adds nothing (strata/backend.h): both grouped paths leave it out (an expert cache's core
+// zeroes the pairs another tier computes, whatever their ids); the decode launches compute it (0 x a finite
+// result adds 0), so its id must still be in range there.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -292,7 +292,7 @@ void expert_launches(strata_backend& backend, const strata_weight& gate, const s
                                     static_cast<int32_t>(n_slots),
                                     n_used,
                                     ids,
-                                    weights,
+                                    nullptr,
                                     x,
                                     activations,
                                     nullptr,

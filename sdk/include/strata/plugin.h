@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 11
+#define STRATA_ABI_MINOR 10
 
 #define STRATA_PLUGIN_QUERY_SYMBOL "strata_plugin_query"
 

@@ -37,9 +37,7 @@ typedef struct strata_cuda_expert_matvec {
   int32_t n_slots;
   int32_t slots_per_token;
   const int32_t* expert_ids; /* [n_slots] */
-  /* WEIGHTED_SUM: [n_slots]. SWIGLU: [n_slots] or NULL (ABI 1.11). A slot of weight 0 adds nothing: since
-   * ABI 1.11 a launch skips it (SWIGLU writes its out rows 0; WEIGHTED_SUM reads neither its id nor its row). */
-  const float* slot_weights;
+  const float* slot_weights; /* WEIGHTED_SUM: [n_slots]; otherwise NULL */
   const float* x;
   float* out;
   /* ABI 1.2 (read where struct_size covers them): x already rounded to 8 bits as for cuda_matvec_q8, rows

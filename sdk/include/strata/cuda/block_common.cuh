@@ -18,33 +18,6 @@ inline constexpr int kMaxMatvecTokens = 8;
 inline constexpr int kMatvecRowsPerBlock = 4;  // one warp per row
 inline constexpr int kWarp = 32;
 
-// A token's slots of nonzero weight among its k, for the expert launches' weighted sums (ABI 1.11: a slot of
-// weight 0 adds nothing, and neither its id nor its row is read). Up to 32 slots are tracked as a bit mask; a
-// token of more counts every slot as active (a zero weight still adds nothing to a finite row).
-struct ActiveSlots {
-  __device__ ActiveSlots(const float* weights, int k) {
-    if (k > 32) {
-      count = k;
-      return;
-    }
-    for (int j = 0; j < k; ++j) mask |= weights[j] != 0.0f ? 1u << j : 0u;
-    count = __popc(mask);
-    tracked = true;
-  }
-  __device__ bool has(int j) const { return !tracked || ((mask >> j) & 1u) != 0; }
-  // The nth active slot, nth < count: the lowest set bit after the nth lowest are cleared.
-  __device__ int slot(int nth) const {
-    if (!tracked) return nth;
-    uint32_t rest = mask;
-    for (int i = 0; i < nth; ++i) rest &= rest - 1;
-    return __ffs(static_cast<int>(rest)) - 1;
-  }
-
-  uint32_t mask = 0;
-  int count = 0;
-  bool tracked = false;
-};
-
 // Blocks are packed back to back (34, 98, 110 bytes...), so multi-byte fields are read a byte at a time.
 __device__ inline uint32_t load_u16(const uint8_t* p) { return p[0] | (uint32_t{p[1]} << 8); }
 __device__ inline uint32_t load_u32(const uint8_t* p) { return load_u16(p) | (load_u16(p + 2) << 16); }

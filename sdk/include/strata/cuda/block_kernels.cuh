@@ -76,9 +76,8 @@ __global__ void __launch_bounds__(kWarp* kMatvecRowsPerBlock)
 }
 
 // One warp per (output row, blockIdx.y): blockIdx.y is the slot (SWIGLU) or the token (WEIGHTED_SUM).
-// SWIGLU walks the gate and the up row together; WEIGHTED_SUM walks the token's k expert rows of nonzero
-// weight as one run of chunks, each chunk's product scaled by its slot's weight. A slot of weight 0 is skipped
-// (ABI 1.11): SWIGLU writes its row 0 where it has the weights, and WEIGHTED_SUM reads neither its id nor its row.
+// SWIGLU walks the gate and the up row together; WEIGHTED_SUM walks the token's k expert rows as one run
+// of k * n_chunks chunks, each chunk's product scaled by its slot's weight.
 template <class Decoder, int kMode>
 __global__ void __launch_bounds__(kWarp* kMatvecRowsPerBlock) expert_matvec_kernel(strata_cuda_expert_matvec args) {
   start_after_previous_kernel();
@@ -95,9 +94,8 @@ __global__ void __launch_bounds__(kWarp* kMatvecRowsPerBlock) expert_matvec_kern
   if constexpr (kMode == STRATA_EXPERT_MATVEC_SWIGLU) {
     const int slot = blockIdx.y;
     const int expert = args.expert_ids[slot];
-    const bool skipped = args.slot_weights != nullptr && args.slot_weights[slot] == 0.0f;
-    bad_id = !skipped && !valid(expert);
-    if (!bad_id && !skipped) {
+    bad_id = !valid(expert);
+    if (!bad_id) {
       const size_t offset = static_cast<size_t>(expert) * args.expert_bytes + row_offset;
       const uint8_t* gate_row = weight + offset;
       const uint8_t* up_row = static_cast<const uint8_t*>(args.weight2) + offset;
@@ -125,18 +123,18 @@ __global__ void __launch_bounds__(kWarp* kMatvecRowsPerBlock) expert_matvec_kern
   } else {
     const int token = blockIdx.y;
     const int32_t* ids = args.expert_ids + token * k;
-    const ActiveSlots active(args.slot_weights + token * k, k);
-    for (int j = 0; j < k; ++j) bad_id = bad_id || (active.has(j) && !valid(ids[j]));
-    if (!bad_id && active.count > 0) {
-      const int total = active.count * n_chunks;
+    for (int j = 0; j < k; ++j) bad_id = bad_id || !valid(ids[j]);
+    if (!bad_id) {
+      const int total = k * n_chunks;
       for (int base = lane; base < total; base += kChunksInFlight * kWarp) {
         float w[kChunksInFlight][kChunkValues];
         int slot_of[kChunksInFlight], chunk_of[kChunksInFlight];
 #pragma unroll
         for (int u = 0; u < kChunksInFlight; ++u) {
           const int flat = min(base + u * kWarp, total - 1);
-          const int nth = flat / n_chunks, j = active.slot(nth);
-          chunk_of[u] = flat - nth * n_chunks;
+          const int j = flat / n_chunks;
+          slot_of[u] = token * k + j;
+          chunk_of[u] = flat - j * n_chunks;
           decode_chunk<Decoder>(weight + static_cast<size_t>(ids[j]) * args.expert_bytes + row_offset, chunk_of[u],
                                 w[u]);
         }

@@ -387,7 +387,7 @@ __device__ inline float expert_result(bool bad_id, float value) { return bad_id 
 
 // strata_cuda_expert_matvec SWIGLU with 8-bit activations: blockIdx.y is the slot (its token's activations
 // are rounded), kRows consecutive rows of its expert's gate and up matrices per warp (n_rows a multiple of
-// kRows). A slot of weight 0, where the weights are given, gets rows of 0 and reads nothing (ABI 1.11).
+// kRows).
 template <class Decoder, int kRows>
 __global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 4 : 3)
     expert_swiglu_q8_kernel(strata_cuda_expert_matvec args) {
@@ -395,16 +395,10 @@ __global__ void __launch_bounds__(kWarp* kQ8Warps, kRows == 1 ? 4 : 3)
   load_decoder_tables<Decoder>();
   if constexpr (has_decoder_tables<Decoder>) __syncthreads();  // activation_rows may not have a barrier
   wait_for_previous_kernel();
-  const int lane = threadIdx.x % kWarp;
-  const int64_t first_row = (blockIdx.x * int64_t{kQ8Warps} + threadIdx.x / kWarp) * kRows;
-  if (args.slot_weights != nullptr && args.slot_weights[blockIdx.y] == 0.0f) {  // the whole block: no barrier
-    if (lane < kRows && first_row + lane < args.n_rows) {
-      args.out[static_cast<int64_t>(blockIdx.y) * args.n_rows + first_row + lane] = 0.0f;
-    }
-    return;
-  }
   const int n = static_cast<int>(args.n), token = static_cast<int>(blockIdx.y) / args.slots_per_token;
   const Q8Rows q = activation_rows(args.x, args.x_levels, args.x_scales, token, 1, n);
+  const int lane = threadIdx.x % kWarp;
+  const int64_t first_row = (blockIdx.x * int64_t{kQ8Warps} + threadIdx.x / kWarp) * kRows;
   if (first_row >= args.n_rows) return;
   const int expert = args.expert_ids[blockIdx.y];
   const bool bad_id = expert < 0 || expert >= args.n_experts;
@@ -445,8 +439,7 @@ inline constexpr int kWeightedSumWarpsPerRow = 2;
 inline constexpr int kWeightedSumWarps = kQ8Warps * kWeightedSumWarpsPerRow;  // kQ8Warps rows per block
 
 // strata_cuda_expert_matvec WEIGHTED_SUM with 8-bit activations: blockIdx.y is the token (its k slots' rows
-// are rounded), kWeightedSumWarpsPerRow warps per output row, whose lanes' groups run over the k experts of
-// nonzero weight (a slot of weight 0 adds nothing, its id unread: ABI 1.11).
+// are rounded), kWeightedSumWarpsPerRow warps per output row, whose lanes' groups run over all k experts.
 template <class Decoder>
 __global__ void __launch_bounds__(kWarp* kWeightedSumWarps)
     expert_weighted_sum_q8_kernel(strata_cuda_expert_matvec args) {
@@ -459,17 +452,16 @@ __global__ void __launch_bounds__(kWarp* kWeightedSumWarps)
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, part = warp % kWeightedSumWarpsPerRow;
   const int64_t row = blockIdx.x * int64_t{kQ8Warps} + warp / kWeightedSumWarpsPerRow;
   const int32_t* ids = args.expert_ids + first_slot;
-  const ActiveSlots active(args.slot_weights + first_slot, k);
   bool bad_id = false;
-  for (int j = 0; j < k; ++j) bad_id = bad_id || (active.has(j) && (ids[j] < 0 || ids[j] >= args.n_experts));
+  for (int j = 0; j < k; ++j) bad_id = bad_id || ids[j] < 0 || ids[j] >= args.n_experts;
   float result = 0.0f;
   if (row < args.n_rows && !bad_id) {
     const auto* weight = static_cast<const uint8_t*>(args.weight) + static_cast<size_t>(row) * args.row_bytes;
     // Unrolled by 2, not more: with 6 groups per lane (8 experts of 768 values, when one warp took a row) a
     // deeper unroll measured slower on the H200 (its remainder runs alone); not re-measured at two warps.
 #pragma unroll 2
-    for (int flat = part * kWarp + lane; flat < active.count * groups; flat += kWeightedSumWarpsPerRow * kWarp) {
-      const int nth = flat / groups, j = active.slot(nth), g = flat - nth * groups;
+    for (int flat = part * kWarp + lane; flat < k * groups; flat += kWeightedSumWarpsPerRow * kWarp) {
+      const int j = flat / groups, g = flat - j * groups;
       int32_t levels[8];
       float d[2], m = 0.0f;
       unpack_group<Decoder>(weight + static_cast<size_t>(ids[j]) * args.expert_bytes, g, levels, d, m);
