@@ -549,28 +549,6 @@ TEST(Server, AClientThatHangsUpCancelsAWholeAnswer) {
   EXPECT_LT(cancelled_after_ms, 1500.0) << "not cancelled soon after the client left";
 }
 
-// The command: it refuses to listen beyond loopback without an API key, logs where it listens, and SIGTERM stops
-// it cleanly (exit 0).
-TEST(ServeCli, ListensLogsAndStopsOnSigterm) {
-  ASSERT_REFERENCE(tiny_model());
-  const std::string strata = test::shell_quote(test::strata_executable().string());
-  const std::string model = "--model " + test::shell_quote(tiny_model().string()) + " --backend cpu -t 2 ";
-  const auto open = test::run_command(strata + " serve " + model + "--host 0.0.0.0");
-  EXPECT_NE(open.exit_code, 0);
-  EXPECT_NE(open.err.find("--host 0.0.0.0 listens beyond this machine: give an --api-key"), std::string::npos)
-      << open.err;
-  const std::string log =
-      (std::filesystem::temp_directory_path() / ("strata-serve-cli-" + std::to_string(::getpid()) + ".log")).string();
-  const auto run = test::run_command("(" + strata + " serve " + model + "--port 0 2>" + log + " & pid=$!; " +
-                                     "for i in $(seq 300); do grep -q 'serving' " + log +
-                                     " && break; sleep 0.1; done; kill -TERM $pid; wait $pid; status=$?; cat " + log +
-                                     "; exit $status)");
-  EXPECT_EQ(run.exit_code, 0) << run.out;
-  EXPECT_NE(run.out.find("serving qwen3moe-tiny-q8_0.gguf on http://127.0.0.1:"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("SIGTERM: stopping"), std::string::npos) << run.out;
-  std::filesystem::remove(log);
-}
-
 // `strata serve` ARGUMENTS as users run it, its log in a file of its own: the port it said it listens on, then
 // SIGTERM, its exit status and its log.
 class SpawnedServer {
@@ -620,6 +598,23 @@ class SpawnedServer {
   uint16_t port_ = 0;
   int status_ = -1;
 };
+
+// The command: it refuses to listen beyond loopback without an API key, logs where it listens, and SIGTERM stops
+// it cleanly (exit 0).
+TEST(ServeCli, ListensLogsAndStopsOnSigterm) {
+  ASSERT_REFERENCE(tiny_model());
+  const std::string strata = test::shell_quote(test::strata_executable().string());
+  const std::string model = "--model " + test::shell_quote(tiny_model().string()) + " --backend cpu -t 2 ";
+  const auto open = test::run_command(strata + " serve " + model + "--host 0.0.0.0");
+  EXPECT_NE(open.exit_code, 0);
+  EXPECT_NE(open.err.find("--host 0.0.0.0 listens beyond this machine: give an --api-key"), std::string::npos)
+      << open.err;
+  SpawnedServer server(model + "--port 0");
+  EXPECT_EQ(server.stop(), 0) << server.log();
+  EXPECT_NE(server.log().find("serving qwen3moe-tiny-q8_0.gguf on http://127.0.0.1:"), std::string::npos)
+      << server.log();
+  EXPECT_NE(server.log().find("SIGTERM: stopping"), std::string::npos) << server.log();
+}
 
 // The whole server as users run it, its engine in a worker process whose first incarnation crashes mid-answer
 // (--test-fault): the client gets the whole answer, the same as an undisturbed server's, and /metrics counts the
